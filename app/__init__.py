@@ -1,0 +1,44 @@
+"""The application factory."""
+
+import os
+
+from flask import Flask
+
+import models
+
+from . import auth, cli
+from .config import load_config
+from .extensions import Api
+
+INSTANCE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "instance")
+
+
+def create_app(test_config=None) -> Flask:
+    app = Flask(__name__, instance_path=INSTANCE_PATH, instance_relative_config=True)
+    load_config(app, test_config)
+    app.json.sort_keys = False
+
+    models.open_database(app.config["ANALYTICS_DATABASE"])
+    with models.connection():
+        models.create_schema()
+
+    app.before_request(_connect)
+    app.before_request(auth.check_request)
+    app.teardown_request(_close)
+
+    api = Api(app)
+    from . import clients, ingest
+
+    api.register_blueprint(ingest.blp)
+    api.register_blueprint(clients.blp)
+    cli.register(app)
+    return app
+
+
+def _connect():
+    models.db.connect(reuse_if_open=True)
+
+
+def _close(exc):
+    if not models.db.is_closed():
+        models.db.close()

@@ -1,0 +1,115 @@
+"""Command-line tools: `flask --app wsgi init` and `flask --app wsgi ingest`."""
+
+import json
+import os
+import secrets
+import sys
+
+import click
+from flask import current_app
+
+import models
+from schemas.datetimes import now_ms
+from schemas.records import RecordError, parse_records
+
+
+def register(app):
+    app.cli.add_command(init_command)
+    app.cli.add_command(ingest_command)
+
+
+@click.command("init")
+def init_command():
+    """Create the schema, and an operator API key on first start if none is configured."""
+    config_path = os.path.join(current_app.instance_path, "config.py")
+    if os.environ.get("ANALYTICS_API_KEY"):
+        click.echo("API key: the one in ANALYTICS_API_KEY.")
+    elif current_app.config.get("ANALYTICS_API_KEY"):
+        click.echo(f"API key: ANALYTICS_API_KEY in {config_path}.")
+    else:
+        key = secrets.token_urlsafe(32)
+        os.makedirs(current_app.instance_path, exist_ok=True)
+        with open(config_path, "a", encoding="utf-8") as config:
+            config.write(f"\n# Operator API key, generated on first start.\nANALYTICS_API_KEY = {key!r}\n")
+        os.chmod(config_path, 0o600)
+        click.echo(f"Generated an operator API key (kept in {config_path}):\n\n    {key}\n")
+        click.echo('Send it as the header "Authorization: <key>".')
+    click.echo(f"Database: {current_app.config['ANALYTICS_DATABASE']}")
+
+
+@click.command("ingest")
+@click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
+@click.option("--batch-size", default=5000, show_default=True, help="Records per transaction.")
+def ingest_command(files, batch_size):
+    """Store records from NDJSON or JSON files ('-' or nothing: standard input).
+
+    Each batch is stored all or nothing; at a bad record the import stops, and the batches
+    before it stay stored (the message says how many records that is).
+    """
+    total = 0
+    for name in files or ("-",):
+        stream = click.open_file(name, "rb")
+        size = os.fstat(stream.fileno()).st_size if name != "-" else 0
+        with stream, models.connection():
+            stored = 0
+            for batch in _batches(_read_records(stream), batch_size):
+                try:
+                    records = parse_records(batch, now_ms())
+                except RecordError as exc:
+                    raise click.ClickException(
+                        f"{name}: record {stored + exc.index + 1}: field '{exc.field}' "
+                        f"{exc.message}. {total + stored} records were stored before it."
+                    ) from None
+                stored += models.store_records(records)
+                _progress(name, stored, stream, size)
+        total += stored
+        if size > 1 << 20 or name == "-":
+            click.echo("", err=True)
+    click.echo(f"Stored {total} records.")
+
+
+def _read_records(stream):
+    """Records from a stream of NDJSON, a JSON array, or {"records": [...]}."""
+    first = stream.readline()
+    try:
+        head = json.loads(first) if first.strip() else None
+    except ValueError:
+        head = None
+    if isinstance(head, dict) and "records" not in head:
+        yield head  # NDJSON: one record per line
+        for number, line in enumerate(stream, start=2):
+            if line.strip():
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    raise click.ClickException(f"line {number} is not valid JSON") from None
+        return
+    try:
+        body = json.loads(first + stream.read())
+    except ValueError:
+        raise click.ClickException("not NDJSON nor a JSON array of records") from None
+    items = body.get("records") if isinstance(body, dict) else body
+    if not isinstance(items, list):
+        raise click.ClickException('expected a JSON array, {"records": [...]}, or NDJSON')
+    yield from items
+
+
+def _batches(items, size):
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _progress(name, stored, stream, size):
+    """A progress line on stderr for large files and for standard input."""
+    if name == "-":
+        click.echo(f"\r{stored} records", nl=False, err=True)
+    elif size > 1 << 20:
+        percent = 100 * stream.tell() / size
+        click.echo(f"\r{name}: {stored} records ({percent:.0f}%)", nl=False, err=True)
+    sys.stderr.flush()

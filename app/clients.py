@@ -1,0 +1,94 @@
+"""The Clients group: /v2/client and /v2/client/alias/{endpointId}/{clientId}."""
+
+import marshmallow as ma
+
+import models
+from schemas.clients import (
+    AliasRequestSchema,
+    ClientActivitySchema,
+    ClientQuerySchema,
+    DeleteClientRequestSchema,
+    DeleteClientResponseSchema,
+    GetClientResponseSchema,
+)
+from schemas.datetimes import now_ms
+from schemas.errors import ErrorResponseSchema
+
+from .errors import ApiError, ErrorCode
+from .extensions import Blueprint
+from .requests import json_body
+
+blp = Blueprint("clients", __name__, url_prefix="/v2/client", description="Endpoints and their clients.")
+
+_ALIAS_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "oneOf": [
+                    AliasRequestSchema,
+                    {"type": "string", "minLength": 1, "maxLength": 64},
+                ]
+            }
+        }
+    },
+}
+
+
+@blp.route("", methods=["GET"])
+@blp.arguments(ClientQuerySchema, location="query")
+@blp.response(200, GetClientResponseSchema)
+def list_clients(query):
+    """List endpoints and their clients, with last-activity times."""
+    return {"items": models.list_clients(query.get("endpointId"), query.get("clientId"))}
+
+
+@blp.route("", methods=["DELETE"])
+@blp.arguments(DeleteClientRequestSchema)
+@blp.response(200, DeleteClientResponseSchema)
+def delete_clients(body):
+    """Delete clients with no activity after endTime, and their records up to it."""
+    endpoints, client_ids = body.get("endpointIds") or [], body.get("clientIds") or []
+    if not endpoints and not client_ids and "endTime" not in body:
+        raise ApiError(
+            ErrorCode.CONFIRMATION_REQUIRED,
+            "Deleting every client needs an explicit 'endTime' (or endpointIds/clientIds).",
+        )
+    deleted = models.delete_clients(endpoints, client_ids, body.get("endTime", now_ms()))
+    return {
+        "deletedCount": len(deleted),
+        "deletedClients": [{"endpointId": e, "clientId": c} for e, c in deleted],
+    }
+
+
+@blp.route("/alias/<endpointId>/<clientId>", methods=["PUT"])
+@blp.doc(requestBody=_ALIAS_BODY)
+@blp.response(200, ClientActivitySchema)
+@blp.alt_response(404, schema=ErrorResponseSchema, description="No such client.")
+def set_alias(endpointId, clientId):
+    """Set a client's alias."""
+    body = json_body()
+    if isinstance(body, str):
+        body = {"alias": body}
+    if not isinstance(body, dict):
+        raise ApiError(ErrorCode.INVALID_PARAMETER, "The body must be {\"alias\": \"...\"} or a string.")
+    try:
+        alias = AliasRequestSchema().load(body)["alias"]
+    except ma.ValidationError as exc:
+        code = ErrorCode.MISSING_FIELD if "alias" not in body else ErrorCode.INVALID_PARAMETER
+        raise ApiError(code, f"Invalid 'alias': {exc.messages['alias'][0]}") from None
+    return _entry_or_404(models.set_alias(endpointId, clientId, alias))
+
+
+@blp.route("/alias/<endpointId>/<clientId>", methods=["DELETE"])
+@blp.response(200, ClientActivitySchema)
+@blp.alt_response(404, schema=ErrorResponseSchema, description="No such client.")
+def clear_alias(endpointId, clientId):
+    """Clear a client's alias."""
+    return _entry_or_404(models.set_alias(endpointId, clientId, ""))
+
+
+def _entry_or_404(entry):
+    if entry is None:
+        raise ApiError(ErrorCode.CLIENT_NOT_FOUND, "No such client for this endpoint.")
+    return entry

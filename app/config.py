@@ -1,0 +1,40 @@
+"""Configuration: defaults, then instance/config.py, then ANALYTICS_* environment variables."""
+
+import os
+
+DEFAULTS = {
+    "ANALYTICS_DATABASE": None,  # None: instance/analytics.db
+    "ANALYTICS_API_KEY": None,
+    "ANALYTICS_RETENTION_DAYS": 33,
+    "ANALYTICS_MAX_BODY_MB": 16,
+    "ANALYTICS_MAX_BATCH": 50_000,
+}
+_INTEGERS = ("ANALYTICS_RETENTION_DAYS", "ANALYTICS_MAX_BODY_MB", "ANALYTICS_MAX_BATCH")
+
+API_SETTINGS = {
+    "API_TITLE": "DNS Analytics",
+    "API_VERSION": "v2",
+    "OPENAPI_VERSION": "3.0.3",
+    "OPENAPI_URL_PREFIX": "/v2",
+    "OPENAPI_JSON_PATH": "openapi.json",
+    "JSON_SORT_KEYS": False,
+}
+
+
+def load_config(app, test_config=None):
+    app.config.update(API_SETTINGS)
+    app.config.update(DEFAULTS)
+    app.config.from_pyfile("config.py", silent=True)
+    for name in DEFAULTS:
+        if os.environ.get(name):
+            app.config[name] = os.environ[name]
+    if test_config:
+        app.config.update(test_config)
+    for name in _INTEGERS:
+        try:
+            app.config[name] = int(app.config[name])
+        except (TypeError, ValueError):
+            raise RuntimeError(f"{name} must be an integer, got {app.config[name]!r}") from None
+    if not app.config["ANALYTICS_DATABASE"]:
+        app.config["ANALYTICS_DATABASE"] = os.path.join(app.instance_path, "analytics.db")
+    app.config["MAX_CONTENT_LENGTH"] = app.config["ANALYTICS_MAX_BODY_MB"] * 1024 * 1024

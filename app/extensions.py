@@ -1,0 +1,95 @@
+"""flask-smorest, subclassed once: our error body, 400 for validation, `name[]` query arrays."""
+
+import flask_smorest
+import marshmallow as ma
+from webargs.flaskparser import FlaskParser
+from werkzeug.datastructures import MultiDict
+
+from schemas.errors import ErrorResponseSchema
+from schemas.fields import NAMED_FIELD_SCHEMAS, Datetime, named_field_property
+
+from .errors import ApiError, ErrorCode, error_response
+
+
+class Parser(FlaskParser):
+    DEFAULT_VALIDATION_STATUS = 400
+
+    def load_querystring(self, req, schema):
+        """Accept both spellings of a query array: `name[]=a` and `name=a`."""
+        array_keys = {
+            field.data_key
+            for field in schema.fields.values()
+            if isinstance(field, ma.fields.List) and (field.data_key or "").endswith("[]")
+        }
+        args = MultiDict()
+        for key, value in req.args.items(multi=True):
+            args.add(f"{key}[]" if f"{key}[]" in array_keys else key, value)
+        return self._makeproxy(args, schema)
+
+    def handle_error(self, error, req, schema, *, error_status_code, error_headers):
+        path, message = _first_message(error.messages)
+        field = _field_at(schema, path)
+        if message == ma.fields.Field.default_error_messages["required"]:
+            code, text = ErrorCode.MISSING_FIELD, f"Missing required field '{path}'."
+        elif isinstance(field, Datetime):
+            code, text = ErrorCode.INVALID_DATETIME, f"Invalid '{path}': {message}"
+        else:
+            code, text = ErrorCode.INVALID_PARAMETER, f"Invalid '{path}': {message}"
+        raise ApiError(code, text)
+
+    def _handle_invalid_json_error(self, error, req, *args, **kwargs):
+        raise ApiError(ErrorCode.MALFORMED_BODY, "The request body is not valid JSON.")
+
+
+def _first_message(messages, prefix=""):
+    """The dotted path and text of the first validation message (webargs nests by location)."""
+    if isinstance(messages, dict):
+        key = next(iter(messages))
+        if prefix == "" and key in ("query", "querystring", "json", "path", "view_args"):
+            return _first_message(messages[key], "")
+        if isinstance(key, int):
+            path = f"{prefix}[{key}]"
+        else:
+            path = f"{prefix}.{key}" if prefix else str(key)
+        return _first_message(messages[key], path)
+    if isinstance(messages, list) and messages:
+        if isinstance(messages[0], str):
+            return prefix or "body", messages[0]
+        return _first_message(messages[0], prefix)
+    return prefix or "body", str(messages)
+
+
+def _field_at(schema, path: str):
+    name = path.split(".")[0].split("[")[0]
+    for field in schema.fields.values():
+        if (field.data_key or field.name) in (name, f"{name}[]"):
+            return field
+    return None
+
+
+class Blueprint(flask_smorest.Blueprint):
+    ARGUMENTS_PARSER = Parser()
+
+
+class Api(flask_smorest.Api):
+    ERROR_SCHEMA = ErrorResponseSchema
+
+    def handle_http_exception(self, error):
+        return error_response(error)
+
+    def _init_spec(self, *args, **kwargs):
+        super()._init_spec(*args, **kwargs)
+        self.ma_plugin.converter.add_attribute_function(named_field_property)
+        for name, component in NAMED_FIELD_SCHEMAS.items():
+            self.spec.components.schema(name, component)
+        self.spec.components.security_scheme(
+            "ApiKey",
+            {
+                "type": "apiKey",
+                "in": "header",
+                "name": "Authorization",
+                "description": "The API key, raw or as 'Bearer <key>'.",
+            },
+        )
+        self.spec.options["security"] = [{"ApiKey": []}]
+

@@ -1,0 +1,74 @@
+"""POST /v2/ingest: records in as a JSON array, {"records": [...]}, or NDJSON."""
+
+from flask import current_app, request
+
+import models
+from schemas.datetimes import now_ms
+from schemas.records import QueryDataSchema, RecordError, parse_records
+
+from .errors import ApiError, ErrorCode
+from .extensions import Blueprint
+from .requests import parse_json
+
+blp = Blueprint("ingest", __name__, url_prefix="/v2/ingest", description="Feeding records in.")
+
+NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl",
+                "application/x-jsonlines", "application/json-seq")
+
+_BODY = {
+    "required": True,
+    "content": {
+        "application/json": {
+            "schema": {
+                "oneOf": [
+                    {"type": "array", "items": QueryDataSchema},
+                    {"type": "object", "required": ["records"],
+                     "properties": {"records": {"type": "array", "items": QueryDataSchema}}},
+                ]
+            }
+        },
+        "application/x-ndjson": {
+            "schema": {"type": "string", "description": "One QueryData JSON object per line."}
+        },
+    },
+}
+
+
+@blp.route("", methods=["POST"])
+@blp.doc(requestBody=_BODY, responses={
+    "200": {"description": "Every record is stored.",
+            "content": {"application/json": {"schema": {
+                "type": "object", "required": ["accepted"],
+                "properties": {"accepted": {"type": "integer"}}}}}}})
+def ingest():
+    """Store a batch of records, all or nothing."""
+    raw = request.get_data()
+    if request.mimetype in NDJSON_TYPES:
+        items = [
+            parse_json(line, f"Line {number}")
+            for number, line in enumerate(raw.split(b"\n"), start=1)
+            if line.strip()
+        ]
+    else:
+        body = parse_json(raw)
+        items = body.get("records") if isinstance(body, dict) else body
+        if not isinstance(items, list):
+            raise ApiError(
+                ErrorCode.MALFORMED_BODY,
+                'The body must be a JSON array of records, {"records": [...]}, or NDJSON.',
+            )
+    limit = current_app.config["ANALYTICS_MAX_BATCH"]
+    if len(items) > limit:
+        raise ApiError(
+            ErrorCode.BATCH_TOO_LARGE,
+            f"A batch holds at most {limit} records (ANALYTICS_MAX_BATCH); got {len(items)}.",
+        )
+    try:
+        records = parse_records(items, now_ms())
+    except RecordError as exc:
+        raise ApiError(
+            ErrorCode.INVALID_RECORD,
+            f"Record {exc.index}: field '{exc.field}' {exc.message}. Nothing was stored.",
+        ) from None
+    return {"accepted": models.store_records(records)}
+

@@ -1,0 +1,30 @@
+"""Reading request bodies that are not a single marshmallow-shaped JSON object."""
+
+import json
+
+from flask import request
+
+from .errors import ApiError, ErrorCode
+
+
+def json_body(optional: bool = False):
+    """The request body parsed as JSON (any JSON value), or a 400 MALFORMED_BODY."""
+    raw = request.get_data(cache=True)
+    if not raw.strip():
+        if optional:
+            return None
+        raise ApiError(ErrorCode.MALFORMED_BODY, "A JSON request body is required.")
+    return parse_json(raw)
+
+
+def parse_json(raw: bytes, what: str = "The request body"):
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ApiError(ErrorCode.MALFORMED_BODY, f"{what} is not valid UTF-8.") from None
+    try:
+        return json.loads(text)
+    # json raises RecursionError on absurdly deep nesting: a malformed body like any other.
+    except (ValueError, RecursionError):
+        raise ApiError(ErrorCode.MALFORMED_BODY, f"{what} is not valid JSON.") from None
+

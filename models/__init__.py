@@ -1,0 +1,19 @@
+"""The record store: peewee models on SQLite (WAL) and the queries the API needs."""
+
+from .clients import delete_clients, get_client, list_clients, set_alias
+from .database import connection, db, open_database, write_transaction
+from .ingestion import store_records
+from .tables import create_schema
+
+__all__ = [
+    "connection",
+    "create_schema",
+    "db",
+    "delete_clients",
+    "get_client",
+    "list_clients",
+    "open_database",
+    "set_alias",
+    "store_records",
+    "write_transaction",
+]

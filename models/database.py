@@ -1,0 +1,83 @@
+"""The database object, bound late to a SQLite file or a database URL, and its connection settings."""
+
+import os
+import time
+from contextlib import contextmanager
+
+from peewee import DatabaseProxy, OperationalError, SqliteDatabase
+from playhouse.db_url import connect as connect_url
+
+db = DatabaseProxy()
+
+# Every SQLite connection gets these, in this one place.
+SQLITE_PRAGMAS = {
+    "journal_mode": "wal",
+    # FULL syncs the WAL at each commit: an acknowledged batch survives a power cut, not just
+    # a crashed process. Ingestion commits whole batches, so the fsync is paid once per batch.
+    "synchronous": "full",
+    # Writers queue behind each other instead of failing with "database is locked".
+    "busy_timeout": 30000,
+    "foreign_keys": 1,
+    "cache_size": -64 * 1024,
+    "temp_store": "memory",
+    # Truncate the WAL back to this size after a checkpoint so it cannot stay large.
+    "journal_size_limit": 64 * 1024 * 1024,
+}
+
+
+def open_database(target: str):
+    """Bind `db` to a SQLite file path or a database URL (sqlite:///..., postgresql://...)."""
+    if "://" in target:
+        database = connect_url(target)
+        if isinstance(database, SqliteDatabase):
+            database = SqliteDatabase(database.database, pragmas=SQLITE_PRAGMAS)
+    else:
+        database = SqliteDatabase(target, pragmas=SQLITE_PRAGMAS)
+    if isinstance(database, SqliteDatabase) and database.database != ":memory:":
+        os.makedirs(os.path.dirname(os.path.abspath(database.database)), exist_ok=True)
+    # Caches that are only valid for this one database (see models.terms).
+    database.term_cache = {}
+    database.term_value_cache = {}
+    db.initialize(database)
+    return database
+
+
+def is_sqlite() -> bool:
+    return isinstance(db.obj, SqliteDatabase)
+
+
+def write_transaction():
+    """A transaction that takes the write lock at BEGIN on SQLite.
+
+    A deferred transaction that reads first and writes later fails at once with
+    "database is locked" when another writer got in between; IMMEDIATE waits (busy_timeout).
+    """
+    if is_sqlite():
+        return db.atomic("IMMEDIATE")
+    return db.atomic()
+
+
+@contextmanager
+def connection():
+    """Open a connection for the block unless the caller already holds one."""
+    opened = db.connect(reuse_if_open=True)
+    try:
+        yield db
+    finally:
+        if opened and not db.is_closed():
+            db.close()
+
+
+def retry_locked(operation, attempts: int = 20):
+    """Run `operation`, retrying while SQLite reports the database locked.
+
+    Only for start-up work (schema creation) where two processes may race past busy_timeout's
+    reach, e.g. both switching a brand-new file to WAL mode.
+    """
+    for attempt in range(attempts):
+        try:
+            return operation()
+        except OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))

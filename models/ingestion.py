@@ -1,0 +1,109 @@
+"""Appending records: endpoints, client entries with their metadata, terms and rows in one
+transaction per batch."""
+
+from .database import db, write_transaction
+from .tables import CLIENT_META_FIELDS
+from .terms import term_ids
+from .utils import chunks, placeholders
+
+# Record columns that hold Term ids (the record dicts carry their strings under these keys).
+TERM_COLUMNS = (
+    "profile", "question", "rr_type", "status", "protocol", "trigger_type", "trigger_value",
+    "spoof_target", "src_country", "src_city", "src_isp", "dst_country", "dst_isp",
+)
+PLAIN_COLUMNS = ("ts", "action", "src_ip", "src_asn", "dst_asn", "answers")
+
+_INSERT_RECORD = (
+    "INSERT INTO record (endpoint, client, "
+    + ", ".join(TERM_COLUMNS + PLAIN_COLUMNS)
+    + ") VALUES ("
+    + placeholders(2 + len(TERM_COLUMNS) + len(PLAIN_COLUMNS))
+    + ")"
+)
+
+# A field is taken from the batch when the batch saw it at a time at least as new as the
+# stored one; a field the batch did not see (timestamp NULL) keeps its stored value.
+_CLIENT_UPSERT_TAIL = (
+    " ON CONFLICT (endpoint, client_id) DO UPDATE SET "
+    + ", ".join(
+        f"{f} = CASE WHEN excluded.{f}_ts >= COALESCE(client.{f}_ts, excluded.{f}_ts) "
+        f"THEN excluded.{f} ELSE client.{f} END, "
+        f"{f}_ts = CASE WHEN excluded.{f}_ts >= COALESCE(client.{f}_ts, excluded.{f}_ts) "
+        f"THEN excluded.{f}_ts ELSE client.{f}_ts END"
+        for f in CLIENT_META_FIELDS
+    )
+    + " RETURNING id, endpoint, client_id"
+)
+_CLIENT_COLUMNS = "endpoint, client_id, " + ", ".join(
+    f"{f}, {f}_ts" for f in CLIENT_META_FIELDS
+)
+
+
+def store_records(records: list[dict]) -> int:
+    """Store validated records (see schemas.records.parse_record) all or nothing."""
+    if not records:
+        return 0
+    with write_transaction():
+        endpoints = endpoint_ids({r["endpoint_id"] for r in records})
+        clients = _upsert_clients(records, endpoints)
+        terms = term_ids(
+            r[column] for r in records for column in TERM_COLUMNS if r[column] is not None
+        )
+        rows = [
+            (endpoints[r["endpoint_id"]], clients[(r["endpoint_id"], r["client_id"])])
+            + tuple(None if r[c] is None else terms[r[c]] for c in TERM_COLUMNS)
+            + tuple(r[c] for c in PLAIN_COLUMNS)
+            for r in records
+        ]
+        db.cursor().executemany(_INSERT_RECORD, rows)
+    return len(records)
+
+
+def endpoint_ids(names) -> dict[str, int]:
+    """Ids of endpoints by name, creating the missing ones. Call inside a write transaction."""
+    names = list(names)
+    for part in chunks(names, 500):
+        db.execute_sql(
+            "INSERT INTO endpoint (name) VALUES "
+            + ", ".join(["(?)"] * len(part))
+            + " ON CONFLICT (name) DO NOTHING",
+            part,
+        )
+    found = {}
+    for part in chunks(names, 500):
+        found.update(
+            (name, ident)
+            for ident, name in db.execute_sql(
+                f"SELECT id, name FROM endpoint WHERE name IN ({placeholders(len(part))})", part
+            )
+        )
+    return found
+
+
+def _upsert_clients(records, endpoints) -> dict[tuple[str, str], int]:
+    """Create or update the client entries of a batch; their ids by (endpoint, client)."""
+    newest: dict[tuple[str, str], dict[str, tuple[int, str]]] = {}
+    for r in records:
+        fields = newest.setdefault((r["endpoint_id"], r["client_id"]), {})
+        for name, value in r["meta"].items():
+            seen = fields.get(name)
+            if seen is None or r["ts"] >= seen[0]:
+                fields[name] = (r["ts"], value)
+    width = 2 + 2 * len(CLIENT_META_FIELDS)
+    ids = {}
+    for part in chunks(newest.items(), 500):
+        params = []
+        for (endpoint, client), fields in part:
+            params += (endpoints[endpoint], client)
+            for name in CLIENT_META_FIELDS:
+                ts, value = fields.get(name, (None, ""))
+                params += (value, ts)
+        rows = db.execute_sql(
+            f"INSERT INTO client ({_CLIENT_COLUMNS}) VALUES "
+            + ", ".join([f"({placeholders(width)})"] * len(part))
+            + _CLIENT_UPSERT_TAIL,
+            params,
+        ).fetchall()
+        by_id = {ident: name for name, ident in endpoints.items()}
+        ids.update(((by_id[endpoint], client), ident) for ident, endpoint, client in rows)
+    return ids

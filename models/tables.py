@@ -1,0 +1,127 @@
+"""The tables of the record store and how they are created."""
+
+from peewee import SQL, BigIntegerField, IntegerField, Model, TextField
+from playhouse.sqlite_ext import AutoIncrementField
+
+from .database import db, is_sqlite, retry_locked, write_transaction
+
+# Bumped when the schema changes; start-up migrates older databases forward.
+SCHEMA_VERSION = 1
+
+# The client metadata fields a record can carry; each is stored with the timestamp of the
+# record it came from, so the newest record wins field by field whatever the ingest order.
+CLIENT_META_FIELDS = ("host", "mac", "ip", "vendor", "os_type", "os_arch", "os_version")
+
+
+def _text():
+    """A text column that is '' when unknown, also for rows inserted by raw SQL."""
+    return TextField(default="", constraints=[SQL("DEFAULT ''")])
+
+
+class BaseModel(Model):
+    class Meta:
+        database = db
+        legacy_table_names = False
+
+
+class Endpoint(BaseModel):
+    """One row per endpoint ever seen. Never deleted: `lost_mark` must outlive its clients.
+
+    `lost_mark` is the newest timestamp among the records the endpoint has lost (deleted or
+    expired), raised in the same transaction as the deletion. The endpoint's last activity is
+    max(newest stored record, lost_mark), so it never moves backwards.
+    """
+
+    name = TextField(unique=True)
+    lost_mark = BigIntegerField(null=True)
+
+
+class Client(BaseModel):
+    """A client entry, keyed by (endpoint, client_id); it exists while it is not deleted.
+
+    Records point at the entry's integer id. An entry is only deleted once it has no records,
+    so a client seen again after deletion gets a fresh entry (and a fresh id).
+    """
+
+    endpoint = IntegerField()  # Endpoint.id
+    client_id = TextField()
+    alias = _text()
+    host = _text()
+    host_ts = BigIntegerField(null=True)
+    mac = _text()
+    mac_ts = BigIntegerField(null=True)
+    ip = _text()
+    ip_ts = BigIntegerField(null=True)
+    vendor = _text()
+    vendor_ts = BigIntegerField(null=True)
+    os_type = _text()
+    os_type_ts = BigIntegerField(null=True)
+    os_arch = _text()
+    os_arch_ts = BigIntegerField(null=True)
+    os_version = _text()
+    os_version_ts = BigIntegerField(null=True)
+
+    class Meta:
+        indexes = ((("endpoint", "client_id"), True),)
+
+
+class Term(BaseModel):
+    """Interned strings: records store the integer id of each repeated string (domains,
+    profiles, ISPs, ...). Terms are never deleted, so an id means the same string forever."""
+
+    value = TextField(unique=True)
+
+
+class Record(BaseModel):
+    """One observed DNS query. Strings are Term ids; NULL means unknown.
+
+    `id` is AUTOINCREMENT so that it is never reused, even after the newest records are
+    deleted: it orders records with equal timestamps and numbers realtime events.
+    """
+
+    id = AutoIncrementField()
+    ts = BigIntegerField()
+    endpoint = IntegerField()  # Endpoint.id
+    client = IntegerField()  # Client.id
+    profile = IntegerField(null=True)
+    question = IntegerField()
+    rr_type = IntegerField(null=True)
+    status = IntegerField(null=True)
+    protocol = IntegerField(null=True)
+    action = IntegerField(null=True)
+    trigger_type = IntegerField(null=True)
+    trigger_value = IntegerField(null=True)
+    spoof_target = IntegerField(null=True)
+    src_ip = TextField(null=True)
+    src_country = IntegerField(null=True)
+    src_city = IntegerField(null=True)
+    src_isp = IntegerField(null=True)
+    src_asn = BigIntegerField(null=True)
+    dst_country = IntegerField(null=True)
+    dst_isp = IntegerField(null=True)
+    dst_asn = BigIntegerField(null=True)
+    answers = TextField(null=True)  # compact JSON of the answers array, NULL when empty
+
+    class Meta:
+        indexes = (
+            (("client", "ts"), False),  # a client's last activity; client filters; deletion
+            (("endpoint", "ts"), False),  # an endpoint's last activity; endpoint filters
+            (("ts",), False),  # the time window; retention
+        )
+
+
+TABLES = (Endpoint, Client, Term, Record)
+
+
+def create_schema():
+    """Create (or migrate) the schema. Safe when several processes start at once."""
+
+    def create():
+        with write_transaction():
+            if is_sqlite() and db.execute_sql("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
+                return
+            db.create_tables(TABLES, safe=True)
+            if is_sqlite():
+                db.execute_sql(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    retry_locked(create)

@@ -1,0 +1,12 @@
+"""Small helpers shared by the store's query modules."""
+
+
+def chunks(items, size: int):
+    """Successive lists of at most `size` items (keeps SQL parameter counts bounded)."""
+    items = list(items)
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def placeholders(count: int) -> str:
+    return ", ".join(["?"] * count)

@@ -1,0 +1,67 @@
+"""The Clients group on the wire."""
+
+import marshmallow as ma
+from marshmallow import fields
+
+from .fields import IP, BaseSchema, Datetime
+from .records import ClientOsSchema
+
+MAX_IDS = 1000
+
+
+class ClientQuerySchema(BaseSchema):
+    endpointId = fields.String(validate=ma.validate.Length(min=1, max=256))
+    clientId = fields.List(
+        fields.String(validate=ma.validate.Length(min=1, max=256)),
+        data_key="clientId[]",
+        validate=ma.validate.Length(max=MAX_IDS),
+    )
+
+
+class ClientActivitySchema(BaseSchema):
+    """A client entry."""
+
+    lastActivityTime = Datetime(
+        required=True, allow_none=True, metadata={"description": "null when it has no records."}
+    )
+    alias = fields.String(required=True)
+    host = fields.String(required=True)
+    mac = fields.String(required=True)
+    ip = IP(required=True)
+    os = fields.Nested(ClientOsSchema, required=True)
+    vendor = fields.String(required=True)
+
+
+class EndpointActivitySchema(BaseSchema):
+    lastActivityTime = Datetime(required=True)
+    clients = fields.Dict(keys=fields.String(), values=fields.Nested(ClientActivitySchema))
+
+
+class GetClientResponseSchema(BaseSchema):
+    items = fields.Dict(keys=fields.String(), values=fields.Nested(EndpointActivitySchema))
+
+
+class DeleteClientRequestSchema(BaseSchema):
+    endpointIds = fields.List(
+        fields.String(validate=ma.validate.Length(min=1, max=256)),
+        validate=ma.validate.Length(max=MAX_IDS),
+    )
+    clientIds = fields.List(
+        fields.String(validate=ma.validate.Length(min=1, max=256)),
+        validate=ma.validate.Length(max=MAX_IDS),
+    )
+    endTime = Datetime(metadata={"description": "Defaults to the time of the request."})
+
+
+class ClientRefSchema(BaseSchema):
+    endpointId = fields.String(required=True)
+    clientId = fields.String(required=True)
+
+
+class DeleteClientResponseSchema(BaseSchema):
+    deletedCount = fields.Integer(required=True)
+    deletedClients = fields.List(fields.Nested(ClientRefSchema), required=True)
+
+
+class AliasRequestSchema(BaseSchema):
+    alias = fields.String(required=True, validate=ma.validate.Length(min=1, max=64))

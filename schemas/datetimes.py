@@ -1,0 +1,76 @@
+"""Datetime on the wire: read RFC 3339 or epoch milliseconds, write YYYY-MM-DDTHH:MM:SS.mmmZ."""
+
+import re
+from datetime import UTC, datetime, timedelta
+
+# Epoch milliseconds of 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z.
+MIN_MS = -62135596800000
+MAX_MS = 253402300799999
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
+    # A '+' that was not URL-encoded arrives as a space: read it as '+'.
+    r"(?:([Zz])|([+\- ])(\d{2}):(\d{2}))"
+)
+_EPOCH_MS = re.compile(r"-?\d{1,15}")
+
+
+def parse_datetime(value) -> int:
+    """Epoch milliseconds from an RFC 3339 string, an integer or a string of digits.
+
+    Raises ValueError with a message fit for the user.
+    """
+    if isinstance(value, bool):
+        raise ValueError("Not a valid datetime.")
+    if isinstance(value, int):
+        return _checked_ms(value)
+    if not isinstance(value, str):
+        raise ValueError("Not a valid datetime.")
+    text = value.strip()
+    if _EPOCH_MS.fullmatch(text):
+        return _checked_ms(int(text))
+    match = _RFC3339.fullmatch(value)
+    if not match:
+        raise ValueError(
+            "Not a valid datetime: use RFC 3339 (e.g. 2024-05-01T12:00:00Z) or epoch milliseconds."
+        )
+    year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
+    leap_second = second == "60"
+    try:
+        moment = datetime(
+            int(year), int(month), int(day), int(hour), int(minute),
+            59 if leap_second else int(second), tzinfo=UTC,
+        )
+    except ValueError:
+        raise ValueError(f"Not a valid datetime: {value!r} is not a calendar date and time.") from None
+    if not zulu and (int(off_h) > 23 or int(off_m) > 59):
+        raise ValueError(f"Not a valid datetime: bad UTC offset in {value!r}.")
+    ms = (moment - _EPOCH) // timedelta(milliseconds=1)
+    if leap_second:
+        ms += 1000
+    if fraction:
+        ms += int(fraction[:3].ljust(3, "0"))
+    if not zulu:
+        offset_ms = (int(off_h) * 60 + int(off_m)) * 60000
+        ms -= offset_ms if sign in "+ " else -offset_ms
+    return _checked_ms(ms)
+
+
+def _checked_ms(ms: int) -> int:
+    if not MIN_MS <= ms <= MAX_MS:
+        raise ValueError("Not a valid datetime: outside the years 1 to 9999.")
+    return ms
+
+
+def format_ms(ms: int) -> str:
+    """The one output shape of every time the service writes."""
+    moment = _EPOCH + timedelta(milliseconds=ms)
+    return (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
+        f"T{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}.{ms % 1000:03d}Z"
+    )
+
+
+def now_ms() -> int:
+    return int(datetime.now(UTC).timestamp() * 1000)

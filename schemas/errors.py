@@ -1,0 +1,18 @@
+"""The one error body of the API."""
+
+from marshmallow import fields
+
+from .fields import BaseSchema
+
+
+class ErrorDetailSchema(BaseSchema):
+    message = fields.String(required=True, metadata={"description": "Human readable."})
+    code = fields.Integer(
+        required=True,
+        metadata={"description": "Stable code; its first three digits are the HTTP status."},
+    )
+
+
+class ErrorResponseSchema(BaseSchema):
+    success = fields.Boolean(required=True, metadata={"enum": [False]})
+    error = fields.Nested(ErrorDetailSchema, required=True)

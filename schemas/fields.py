@@ -1,0 +1,116 @@
+"""Fields with a named schema of their own in the OpenAPI document (Datetime, IP, Domain,
+Trigger), and the base schema every request and response schema derives from."""
+
+import ipaddress
+
+import marshmallow as ma
+from marshmallow import fields
+
+from .datetimes import format_ms, parse_datetime
+
+TRIGGERS = ("default", "filter", "service", "custom", "grule", "rebind")
+
+# The OpenAPI components of the named fields; a field's property is a $ref to its component.
+NAMED_FIELD_SCHEMAS = {
+    "Datetime": {
+        "type": "string",
+        "format": "date-time",
+        "description": "Written as YYYY-MM-DDTHH:MM:SS.mmmZ (UTC). Read as any RFC 3339 "
+        "date-time or as integer epoch milliseconds.",
+        "example": "2024-05-01T12:00:00.000Z",
+    },
+    "IP": {"type": "string", "description": "An IPv4 or IPv6 address.", "example": "192.0.2.10"},
+    "Domain": {
+        "type": "string",
+        "description": "A domain name, lower-case, without the trailing dot.",
+        "example": "example.com",
+    },
+    "Trigger": {"type": "string", "enum": list(TRIGGERS)},
+}
+
+
+class BaseSchema(ma.Schema):
+    class Meta:
+        # Unknown fields and parameters are ignored, so clients can send more than we read.
+        unknown = ma.EXCLUDE
+
+
+class NamedField(fields.Field):
+    """A field documented as a reference to the component `schema_name`."""
+
+    schema_name = ""
+
+
+class Datetime(NamedField):
+    schema_name = "Datetime"
+    default_error_messages = {"invalid": "Not a valid datetime."}
+
+    def _serialize(self, value, attr, obj, **kwargs):
+        return None if value is None else format_ms(value)
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        try:
+            return parse_datetime(value)
+        except ValueError as exc:
+            raise ma.ValidationError(str(exc)) from None
+
+
+class _NamedString(NamedField):
+    def _serialize(self, value, attr, obj, **kwargs):
+        return value
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if not isinstance(value, str):
+            raise ma.ValidationError("Not a valid string.")
+        return self.normalize(value)
+
+    def normalize(self, value: str) -> str:
+        return value
+
+
+class IP(_NamedString):
+    schema_name = "IP"
+
+    def normalize(self, value):
+        return normalize_ip(value)
+
+
+class Domain(_NamedString):
+    schema_name = "Domain"
+
+    def normalize(self, value):
+        return normalize_domain(value)
+
+
+class Trigger(_NamedString):
+    schema_name = "Trigger"
+
+    def normalize(self, value):
+        if value not in TRIGGERS:
+            raise ma.ValidationError(f"Must be one of: {', '.join(TRIGGERS)}.")
+        return value
+
+
+def normalize_ip(value: str) -> str:
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        raise ma.ValidationError("Not a valid IPv4 or IPv6 address.") from None
+
+
+def normalize_domain(value: str) -> str:
+    name = value.strip().lower()
+    if name != ".":
+        name = name.removesuffix(".")
+    if not name or len(name) > 253 or any(ch <= " " or ch == "\x7f" for ch in name):
+        raise ma.ValidationError("Not a valid domain name.")
+    return name
+
+
+def named_field_property(converter, field, **kwargs) -> dict:
+    """apispec attribute function: document a NamedField as a $ref to its component."""
+    if not isinstance(field, NamedField):
+        return {}
+    ref = {"$ref": f"#/components/schemas/{field.schema_name}"}
+    # OpenAPI 3.0 ignores siblings of $ref, so a nullable reference goes through allOf.
+    return {"allOf": [ref]} if field.allow_none else ref

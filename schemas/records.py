@@ -1,0 +1,243 @@
+"""The record (QueryData) on the wire, and the fast validator ingestion runs on each one.
+
+Ingestion validates tens of thousands of records a second, so `parse_record` is plain Python
+rather than a marshmallow load; the schemas below document the same shape (and are what the
+activity log dumps), and tests hold the two together.
+"""
+
+import json
+
+import marshmallow as ma
+from marshmallow import fields
+
+from .datetimes import parse_datetime
+from .fields import (
+    IP,
+    TRIGGERS,
+    BaseSchema,
+    Datetime,
+    Domain,
+    Trigger,
+    normalize_domain,
+    normalize_ip,
+)
+
+ACTIONS = {-1: "failed", 0: "blocked", 1: "bypassed", 2: "spoofed", 3: "redirected"}
+MAX_ID_LENGTH = 256
+MAX_TEXT_LENGTH = 1024
+MAX_ANSWERS = 64
+MAX_ANSWER_IPS = 64
+
+
+class GeoIPDataSchema(BaseSchema):
+    countryCode = fields.String(metadata={"description": "ISO 3166-1 alpha-2; '' if unknown."})
+    city = fields.String()
+    isp = fields.String()
+    asn = fields.Integer(allow_none=True)
+
+
+class AnswerSchema(BaseSchema):
+    ips = fields.List(IP())
+    geoip = fields.Nested(GeoIPDataSchema)
+
+
+class ClientOsSchema(BaseSchema):
+    type = fields.String()
+    arch = fields.String()
+    version = fields.String()
+
+
+class ClientMetadataSchema(BaseSchema):
+    host = fields.String()
+    mac = fields.String()
+    ip = fields.String()
+    vendor = fields.String()
+    os = fields.Nested(ClientOsSchema)
+
+
+class QueryDataSchema(BaseSchema):
+    timestamp = Datetime(metadata={"description": "When answered; on ingest defaults to receipt."})
+    endpointId = fields.String(required=True)
+    clientId = fields.String(required=True)
+    profileId = fields.String()
+    question = Domain(required=True)
+    rrType = fields.String(metadata={"example": "AAAA"})
+    statusCode = fields.String(metadata={"example": "NOERROR"})
+    protocol = fields.String(metadata={"description": "legacy, doh, doh3, dot or doq."})
+    action = fields.Integer(
+        allow_none=True,
+        validate=ma.validate.OneOf(list(ACTIONS)),
+        metadata={"description": "-1 failed, 0 blocked, 1 bypassed, 2 spoofed, 3 redirected."},
+    )
+    trigger = Trigger(allow_none=True)
+    triggerValue = fields.String()
+    spoofTarget = fields.String()
+    sourceIp = IP(allow_none=True)
+    sourceGeoip = fields.Nested(GeoIPDataSchema)
+    answers = fields.List(fields.Nested(AnswerSchema))
+    client = fields.Nested(
+        ClientMetadataSchema,
+        load_only=True,
+        metadata={"description": "Ingest only: the client's metadata as seen in this record."},
+    )
+
+
+class RecordError(ValueError):
+    """A record failed validation; `field` is the path of the offending field."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+        self.index = None
+
+
+def parse_records(items, received_ms: int) -> list[dict]:
+    """Validate a whole batch first; the first bad record raises RecordError with its index."""
+    records = []
+    for index, item in enumerate(items):
+        try:
+            records.append(parse_record(item, received_ms))
+        except RecordError as exc:
+            exc.index = index
+            raise
+    return records
+
+
+def parse_record(raw, received_ms: int) -> dict:
+    """Validate one wire record and return it in the store's terms (see models.ingestion)."""
+    if not isinstance(raw, dict):
+        raise RecordError("record", "must be a JSON object")
+    timestamp = raw.get("timestamp")
+    if timestamp is None:
+        ts = received_ms
+    else:
+        try:
+            ts = parse_datetime(timestamp)
+        except ValueError as exc:
+            raise RecordError("timestamp", str(exc)) from None
+    question = _text(raw, "question", required=True, limit=MAX_TEXT_LENGTH)
+    try:
+        question = normalize_domain(question)
+    except ma.ValidationError:
+        raise RecordError("question", "not a valid domain name") from None
+    action = raw.get("action")
+    if action is not None and (type(action) is not int or action not in ACTIONS):
+        raise RecordError("action", "must be one of -1, 0, 1, 2, 3")
+    trigger = _text(raw, "trigger") or None
+    if trigger is not None and trigger not in TRIGGERS:
+        raise RecordError("trigger", f"must be one of {', '.join(TRIGGERS)}")
+    source_ip = _text(raw, "sourceIp") or None
+    if source_ip is not None:
+        source_ip = _ip(source_ip, "sourceIp")
+    src = _geoip(raw.get("sourceGeoip"), "sourceGeoip")
+    answers = _answers(raw.get("answers"))
+    dst = _geoip(answers[0].get("geoip") if answers else None, "answers[0].geoip")
+    return {
+        "ts": ts,
+        "endpoint_id": _text(raw, "endpointId", required=True, limit=MAX_ID_LENGTH),
+        "client_id": _text(raw, "clientId", required=True, limit=MAX_ID_LENGTH),
+        "profile": _text(raw, "profileId", limit=MAX_ID_LENGTH) or None,
+        "question": question,
+        "rr_type": _text(raw, "rrType") or None,
+        "status": _text(raw, "statusCode") or None,
+        "protocol": _text(raw, "protocol") or None,
+        "action": action,
+        "trigger_type": trigger,
+        "trigger_value": _text(raw, "triggerValue") or None,
+        "spoof_target": _text(raw, "spoofTarget") or None,
+        "src_ip": source_ip,
+        "src_country": src["countryCode"] or None,
+        "src_city": src["city"] or None,
+        "src_isp": src["isp"] or None,
+        "src_asn": src["asn"],
+        "dst_country": dst["countryCode"] or None,
+        "dst_isp": dst["isp"] or None,
+        "dst_asn": dst["asn"],
+        "answers": json.dumps(answers, separators=(",", ":")) if answers else None,
+        "meta": _client_meta(raw.get("client")),
+    }
+
+
+def _text(obj: dict, name: str, *, required=False, limit=MAX_TEXT_LENGTH, path=None) -> str:
+    value = obj.get(name)
+    path = path or name
+    if value is None or value == "":
+        if required:
+            raise RecordError(path, "is required")
+        return ""
+    if not isinstance(value, str):
+        raise RecordError(path, "must be a string")
+    if len(value) > limit:
+        raise RecordError(path, f"must be at most {limit} characters")
+    if "\x00" in value:
+        raise RecordError(path, "must not contain NUL characters")
+    return value
+
+
+def _ip(value: str, path: str) -> str:
+    try:
+        return normalize_ip(value)
+    except ma.ValidationError:
+        raise RecordError(path, "not a valid IPv4 or IPv6 address") from None
+
+
+def _geoip(value, path: str) -> dict:
+    if value is None:
+        return {"countryCode": "", "city": "", "isp": "", "asn": None}
+    if not isinstance(value, dict):
+        raise RecordError(path, "must be an object")
+    asn = value.get("asn")
+    if asn is not None and (type(asn) is not int or not 0 <= asn < 2**32):
+        raise RecordError(f"{path}.asn", "must be an integer from 0 to 4294967295")
+    return {
+        "countryCode": _text(value, "countryCode", limit=8, path=f"{path}.countryCode"),
+        "city": _text(value, "city", path=f"{path}.city"),
+        "isp": _text(value, "isp", path=f"{path}.isp"),
+        "asn": asn,
+    }
+
+
+def _answers(value) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RecordError("answers", "must be an array")
+    if len(value) > MAX_ANSWERS:
+        raise RecordError("answers", f"must have at most {MAX_ANSWERS} entries")
+    answers = []
+    for i, answer in enumerate(value):
+        path = f"answers[{i}]"
+        if not isinstance(answer, dict):
+            raise RecordError(path, "must be an object")
+        ips = answer.get("ips") or []
+        if not isinstance(ips, list) or len(ips) > MAX_ANSWER_IPS:
+            raise RecordError(f"{path}.ips", f"must be an array of at most {MAX_ANSWER_IPS} IPs")
+        clean = {"ips": [_ip(_text({"ip": ip}, "ip", path=f"{path}.ips[{j}]", required=True),
+                             f"{path}.ips[{j}]") for j, ip in enumerate(ips)]}
+        geoip = answer.get("geoip")
+        if geoip is not None:
+            clean["geoip"] = _geoip(geoip, f"{path}.geoip")
+        answers.append(clean)
+    return answers
+
+
+def _client_meta(value) -> dict:
+    """The non-empty metadata fields of a record, under the store's field names."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RecordError("client", "must be an object")
+    meta = {
+        name: _text(value, name, path=f"client.{name}")
+        for name in ("host", "mac", "ip", "vendor")
+    }
+    if meta["ip"]:
+        meta["ip"] = _ip(meta["ip"], "client.ip")
+    os_info = value.get("os")
+    if os_info is not None:
+        if not isinstance(os_info, dict):
+            raise RecordError("client.os", "must be an object")
+        for name in ("type", "arch", "version"):
+            meta[f"os_{name}"] = _text(os_info, name, path=f"client.os.{name}")
+    return {name: text for name, text in meta.items() if text}
