@@ -14,7 +14,8 @@ INSTANCE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__f
 
 
 def create_app(test_config=None) -> Flask:
-    app = Flask(__name__, instance_path=INSTANCE_PATH, instance_relative_config=True)
+    instance_path = (test_config or {}).get("INSTANCE_PATH", INSTANCE_PATH)
+    app = Flask(__name__, instance_path=instance_path, instance_relative_config=True)
     load_config(app, test_config)
     app.json.sort_keys = False
 
@@ -27,9 +28,10 @@ def create_app(test_config=None) -> Flask:
     app.teardown_request(_close)
 
     api = Api(app)
-    from . import clients, ingest
+    from . import activity_log, clients, ingest
 
     api.register_blueprint(ingest.blp)
+    api.register_blueprint(activity_log.blp)
     api.register_blueprint(clients.blp)
     cli.register(app)
     return app

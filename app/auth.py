@@ -15,8 +15,14 @@ from .errors import ApiError, ErrorCode
 
 SCOPES = ("read", "write", "ingest", "admin")
 # The scope an operation needs unless its view says otherwise (see `requires`).
-SCOPE_BY_METHOD = {"GET": "read", "HEAD": "read", "POST": "ingest", "PUT": "write",
-                   "DELETE": "write", "PATCH": "write"}
+SCOPE_BY_METHOD = {
+    "GET": "read",
+    "HEAD": "read",
+    "POST": "ingest",
+    "PUT": "write",
+    "DELETE": "write",
+    "PATCH": "write",
+}
 
 
 @dataclass(frozen=True)

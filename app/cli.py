@@ -7,6 +7,7 @@ import sys
 
 import click
 from flask import current_app
+from flask.cli import with_appcontext
 
 import models
 from schemas.datetimes import now_ms
@@ -19,6 +20,7 @@ def register(app):
 
 
 @click.command("init")
+@with_appcontext
 def init_command():
     """Create the schema, and an operator API key on first start if none is configured."""
     config_path = os.path.join(current_app.instance_path, "config.py")
@@ -40,6 +42,7 @@ def init_command():
 @click.command("ingest")
 @click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
 @click.option("--batch-size", default=5000, show_default=True, help="Records per transaction.")
+@with_appcontext
 def ingest_command(files, batch_size):
     """Store records from NDJSON or JSON files ('-' or nothing: standard input).
 

@@ -71,7 +71,7 @@ def set_alias(endpointId, clientId):
     if isinstance(body, str):
         body = {"alias": body}
     if not isinstance(body, dict):
-        raise ApiError(ErrorCode.INVALID_PARAMETER, "The body must be {\"alias\": \"...\"} or a string.")
+        raise ApiError(ErrorCode.INVALID_PARAMETER, 'The body must be {"alias": "..."} or a string.')
     try:
         alias = AliasRequestSchema().load(body)["alias"]
     except ma.ValidationError as exc:

@@ -92,4 +92,3 @@ class Api(flask_smorest.Api):
             },
         )
         self.spec.options["security"] = [{"ApiKey": []}]
-

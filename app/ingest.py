@@ -12,8 +12,13 @@ from .requests import parse_json
 
 blp = Blueprint("ingest", __name__, url_prefix="/v2/ingest", description="Feeding records in.")
 
-NDJSON_TYPES = ("application/x-ndjson", "application/ndjson", "application/jsonl",
-                "application/x-jsonlines", "application/json-seq")
+NDJSON_TYPES = (
+    "application/x-ndjson",
+    "application/ndjson",
+    "application/jsonl",
+    "application/x-jsonlines",
+    "application/json-seq",
+)
 
 _BODY = {
     "required": True,
@@ -22,8 +27,11 @@ _BODY = {
             "schema": {
                 "oneOf": [
                     {"type": "array", "items": QueryDataSchema},
-                    {"type": "object", "required": ["records"],
-                     "properties": {"records": {"type": "array", "items": QueryDataSchema}}},
+                    {
+                        "type": "object",
+                        "required": ["records"],
+                        "properties": {"records": {"type": "array", "items": QueryDataSchema}},
+                    },
                 ]
             }
         },
@@ -35,11 +43,23 @@ _BODY = {
 
 
 @blp.route("", methods=["POST"])
-@blp.doc(requestBody=_BODY, responses={
-    "200": {"description": "Every record is stored.",
-            "content": {"application/json": {"schema": {
-                "type": "object", "required": ["accepted"],
-                "properties": {"accepted": {"type": "integer"}}}}}}})
+@blp.doc(
+    requestBody=_BODY,
+    responses={
+        "200": {
+            "description": "Every record is stored.",
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "required": ["accepted"],
+                        "properties": {"accepted": {"type": "integer"}},
+                    }
+                }
+            },
+        }
+    },
+)
 def ingest():
     """Store a batch of records, all or nothing."""
     raw = request.get_data()
@@ -71,4 +91,3 @@ def ingest():
             f"Record {exc.index}: field '{exc.field}' {exc.message}. Nothing was stored.",
         ) from None
     return {"accepted": models.store_records(records)}
-

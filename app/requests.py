@@ -27,4 +27,3 @@ def parse_json(raw: bytes, what: str = "The request body"):
     # json raises RecursionError on absurdly deep nesting: a malformed body like any other.
     except (ValueError, RecursionError):
         raise ApiError(ErrorCode.MALFORMED_BODY, f"{what} is not valid JSON.") from None
-

@@ -3,6 +3,7 @@
 from .clients import delete_clients, get_client, list_clients, set_alias
 from .database import connection, db, open_database, write_transaction
 from .ingestion import store_records
+from .records import delete_records
 from .tables import create_schema
 
 __all__ = [
@@ -10,6 +11,7 @@ __all__ = [
     "create_schema",
     "db",
     "delete_clients",
+    "delete_records",
     "get_client",
     "list_clients",
     "open_database",

@@ -1,6 +1,7 @@
 """Client entries: listing with last-activity times, deletion, aliases."""
 
 from .database import db, write_transaction
+from .records import client_selection, delete_records
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
 
@@ -89,70 +90,21 @@ def set_alias(endpoint: str, client_id: str, alias: str) -> dict | None:
         return get_client(endpoint, client_id)
 
 
-def raise_lost_marks(marks: dict[int, int]):
-    """Record, per endpoint id, the newest timestamp of records it just lost."""
-    for endpoint_id, newest in marks.items():
-        db.execute_sql(
-            "UPDATE endpoint SET lost_mark = ? WHERE id = ?"
-            " AND (lost_mark IS NULL OR lost_mark < ?)",
-            (newest, endpoint_id, newest),
-        )
-
-
-def purge_client_records(client_ids, end_ms: int) -> int:
-    """Delete the records of these client entry ids up to `end_ms`, raising the endpoints'
-    lost marks. Call inside a write transaction. Returns the number of records deleted."""
-    deleted = 0
-    marks: dict[int, int] = {}
-    for part in chunks(client_ids, 500):
-        ids = placeholders(len(part))
-        for endpoint_id, newest in db.execute_sql(
-            f"SELECT endpoint, MAX(ts) FROM record WHERE client IN ({ids}) AND ts <= ?"
-            " GROUP BY endpoint",
-            part + [end_ms],
-        ):
-            marks[endpoint_id] = max(newest, marks.get(endpoint_id, newest))
-        deleted += db.execute_sql(
-            f"DELETE FROM record WHERE client IN ({ids}) AND ts <= ?", part + [end_ms]
-        ).rowcount
-    raise_lost_marks(marks)
-    return deleted
-
-
 def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0) -> list[tuple[str, str]]:
     """Purge the selected clients' records up to `end_ms` and delete the entries left without
-    records, in one transaction. Returns the deleted (endpoint, client_id), sorted."""
-    where, params = [], []
-    if endpoints:
-        where.append(f"e.name IN ({placeholders(len(endpoints))})")
-        params += endpoints
-    if client_ids:
-        where.append(f"c.client_id IN ({placeholders(len(client_ids))})")
-        params += client_ids
+    records, in one transaction. Returns the deleted (endpoint, client_id), sorted.
+
+    An entry that still has a record (newer than end_ms) shows the client came back: it stays.
+    """
+    selection, params = client_selection(endpoints, client_ids)
     with write_transaction():
-        selected = db.execute_sql(
+        delete_records(endpoints, client_ids, end_ms)
+        gone = db.execute_sql(
             "SELECT c.id, e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint"
-            + (" WHERE " + " AND ".join(where) if where else ""),
+            f" WHERE c.id IN ({selection})"
+            " AND NOT EXISTS (SELECT 1 FROM record r WHERE r.client = c.id)",
             params,
         ).fetchall()
-        purge_client_records([ident for ident, _, _ in selected], end_ms)
-        # An entry with a record newer than end_ms shows the client came back: it stays.
-        deleted = []
-        for part in chunks(selected, 500):
-            ids = [ident for ident, _, _ in part]
-            kept = {
-                ident
-                for (ident,) in db.execute_sql(
-                    f"SELECT id FROM client WHERE id IN ({placeholders(len(ids))})"
-                    " AND EXISTS (SELECT 1 FROM record WHERE record.client = client.id)",
-                    ids,
-                )
-            }
-            gone = [row for row in part if row[0] not in kept]
-            if gone:
-                db.execute_sql(
-                    f"DELETE FROM client WHERE id IN ({placeholders(len(gone))})",
-                    [ident for ident, _, _ in gone],
-                )
-                deleted += [(name, client) for _, name, client in gone]
-    return sorted(deleted)
+        for part in chunks([ident for ident, _, _ in gone], 500):
+            db.execute_sql(f"DELETE FROM client WHERE id IN ({placeholders(len(part))})", part)
+    return sorted((name, client) for _, name, client in gone)

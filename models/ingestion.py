@@ -8,8 +8,19 @@ from .utils import chunks, placeholders
 
 # Record columns that hold Term ids (the record dicts carry their strings under these keys).
 TERM_COLUMNS = (
-    "profile", "question", "rr_type", "status", "protocol", "trigger_type", "trigger_value",
-    "spoof_target", "src_country", "src_city", "src_isp", "dst_country", "dst_isp",
+    "profile",
+    "question",
+    "rr_type",
+    "status",
+    "protocol",
+    "trigger_type",
+    "trigger_value",
+    "spoof_target",
+    "src_country",
+    "src_city",
+    "src_isp",
+    "dst_country",
+    "dst_isp",
 )
 PLAIN_COLUMNS = ("ts", "action", "src_ip", "src_asn", "dst_asn", "answers")
 
@@ -34,9 +45,7 @@ _CLIENT_UPSERT_TAIL = (
     )
     + " RETURNING id, endpoint, client_id"
 )
-_CLIENT_COLUMNS = "endpoint, client_id, " + ", ".join(
-    f"{f}, {f}_ts" for f in CLIENT_META_FIELDS
-)
+_CLIENT_COLUMNS = "endpoint, client_id, " + ", ".join(f"{f}, {f}_ts" for f in CLIENT_META_FIELDS)
 
 
 def store_records(records: list[dict]) -> int:
@@ -46,9 +55,7 @@ def store_records(records: list[dict]) -> int:
     with write_transaction():
         endpoints = endpoint_ids({r["endpoint_id"] for r in records})
         clients = _upsert_clients(records, endpoints)
-        terms = term_ids(
-            r[column] for r in records for column in TERM_COLUMNS if r[column] is not None
-        )
+        terms = term_ids(r[column] for r in records for column in TERM_COLUMNS if r[column] is not None)
         rows = [
             (endpoints[r["endpoint_id"]], clients[(r["endpoint_id"], r["client_id"])])
             + tuple(None if r[c] is None else terms[r[c]] for c in TERM_COLUMNS)

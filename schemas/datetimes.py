@@ -39,8 +39,13 @@ def parse_datetime(value) -> int:
     leap_second = second == "60"
     try:
         moment = datetime(
-            int(year), int(month), int(day), int(hour), int(minute),
-            59 if leap_second else int(second), tzinfo=UTC,
+            int(year),
+            int(month),
+            int(day),
+            int(hour),
+            int(minute),
+            59 if leap_second else int(second),
+            tzinfo=UTC,
         )
     except ValueError:
         raise ValueError(f"Not a valid datetime: {value!r} is not a calendar date and time.") from None

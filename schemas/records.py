@@ -213,8 +213,12 @@ def _answers(value) -> list:
         ips = answer.get("ips") or []
         if not isinstance(ips, list) or len(ips) > MAX_ANSWER_IPS:
             raise RecordError(f"{path}.ips", f"must be an array of at most {MAX_ANSWER_IPS} IPs")
-        clean = {"ips": [_ip(_text({"ip": ip}, "ip", path=f"{path}.ips[{j}]", required=True),
-                             f"{path}.ips[{j}]") for j, ip in enumerate(ips)]}
+        clean = {
+            "ips": [
+                _ip(_text({"ip": ip}, "ip", path=f"{path}.ips[{j}]", required=True), f"{path}.ips[{j}]")
+                for j, ip in enumerate(ips)
+            ]
+        }
         geoip = answer.get("geoip")
         if geoip is not None:
             clean["geoip"] = _geoip(geoip, f"{path}.geoip")
@@ -228,10 +232,7 @@ def _client_meta(value) -> dict:
         return {}
     if not isinstance(value, dict):
         raise RecordError("client", "must be an object")
-    meta = {
-        name: _text(value, name, path=f"client.{name}")
-        for name in ("host", "mac", "ip", "vendor")
-    }
+    meta = {name: _text(value, name, path=f"client.{name}") for name in ("host", "mac", "ip", "vendor")}
     if meta["ip"]:
         meta["ip"] = _ip(meta["ip"], "client.ip")
     os_info = value.get("os")

@@ -1,0 +1,67 @@
+"""Deleting records, always together with the lost-record marks of their endpoints."""
+
+from .database import db, write_transaction
+from .utils import placeholders
+
+
+def client_selection(endpoints=None, client_ids=None) -> tuple[str, list]:
+    """SQL selecting the ids of client entries by endpoint names and client ids (either may
+    be empty: no restriction)."""
+    where, params = [], []
+    if endpoints:
+        where.append(f"e.name IN ({placeholders(len(endpoints))})")
+        params += endpoints
+    if client_ids:
+        where.append(f"c.client_id IN ({placeholders(len(client_ids))})")
+        params += client_ids
+    sql = "SELECT c.id FROM client c JOIN endpoint e ON e.id = c.endpoint"
+    return sql + (" WHERE " + " AND ".join(where) if where else ""), params
+
+
+def delete_records(endpoints=None, client_ids=None, end_ms=None, batch_size=None) -> int:
+    """Delete the records of the selected clients (everyone's when neither filter is given) up
+    to `end_ms` (inclusive; None: all), and raise their endpoints' lost marks to match.
+
+    Without `batch_size` it runs as one statement inside the caller's transaction. With it,
+    each batch is a transaction of its own, so writers queued behind a huge deletion get their
+    turn between batches; every batch leaves records and marks consistent.
+    """
+    where, params = [], []
+    if endpoints or client_ids:
+        selection, params = client_selection(endpoints, client_ids)
+        where.append(f"client IN ({selection})")
+    if end_ms is not None:
+        where.append("ts <= ?")
+        params.append(end_ms)
+    condition = " AND ".join(where) or "1 = 1"
+    if batch_size is None:
+        return _delete(f"SELECT id, endpoint, ts FROM record WHERE {condition}", params)
+    deleted = 0
+    while True:
+        with write_transaction():
+            count = _delete(
+                f"SELECT id, endpoint, ts FROM record WHERE {condition} ORDER BY id LIMIT ?",
+                params + [batch_size],
+            )
+        deleted += count
+        if count < batch_size:
+            return deleted
+
+
+def _delete(victims: str, params: list) -> int:
+    marks = db.execute_sql(
+        f"SELECT endpoint, MAX(ts) FROM ({victims}) AS victim GROUP BY endpoint", params
+    ).fetchall()
+    raise_lost_marks(dict(marks))
+    return db.execute_sql(
+        f"DELETE FROM record WHERE id IN (SELECT id FROM ({victims}) AS victim)", params
+    ).rowcount
+
+
+def raise_lost_marks(marks: dict[int, int]):
+    """Record, per endpoint id, the newest timestamp of records it is losing."""
+    for endpoint_id, newest in marks.items():
+        db.execute_sql(
+            "UPDATE endpoint SET lost_mark = ? WHERE id = ? AND (lost_mark IS NULL OR lost_mark < ?)",
+            (newest, endpoint_id, newest),
+        )

@@ -1,0 +1,43 @@
+"""Helpers the tests share: records, ingestion, and the ErrorResponse check."""
+
+API_KEY = "test-operator-key"
+AUTH = {"Authorization": API_KEY}
+
+
+def record(
+    endpoint="ep1", client_id="cl1", timestamp="2024-05-01T12:00:00Z", question="example.com", **extra
+):
+    """A valid wire record; keyword arguments add or replace fields."""
+    return {
+        "timestamp": timestamp,
+        "endpointId": endpoint,
+        "clientId": client_id,
+        "question": question,
+        **extra,
+    }
+
+
+def ingest(client, *records, expect=200):
+    response = client.post("/v2/ingest", json=list(records), headers=AUTH)
+    assert response.status_code == expect, response.json
+    return response
+
+
+def clients(client, query=""):
+    response = client.get(f"/v2/client{query}", headers=AUTH)
+    assert response.status_code == 200, response.json
+    return response.json["items"]
+
+
+def assert_error(response, status, code=None):
+    """The ErrorResponse shape of API.md, with this status (and code, when given)."""
+    assert response.status_code == status, response.get_data(as_text=True)
+    body = response.json
+    assert set(body) == {"success", "error"}
+    assert body["success"] is False
+    assert set(body["error"]) == {"message", "code"}
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+    assert str(body["error"]["code"]).startswith(str(status))
+    if code is not None:
+        assert body["error"]["code"] == code
+    return body["error"]

@@ -1,0 +1,75 @@
+"""The command-line tools: init (schema and first API key) and ingest (files or stdin)."""
+
+import json
+import os
+
+from app import create_app
+
+from helpers import AUTH, clients, record
+
+
+def test_ingest_ndjson_and_json_files(runner, client, tmp_path):
+    ndjson = tmp_path / "a.ndjson"
+    ndjson.write_text("\n".join(json.dumps(record(client_id=f"n{i}")) for i in range(7)) + "\n")
+    array = tmp_path / "b.json"
+    array.write_text(json.dumps([record(client_id="j1"), record(client_id="j2")]))
+    wrapped = tmp_path / "c.json"
+    wrapped.write_text(json.dumps({"records": [record(client_id="w1")]}))
+    result = runner.invoke(args=["ingest", "--batch-size", "3", str(ndjson), str(array), str(wrapped)])
+    assert result.exit_code == 0, result.output
+    assert "Stored 10 records." in result.output
+    assert set(clients(client)["ep1"]["clients"]) == {f"n{i}" for i in range(7)} | {"j1", "j2", "w1"}
+
+
+def test_ingest_from_stdin(runner, client):
+    lines = "".join(json.dumps(record(client_id=f"s{i}")) + "\n" for i in range(4))
+    result = runner.invoke(args=["ingest"], input=lines)
+    assert result.exit_code == 0, result.output
+    assert "Stored 4 records." in result.output
+    assert len(clients(client)["ep1"]["clients"]) == 4
+
+
+def test_ingest_stops_at_a_bad_record_and_says_what_was_stored(runner, client, tmp_path):
+    path = tmp_path / "bad.ndjson"
+    rows = [record(client_id=f"ok{i}") for i in range(4)] + [record(question="")] + [record()]
+    path.write_text("\n".join(json.dumps(r) for r in rows))
+    result = runner.invoke(args=["ingest", "--batch-size", "2", str(path)])
+    assert result.exit_code != 0
+    assert "record 5" in result.output and "'question'" in result.output
+    assert "4 records were stored" in result.output
+    assert set(clients(client)["ep1"]["clients"]) == {"ok0", "ok1", "ok2", "ok3"}
+
+
+def test_ingest_rejects_what_is_not_json(runner, tmp_path):
+    path = tmp_path / "x.txt"
+    path.write_text("hello\n")
+    result = runner.invoke(args=["ingest", str(path)])
+    assert result.exit_code != 0
+    assert "not NDJSON nor a JSON array" in result.output
+
+
+def test_init_generates_a_key_once_and_it_works(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANALYTICS_API_KEY", raising=False)
+    config = {
+        "TESTING": True,
+        "INSTANCE_PATH": str(tmp_path / "inst"),
+        "ANALYTICS_DATABASE": str(tmp_path / "x.db"),
+    }
+    result = create_app(config).test_cli_runner().invoke(args=["init"])
+    assert result.exit_code == 0, result.output
+    key = result.output.split("operator API key")[1].split("\n")[2].strip()
+    assert len(key) >= 40
+    assert oct(os.stat(tmp_path / "inst" / "config.py").st_mode & 0o777) == "0o600"
+
+    app = create_app(config)  # a restart reads the key from instance/config.py
+    assert app.test_client().get("/v2/client", headers={"Authorization": key}).status_code == 200
+    again = app.test_cli_runner().invoke(args=["init"])
+    assert key not in again.output, "the secret is printed only when generated"
+    assert "config.py" in again.output
+
+
+def test_init_leaves_a_configured_key_alone(runner, app):
+    result = runner.invoke(args=["init"])
+    assert result.exit_code == 0
+    assert not os.path.exists(os.path.join(app.instance_path, "config.py"))
+    assert app.test_client().get("/v2/client", headers=AUTH).status_code == 200

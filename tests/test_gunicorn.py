@@ -1,0 +1,56 @@
+"""The service under real gunicorn with two workers on a fresh database file."""
+
+import sqlite3
+
+import pytest
+
+from helpers import API_KEY, AUTH, record
+from servers import Gunicorn
+
+
+@pytest.fixture
+def server(tmp_path):
+    server = Gunicorn(
+        tmp_path,
+        {"ANALYTICS_DATABASE": str(tmp_path / "fresh.db"), "ANALYTICS_API_KEY": API_KEY},
+        workers=2,
+    )
+    yield server
+    server.stop()
+
+
+def test_two_workers_start_on_a_new_database_and_serve_ingest_get_delete(server, tmp_path):
+    assert len(server.worker_pids()) == 2, server.log_path.read_text()
+
+    for batch in range(20):  # enough requests that both workers take some
+        status, body = server.call(
+            "POST",
+            "/v2/ingest",
+            [record("home", f"c{i}", f"2024-05-01T12:{batch:02d}:{i:02d}Z") for i in range(10)],
+            AUTH,
+        )
+        assert (status, body) == (200, {"accepted": 10})
+
+    status, body = server.call("GET", "/v2/client?endpointId=home", headers=AUTH)
+    assert status == 200
+    home = body["items"]["home"]
+    assert home["lastActivityTime"] == "2024-05-01T12:19:09.000Z"
+    assert home["clients"]["c3"]["lastActivityTime"] == "2024-05-01T12:19:03.000Z"
+    assert len(home["clients"]) == 10
+
+    status, body = server.call(
+        "DELETE", "/v2/client", {"clientIds": ["c9"], "endTime": "2024-05-01T13:00:00Z"}, AUTH
+    )
+    assert (status, body["deletedClients"]) == (200, [{"endpointId": "home", "clientId": "c9"}])
+
+    status, body = server.call("GET", "/v2/client", headers=AUTH)
+    assert "c9" not in body["items"]["home"]["clients"]
+    assert body["items"]["home"]["lastActivityTime"] == "2024-05-01T12:19:09.000Z"
+
+    status, body = server.call("GET", "/v2/client")
+    assert status == 401 and body["error"]["code"] == 40101
+
+    with sqlite3.connect(tmp_path / "fresh.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert conn.execute("SELECT COUNT(*) FROM record").fetchone()[0] == 180
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

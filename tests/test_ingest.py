@@ -1,0 +1,163 @@
+"""POST /v2/ingest: the three body formats, all-or-nothing validation, limits."""
+
+import json
+import sqlite3
+
+import pytest
+
+from helpers import AUTH, assert_error, clients, ingest, record
+
+
+def stored(db_path, sql="SELECT COUNT(*) FROM record"):
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(sql).fetchone()[0]
+
+
+def test_json_array(client, db_path):
+    response = ingest(client, record(client_id="a"), record(client_id="b"))
+    assert response.json == {"accepted": 2}
+    assert set(clients(client)["ep1"]["clients"]) == {"a", "b"}
+    assert stored(db_path) == 2
+
+
+def test_records_object(client, db_path):
+    response = client.post("/v2/ingest", json={"records": [record(), record()]}, headers=AUTH)
+    assert response.json == {"accepted": 2}
+    assert stored(db_path) == 2
+
+
+def test_ndjson(client, db_path):
+    body = "\n".join(json.dumps(record(client_id=f"c{i}")) for i in range(3)) + "\n\n"
+    response = client.post("/v2/ingest", data=body, content_type="application/x-ndjson", headers=AUTH)
+    assert response.json == {"accepted": 3}
+    assert set(clients(client)["ep1"]["clients"]) == {"c0", "c1", "c2"}
+
+
+def test_empty_batch_is_fine(client):
+    assert ingest(client).json == {"accepted": 0}
+
+
+def test_a_bad_record_in_the_middle_stores_nothing(client, db_path):
+    batch = [record(client_id="a"), record(client_id="b"), record(client_id="c", question=""), record()]
+    error = assert_error(client.post("/v2/ingest", json=batch, headers=AUTH), 400, 40005)
+    assert "Record 2" in error["message"] and "'question'" in error["message"]
+    assert clients(client) == {}
+    assert stored(db_path) == 0
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"endpointId": None}, "endpointId"),
+        ({"clientId": ""}, "clientId"),
+        ({"clientId": 5}, "clientId"),
+        ({"question": None}, "question"),
+        ({"question": "bad name.com"}, "question"),
+        ({"timestamp": "yesterday"}, "timestamp"),
+        ({"timestamp": "0000-01-01T00:00:00Z"}, "timestamp"),
+        ({"action": 7}, "action"),
+        ({"action": "0"}, "action"),
+        ({"action": True}, "action"),
+        ({"trigger": "magic"}, "trigger"),
+        ({"sourceIp": "300.1.1.1"}, "sourceIp"),
+        ({"sourceGeoip": {"asn": "x"}}, "sourceGeoip.asn"),
+        ({"sourceGeoip": []}, "sourceGeoip"),
+        ({"answers": {"ips": []}}, "answers"),
+        ({"answers": [{"ips": ["1.2.3.4", "nope"]}]}, "answers[0].ips[1]"),
+        ({"client": {"ip": "x"}}, "client.ip"),
+        ({"client": {"os": {"type": 1}}}, "client.os.type"),
+        ({"profileId": "a\x00b"}, "profileId"),
+        ({"endpointId": "e" * 257}, "endpointId"),
+    ],
+)
+def test_invalid_field_is_named(client, db_path, change, field):
+    batch = [record(), {**record(), **change}]
+    error = assert_error(client.post("/v2/ingest", json=batch, headers=AUTH), 400, 40005)
+    assert error["message"].startswith(f"Record 1: field '{field}'"), error["message"]
+    assert stored(db_path) == 0
+
+
+def test_a_record_that_is_not_an_object(client):
+    error = assert_error(client.post("/v2/ingest", json=[record(), "x"], headers=AUTH), 400, 40005)
+    assert "Record 1" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "body, content_type",
+    [
+        (b"[{", "application/json"),
+        (b'{"no": "records"}', "application/json"),
+        (b'"text"', "application/json"),
+        (b"\xff\xfe[]", "application/json"),
+        (b"[" * 100_000 + b"]" * 100_000, "application/json"),
+        (b'{"endpointId": "e"}\n{broken', "application/x-ndjson"),
+    ],
+)
+def test_malformed_bodies(client, db_path, body, content_type):
+    response = client.post("/v2/ingest", data=body, content_type=content_type, headers=AUTH)
+    assert_error(response, 400, 40004)
+    assert stored(db_path) == 0
+
+
+def test_question_is_stored_lower_case_without_trailing_dot(client, db_path):
+    ingest(client, record(question="WWW.Example.COM."))
+    assert stored(db_path, "SELECT value FROM term t JOIN record r ON r.question = t.id") == "www.example.com"
+
+
+def test_timestamp_defaults_to_receipt(client):
+    rec = record()
+    del rec["timestamp"]
+    ingest(client, rec)
+    last = clients(client)["ep1"]["clients"]["cl1"]["lastActivityTime"]
+    assert last.startswith("20") and last.endswith("Z") and len(last) == 24
+    assert last > "2026-01-01"
+
+
+def test_full_record_is_accepted(client, db_path):
+    full = record(
+        profileId="p1",
+        rrType="AAAA",
+        statusCode="NOERROR",
+        protocol="doh",
+        action=2,
+        trigger="custom",
+        triggerValue="my rule",
+        spoofTarget="10.0.0.1",
+        sourceIp="2001:DB8::1",
+        sourceGeoip={"countryCode": "DE", "city": "Berlin", "isp": "ISP", "asn": 3320},
+        answers=[{"ips": ["10.0.0.1"], "geoip": {"countryCode": "US", "isp": "X", "asn": 1}}],
+        client={
+            "host": "h",
+            "mac": "m",
+            "ip": "192.0.2.1",
+            "vendor": "v",
+            "os": {"type": "t", "arch": "a", "version": "1"},
+        },
+        unknownField="ignored",
+    )
+    ingest(client, full)
+    assert stored(db_path, "SELECT src_ip FROM record") == "2001:db8::1"
+    assert stored(db_path, "SELECT dst_asn FROM record") == 1
+
+
+def test_batch_of_ten_thousand(client, db_path):
+    batch = [record(client_id=f"c{i % 50}", question=f"d{i}.example") for i in range(10_000)]
+    assert ingest(client, *batch).json == {"accepted": 10_000}
+    assert stored(db_path) == 10_000
+    assert len(clients(client)["ep1"]["clients"]) == 50
+
+
+def test_batch_limit(app, client, db_path):
+    app.config["ANALYTICS_MAX_BATCH"] = 3
+    assert_error(client.post("/v2/ingest", json=[record()] * 4, headers=AUTH), 413, 41302)
+    assert stored(db_path) == 0
+
+
+def test_body_limit_is_413_without_reading_the_body(app, client, db_path):
+    app.config["MAX_CONTENT_LENGTH"] = 1000
+    body = json.dumps([record(question=f"d{i}.example") for i in range(100)])
+    assert len(body) > 1000
+    response = client.post("/v2/ingest", data=body, content_type="application/json", headers=AUTH)
+    error = assert_error(response, 413, 41301)
+    assert "ANALYTICS_MAX_BODY_MB" in error["message"]
+    assert stored(db_path) == 0
