@@ -1,0 +1,40 @@
+"""Configuration: environment over instance/config.py over defaults; database URLs."""
+
+from app import create_app
+
+from helpers import API_KEY, AUTH, ingest, record
+
+
+def test_environment_overrides_instance_config(tmp_path, monkeypatch):
+    instance = tmp_path / "inst"
+    instance.mkdir()
+    (instance / "config.py").write_text("ANALYTICS_API_KEY = 'from-file'\nANALYTICS_MAX_BATCH = 7\n")
+    config = {"INSTANCE_PATH": str(instance), "ANALYTICS_DATABASE": str(tmp_path / "a.db")}
+    monkeypatch.delenv("ANALYTICS_API_KEY", raising=False)
+    app = create_app(config)
+    assert app.config["ANALYTICS_API_KEY"] == "from-file"
+    assert app.config["ANALYTICS_MAX_BATCH"] == 7
+    monkeypatch.setenv("ANALYTICS_API_KEY", "from-env")
+    monkeypatch.setenv("ANALYTICS_MAX_BATCH", "9")
+    app = create_app(config)
+    assert app.config["ANALYTICS_API_KEY"] == "from-env"
+    assert app.config["ANALYTICS_MAX_BATCH"] == 9
+
+
+def test_default_database_lives_in_the_instance_folder(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANALYTICS_DATABASE", raising=False)
+    app = create_app({"INSTANCE_PATH": str(tmp_path / "inst"), "ANALYTICS_API_KEY": API_KEY})
+    assert app.config["ANALYTICS_DATABASE"] == str(tmp_path / "inst" / "analytics.db")
+    assert (tmp_path / "inst" / "analytics.db").exists()
+
+
+def test_sqlite_url_and_restart_on_the_same_database(tmp_path):
+    config = {
+        "INSTANCE_PATH": str(tmp_path / "inst"),
+        "ANALYTICS_DATABASE": f"sqlite:///{tmp_path}/url.db",
+        "ANALYTICS_API_KEY": API_KEY,
+    }
+    ingest(create_app(config).test_client(), record())
+    again = create_app(config).test_client()  # schema creation is idempotent
+    assert again.get("/v2/client", headers=AUTH).json["items"]["ep1"]["clients"]["cl1"]
+    assert (tmp_path / "url.db").exists()
