@@ -7,7 +7,7 @@ workers = int(os.environ.get("ANALYTICS_WORKERS", "2"))
 # Threaded workers: a slow request (a CSV export, a realtime stream) holds one thread, not a
 # whole process, so the other requests keep being served.
 worker_class = "gthread"
-threads = int(os.environ.get("ANALYTICS_THREADS", "8"))
+threads = int(os.environ.get("ANALYTICS_THREADS", "32"))
 # Long exports and streams are legitimate; a stop must not wait long for them.
 timeout = 120
 graceful_timeout = 5

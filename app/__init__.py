@@ -28,8 +28,9 @@ def create_app(test_config=None) -> Flask:
     app.teardown_request(_close)
 
     api = Api(app)
-    from . import activity_log, clients, ingest
+    from . import activity_log, clients, ingest, tokens
 
+    api.register_blueprint(tokens.blp)
     api.register_blueprint(ingest.blp)
     api.register_blueprint(activity_log.blp)
     api.register_blueprint(clients.blp)

@@ -1,12 +1,26 @@
-"""The Activity Log group: /v2/activity-log."""
+"""The Activity Log group: /v2/activity-log, its CSV export and its realtime stream."""
+
+import csv
+import io
+
+from flask import Response, current_app, g, request
 
 import models
 from schemas.activity_log import (
+    ActivityLogQuerySchema,
+    CsvQuerySchema,
     DeleteRecordsBodySchema,
     DeleteRecordsQuerySchema,
     DeleteRecordsResponseSchema,
+    HistoricalQueriesResponseSchema,
+    RealtimeQuerySchema,
 )
+from schemas.csv_format import CSV_COLUMNS, csv_row
+from schemas.datetimes import format_ms
+from schemas.filters import filters_from
 
+from . import realtime
+from .auth import accepts_stream_token
 from .errors import ApiError, ErrorCode
 from .extensions import Blueprint
 
@@ -16,6 +30,18 @@ blp = Blueprint(
 
 # Records deleted per transaction: ingestion waits at most one batch for its turn.
 DELETE_BATCH = 10_000
+
+
+@blp.route("", methods=["GET"])
+@blp.arguments(ActivityLogQuerySchema, location="query")
+@blp.response(200, HistoricalQueriesResponseSchema)
+def list_records(query):
+    """One page of the records in the window matching the filters."""
+    filters = filters_from(query, g.principal.endpoints)
+    queries = models.page_records(
+        filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc"
+    )
+    return {"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "queries": queries}
 
 
 @blp.route("", methods=["DELETE"])
@@ -34,3 +60,52 @@ def delete_records(query, body):
         )
     deleted = models.delete_records(endpoints, client_ids, end_ms, batch_size=DELETE_BATCH)
     return {"deletedCount": deleted}
+
+
+@blp.route("/csv", methods=["GET"])
+@blp.arguments(CsvQuerySchema, location="query")
+@blp.doc(responses={"200": {"description": "The records as CSV.", "content": {"text/csv": {}}}})
+def export_csv(query):
+    """Every record of the window matching the filters, as CSV (streamed)."""
+    filters = filters_from(query, g.principal.endpoints)
+    descending = query["sortOrder"] == "desc"
+    name = f"activity-log_{format_ms(filters.start_ms)}_{format_ms(filters.end_ms)}.csv".replace(":", "-")
+
+    def lines():
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\r\n")
+        writer.writerow(CSV_COLUMNS)
+        with models.connection():
+            for count, record in enumerate(models.iter_records(filters, descending), start=1):
+                writer.writerow(csv_row(record))
+                if count % 1000 == 0:
+                    yield buffer.getvalue()
+                    buffer.seek(0)
+                    buffer.truncate()
+        yield buffer.getvalue()
+
+    return Response(
+        lines(),
+        mimetype="text/csv",
+        headers={"Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
+@blp.route("/realtime", methods=["GET"])
+@blp.arguments(RealtimeQuerySchema, location="query")
+@blp.doc(
+    responses={
+        "200": {"description": "Server-sent events, one per record.", "content": {"text/event-stream": {}}}
+    }
+)
+@accepts_stream_token
+def stream(query):
+    """Records as they are ingested, as server-sent events (authenticate with authToken)."""
+    filters = filters_from(query, g.principal.endpoints, window=False)
+    last_id = request.headers.get("Last-Event-ID") or request.args.get("lastEventId")
+    if last_id is not None:
+        try:
+            last_id = int(last_id)
+        except ValueError:
+            raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'Last-Event-ID': not an event id.") from None
+    return realtime.event_stream(filters, last_id, current_app.config["ANALYTICS_MAX_STREAMS"])

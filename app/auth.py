@@ -11,9 +11,13 @@ from dataclasses import dataclass
 
 from flask import current_app, g, request
 
+import models
+from schemas.datetimes import now_ms
+
 from .errors import ApiError, ErrorCode
 
 SCOPES = ("read", "write", "ingest", "admin")
+STREAM_TOKEN_LIFETIME_MS = 60_000
 # The scope an operation needs unless its view says otherwise (see `requires`).
 SCOPE_BY_METHOD = {
     "GET": "read",
@@ -35,6 +39,24 @@ class Principal:
     def has_scope(self, scope: str) -> bool:
         return scope in self.scopes or "admin" in self.scopes
 
+    def to_dict(self) -> dict:
+        return {
+            "key_id": self.key_id,
+            "name": self.name,
+            "scopes": sorted(self.scopes),
+            "endpoints": None if self.endpoints is None else sorted(self.endpoints),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Principal":
+        endpoints = data["endpoints"]
+        return cls(
+            key_id=data["key_id"],
+            name=data["name"],
+            scopes=frozenset(data["scopes"]),
+            endpoints=None if endpoints is None else frozenset(endpoints),
+        )
+
 
 OPERATOR = Principal(key_id=None, name="operator", scopes=frozenset(SCOPES))
 
@@ -47,6 +69,12 @@ def requires(scope: str | None):
         return view
 
     return mark
+
+
+def accepts_stream_token(view):
+    """Mark a view as also taking `?authToken=` (a single-use token) instead of a key."""
+    view.stream_token = True
+    return view
 
 
 def public(view):
@@ -76,6 +104,17 @@ def authenticate(secret: str) -> Principal:
     raise ApiError(ErrorCode.INVALID_KEY, "Invalid API key.")
 
 
+def issue_stream_token(principal: Principal) -> tuple[str, int]:
+    return models.create_token(principal.to_dict(), now_ms(), STREAM_TOKEN_LIFETIME_MS)
+
+
+def redeem_stream_token(token: str) -> Principal:
+    data = models.redeem_token(token, now_ms())
+    if data is None:
+        raise ApiError(ErrorCode.INVALID_TOKEN, "Invalid, expired or already used authToken.")
+    return Principal.from_dict(data)
+
+
 def check_request():
     """before_request: authenticate and authorise, before any input is validated."""
     if request.endpoint is None or request.method == "OPTIONS":
@@ -83,7 +122,10 @@ def check_request():
     view = current_app.view_functions[request.endpoint]
     if getattr(view, "public", False) or request.endpoint.startswith("api-docs."):
         return
-    principal = authenticate(presented_key())
+    if getattr(view, "stream_token", False) and request.args.get("authToken"):
+        principal = redeem_stream_token(request.args["authToken"])
+    else:
+        principal = authenticate(presented_key())
     g.principal = principal
     scope = getattr(view, "required_scope", SCOPE_BY_METHOD.get(request.method, "admin"))
     if scope is not None and not principal.has_scope(scope):

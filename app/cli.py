@@ -1,5 +1,7 @@
 """Command-line tools: `flask --app wsgi init` and `flask --app wsgi ingest`."""
 
+import csv
+import itertools
 import json
 import os
 import secrets
@@ -10,6 +12,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 import models
+from schemas.csv_format import record_from_csv
 from schemas.datetimes import now_ms
 from schemas.records import RecordError, parse_records
 
@@ -44,7 +47,7 @@ def init_command():
 @click.option("--batch-size", default=5000, show_default=True, help="Records per transaction.")
 @with_appcontext
 def ingest_command(files, batch_size):
-    """Store records from NDJSON or JSON files ('-' or nothing: standard input).
+    """Store records from NDJSON, JSON or CSV-export files ('-' or nothing: standard input).
 
     Each batch is stored all or nothing; at a bad record the import stops, and the batches
     before it stay stored (the message says how many records that is).
@@ -72,8 +75,11 @@ def ingest_command(files, batch_size):
 
 
 def _read_records(stream):
-    """Records from a stream of NDJSON, a JSON array, or {"records": [...]}."""
+    """Records from a stream of NDJSON, a JSON array, {"records": [...]}, or the CSV export."""
     first = stream.readline()
+    if first.lstrip(b"\xef\xbb\xbf").startswith(b"timestamp,"):
+        yield from _read_csv(first, stream)
+        return
     try:
         head = json.loads(first) if first.strip() else None
     except ValueError:
@@ -95,6 +101,13 @@ def _read_records(stream):
     if not isinstance(items, list):
         raise click.ClickException('expected a JSON array, {"records": [...]}, or NDJSON')
     yield from items
+
+
+def _read_csv(header: bytes, stream):
+    """Records from GET /v2/activity-log/csv output (header row first)."""
+    lines = (line.decode("utf-8") for line in itertools.chain([header], stream))
+    for row in csv.DictReader(lines):
+        yield record_from_csv(row)
 
 
 def _batches(items, size):

@@ -31,7 +31,7 @@ class Parser(FlaskParser):
         field = _field_at(schema, path)
         if message == ma.fields.Field.default_error_messages["required"]:
             code, text = ErrorCode.MISSING_FIELD, f"Missing required field '{path}'."
-        elif isinstance(field, Datetime):
+        elif isinstance(field, Datetime) and message.startswith("Not a valid datetime"):
             code, text = ErrorCode.INVALID_DATETIME, f"Invalid '{path}': {message}"
         else:
             code, text = ErrorCode.INVALID_PARAMETER, f"Invalid '{path}': {message}"
@@ -48,7 +48,8 @@ def _first_message(messages, prefix=""):
         if prefix == "" and key in ("query", "querystring", "json", "path", "view_args"):
             return _first_message(messages[key], "")
         if isinstance(key, int):
-            path = f"{prefix}[{key}]"
+            # One value of a query array: `clientId[]` names it well enough.
+            path = prefix if prefix.endswith("[]") else f"{prefix}[{key}]"
         else:
             path = f"{prefix}.{key}" if prefix else str(key)
         return _first_message(messages[key], path)

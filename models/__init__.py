@@ -1,12 +1,20 @@
 """The record store: peewee models on SQLite (WAL) and the queries the API needs."""
 
+from .activity import iter_records, newest_id, page_records, records_after
 from .clients import delete_clients, get_client, list_clients, set_alias
 from .database import connection, db, open_database, write_transaction
 from .ingestion import store_records
 from .records import delete_records
 from .tables import create_schema
+from .tokens import create_token, redeem_token
 
 __all__ = [
+    "create_token",
+    "iter_records",
+    "newest_id",
+    "page_records",
+    "records_after",
+    "redeem_token",
     "connection",
     "create_schema",
     "db",

@@ -72,6 +72,15 @@ class Term(BaseModel):
     value = TextField(unique=True)
 
 
+class StreamToken(BaseModel):
+    """Single-use realtime tokens, in the database so that any worker can redeem them.
+    Only a hash of the token is kept; `principal` is the issuing key's scopes and limits."""
+
+    token_hash = TextField(unique=True)
+    expires = BigIntegerField()
+    principal = TextField()  # JSON
+
+
 class Record(BaseModel):
     """One observed DNS query. Strings are Term ids; NULL means unknown.
 
@@ -110,7 +119,7 @@ class Record(BaseModel):
         )
 
 
-TABLES = (Endpoint, Client, Term, Record)
+TABLES = (Endpoint, Client, Term, StreamToken, Record)
 
 
 def create_schema():
@@ -118,9 +127,7 @@ def create_schema():
 
     def create():
         with write_transaction():
-            if is_sqlite() and db.execute_sql("PRAGMA user_version").fetchone()[0] >= SCHEMA_VERSION:
-                return
-            db.create_tables(TABLES, safe=True)
+            db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
             if is_sqlite():
                 db.execute_sql(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

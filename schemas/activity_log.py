@@ -5,6 +5,42 @@ from marshmallow import fields
 
 from .clients import MAX_IDS
 from .fields import BaseSchema, Datetime
+from .filters import FiltersSchema, WindowSchema
+from .records import QueryDataSchema
+
+MAX_PAGE_SIZE = 500
+_SORT_ORDER = fields.String(
+    load_default="desc",
+    validate=ma.validate.OneOf(["desc", "asc"]),
+    metadata={"description": "desc: newest first (default); asc: oldest first."},
+)
+
+
+class ActivityLogQuerySchema(FiltersSchema, WindowSchema):
+    page = fields.Integer(load_default=0, validate=ma.validate.Range(min=0, max=10_000_000))
+    pageSize = fields.Integer(load_default=100, validate=ma.validate.Range(min=1, max=MAX_PAGE_SIZE))
+    sortOrder = _SORT_ORDER
+
+
+class CsvQuerySchema(FiltersSchema, WindowSchema):
+    sortOrder = _SORT_ORDER
+
+
+class RealtimeQuerySchema(FiltersSchema):
+    authToken = fields.String(
+        metadata={"description": "A token from GET /v2/auth/token (or send the Authorization header)."}
+    )
+
+
+class PaginationDataSchema(BaseSchema):
+    page = fields.Integer(required=True)
+    pageSize = fields.Integer(required=True)
+
+
+class HistoricalQueriesResponseSchema(BaseSchema):
+    meta = fields.Nested(PaginationDataSchema, required=True)
+    queries = fields.List(fields.Nested(QueryDataSchema), required=True)
+
 
 _ID = fields.String(validate=ma.validate.Length(min=1, max=256))
 

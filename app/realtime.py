@@ -1,0 +1,83 @@
+"""Server-sent events of newly ingested records, for /v2/activity-log/realtime.
+
+Every stream polls the database for records with an id above the last one it sent, so a
+record reaches every stream whichever worker process ingested it. SQLite commits writers one
+at a time and ids are AUTOINCREMENT, so ids become visible in increasing order: a stream that
+has sent id N has seen every committed record up to N.
+"""
+
+import json
+import select
+import socket
+import threading
+import time
+
+from flask import Response, request
+
+import models
+from schemas.records import QueryDataSchema
+
+from .errors import ApiError, ErrorCode
+
+POLL_SECONDS = 0.25
+KEEPALIVE_SECONDS = 15.0
+
+_query_data = QueryDataSchema()
+# Open streams of this process, one semaphore per configured limit.
+_slots: dict[int, threading.BoundedSemaphore] = {}
+_slots_lock = threading.Lock()
+
+
+def _semaphore(limit: int) -> threading.BoundedSemaphore:
+    with _slots_lock:
+        return _slots.setdefault(limit, threading.BoundedSemaphore(limit))
+
+
+def event_stream(filters, last_id: int | None, max_streams: int) -> Response:
+    """The streaming response; a 503 when this process already serves `max_streams`."""
+    slots = _semaphore(max_streams)
+    if not slots.acquire(blocking=False):
+        raise ApiError(ErrorCode.UNAVAILABLE, "Too many realtime streams; try again later.")
+    if last_id is None:
+        last_id = models.newest_id()
+    peer = request.environ.get("gunicorn.socket")
+    response = Response(_events(filters, last_id, peer), mimetype="text/event-stream")
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"  # let nginx pass events through at once
+    # Runs when the server closes the response: on the client's disconnect too, even if the
+    # generator never started.
+    response.call_on_close(slots.release)
+    return response
+
+
+def _events(filters, last_id: int, peer: socket.socket | None):
+    yield ": connected\nretry: 1000\n\n"
+    last_write = time.monotonic()
+    with models.connection():
+        while True:
+            batch = models.records_after(filters, last_id)
+            for record_id, record in batch:
+                last_id = record_id
+                data = json.dumps(_query_data.dump(record), separators=(",", ":"))
+                yield f"id: {record_id}\ndata: {data}\n\n"
+                last_write = time.monotonic()
+            if batch:
+                continue
+            if time.monotonic() - last_write >= KEEPALIVE_SECONDS:
+                yield ": keep-alive\n\n"
+                last_write = time.monotonic()
+            if _hung_up(peer):
+                return
+            time.sleep(POLL_SECONDS)
+
+
+def _hung_up(peer: socket.socket | None) -> bool:
+    """Whether the client closed the connection, seen without writing to it, so an idle stream
+    ends (and frees its slot and thread) at once rather than at the next keep-alive."""
+    if peer is None:
+        return False
+    try:
+        readable, _, _ = select.select([peer], [], [], 0)
+        return bool(readable) and peer.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True

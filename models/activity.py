@@ -1,0 +1,137 @@
+"""Reading records back as QueryData: pages of the activity log, export batches, the live tail."""
+
+import json
+import threading
+from collections import OrderedDict
+
+from .database import db
+from .filters import Filters
+from .ingestion import TERM_COLUMNS
+from .terms import term_values
+
+_SELECT = (
+    "SELECT r.id, r.ts, e.name, c.client_id, "
+    + ", ".join(f"r.{column}" for column in TERM_COLUMNS)
+    + ", r.action, r.src_ip, r.src_asn, r.answers"
+    " FROM record r JOIN endpoint e ON e.id = r.endpoint JOIN client c ON c.id = r.client"
+)
+_TERMS = slice(4, 4 + len(TERM_COLUMNS))
+
+# Where pages end, so that the next page (and nearby deep pages) start with a keyset seek
+# instead of an OFFSET that walks every earlier row. Per process; a miss falls back to OFFSET
+# from the nearest known boundary, so correctness never depends on it.
+_BOUNDARIES: OrderedDict = OrderedDict()
+_BOUNDARIES_LIMIT = 10_000
+_lock = threading.Lock()
+
+
+def page_records(filters: Filters, page: int, page_size: int, descending: bool = True) -> list[dict]:
+    """One page of the log, ordered by (ts, id), newest first unless ascending."""
+    condition, params = filters.where()
+    query_key = (db.obj.database, condition, tuple(params), page_size, descending)
+    start_page, after = _nearest_boundary(query_key, page)
+    rows = _fetch(condition, params, descending, after, page_size, (page - start_page) * page_size)
+    if len(rows) == page_size:
+        _remember_boundary(query_key, page + 1, (rows[-1][1], rows[-1][0]))
+    return decode(rows)
+
+
+def iter_records(filters: Filters, descending: bool = True, batch_size: int = 5000):
+    """Every matching record, in batches of short keyset queries: memory stays flat, and no
+    read transaction stays open long enough to hold back WAL checkpoints."""
+    condition, params = filters.where()
+    after = None
+    while True:
+        rows = _fetch(condition, params, descending, after, batch_size, 0)
+        yield from decode(rows)
+        if len(rows) < batch_size:
+            return
+        after = (rows[-1][1], rows[-1][0])
+
+
+def records_after(filters: Filters, last_id: int, limit: int = 500) -> list[tuple[int, dict]]:
+    """(id, QueryData) of matching records with id > last_id, oldest id first."""
+    condition, params = filters.where()
+    rows = db.execute_sql(
+        f"{_SELECT} WHERE r.id > ? AND {condition} ORDER BY r.id LIMIT ?", [last_id, *params, limit]
+    ).fetchall()
+    return list(zip([row[0] for row in rows], decode(rows), strict=True))
+
+
+def newest_id() -> int:
+    """The highest record id ever assigned (ids are never reused)."""
+    row = db.execute_sql("SELECT seq FROM sqlite_sequence WHERE name = 'record'").fetchone()
+    return row[0] if row else 0
+
+
+def _fetch(condition, params, descending, after, limit, offset):
+    order = "DESC" if descending else "ASC"
+    seek, seek_params = "", []
+    if after is not None:
+        ts, ident = after
+        # (ts, id) strictly beyond the previous row, written so the ts index bounds the scan.
+        op = "<" if descending else ">"
+        seek = f" AND r.ts {op}= ? AND (r.ts {op} ? OR r.id {op} ?)"
+        seek_params = [ts, ts, ident]
+    sql = f"{_SELECT} WHERE {condition}{seek} ORDER BY r.ts {order}, r.id {order} LIMIT ? OFFSET ?"
+    return db.execute_sql(sql, [*params, *seek_params, limit, offset]).fetchall()
+
+
+def _nearest_boundary(query_key, page):
+    with _lock:
+        for candidate in range(page, max(page - 1000, 0), -1):
+            after = _BOUNDARIES.get((query_key, candidate))
+            if after is not None:
+                _BOUNDARIES.move_to_end((query_key, candidate))
+                return candidate, after
+    return 0, None
+
+
+def _remember_boundary(query_key, page, after):
+    with _lock:
+        _BOUNDARIES[(query_key, page)] = after
+        if len(_BOUNDARIES) > _BOUNDARIES_LIMIT:
+            _BOUNDARIES.popitem(last=False)
+
+
+def decode(rows) -> list[dict]:
+    """QueryData dicts (wire field names) from rows of _SELECT."""
+    terms = term_values(term for row in rows for term in row[_TERMS] if term is not None)
+    records = []
+    for row in rows:
+        (
+            profile,
+            question,
+            rr_type,
+            status,
+            protocol,
+            trigger,
+            trigger_value,
+            spoof_target,
+            src_country,
+            src_city,
+            src_isp,
+            _dst_country,
+            _dst_isp,
+        ) = (terms.get(term, "") if term is not None else "" for term in row[_TERMS])
+        action, src_ip, src_asn, answers = row[4 + len(TERM_COLUMNS) :]
+        records.append(
+            {
+                "timestamp": row[1],
+                "endpointId": row[2],
+                "clientId": row[3],
+                "profileId": profile,
+                "question": question,
+                "rrType": rr_type,
+                "statusCode": status,
+                "protocol": protocol,
+                "action": action,
+                "trigger": trigger or None,
+                "triggerValue": trigger_value,
+                "spoofTarget": spoof_target,
+                "sourceIp": src_ip,
+                "sourceGeoip": {"countryCode": src_country, "city": src_city, "isp": src_isp, "asn": src_asn},
+                "answers": json.loads(answers) if answers else [],
+            }
+        )
+    return records

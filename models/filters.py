@@ -1,0 +1,83 @@
+"""The shared filters of the Activity Log and Statistics operations, as one SQL condition."""
+
+from dataclasses import dataclass, field
+
+from .columns import CLIENT, COLUMNS_BY_NAME, ENDPOINT, INTEGER
+from .database import db
+from .utils import placeholders
+
+SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex")
+
+
+@dataclass
+class Filters:
+    """Values per column name (ORed within a column, ANDed across), a question search, and
+    the time window [start_ms, end_ms] (either end may be open)."""
+
+    values: dict[str, list] = field(default_factory=dict)
+    search: str | None = None
+    search_mode: str = "includes"
+    start_ms: int | None = None
+    end_ms: int | None = None
+    endpoint_limit: frozenset | None = None  # a key's endpoint limit: always ANDed
+
+    def where(self, alias: str = "r") -> tuple[str, list]:
+        """(SQL condition on the record table aliased `alias`, its parameters)."""
+        parts, params = [], []
+        if self.start_ms is not None:
+            parts.append(f"{alias}.ts >= ?")
+            params.append(self.start_ms)
+        if self.end_ms is not None:
+            parts.append(f"{alias}.ts <= ?")
+            params.append(self.end_ms)
+        for name, values in self.values.items():
+            if values:
+                sql, args = _column_condition(COLUMNS_BY_NAME[name], values, alias)
+                parts.append(sql)
+                params += args
+        if self.endpoint_limit is not None:
+            sql, args = _column_condition(COLUMNS_BY_NAME["endpointId"], sorted(self.endpoint_limit), alias)
+            parts.append(sql)
+            params += args
+        if self.search:
+            sql, args = _search_condition(self.search.lower(), self.search_mode, alias)
+            parts.append(sql)
+            params += args
+        return " AND ".join(parts) or "1 = 1", params
+
+
+def _column_condition(column, values, alias) -> tuple[str, list]:
+    target = f"{alias}.{column.sql}"
+    if column.storage == INTEGER:
+        return f"{target} IN ({placeholders(len(values))})", list(values)
+    if column.storage == ENDPOINT:
+        lookup = "SELECT id FROM endpoint WHERE name"
+    elif column.storage == CLIENT:
+        lookup = "SELECT id FROM client WHERE client_id"
+    else:
+        lookup = "SELECT id FROM term WHERE value"
+    ids = [row[0] for row in db.execute_sql(f"{lookup} IN ({placeholders(len(values))})", list(values))]
+    # Ids resolved up front let the planner use the record indexes with plain constants.
+    if not ids:
+        return "0 = 1", []
+    return f"{target} IN ({placeholders(len(ids))})", ids
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _search_condition(text: str, mode: str, alias: str) -> tuple[str, list]:
+    pattern = _like_escape(text)
+    if mode == "apex":
+        names = "SELECT id FROM term WHERE value = ? OR value LIKE ? ESCAPE '\\'"
+        return f"{alias}.question IN ({names})", [text, "%." + pattern]
+    like = {
+        "includes": f"%{pattern}%",
+        "excludes": f"%{pattern}%",
+        "startsWith": f"{pattern}%",
+        "endsWith": f"%{pattern}",
+    }[mode]
+    names = "SELECT id FROM term WHERE value LIKE ? ESCAPE '\\'"
+    negate = "NOT " if mode == "excludes" else ""
+    return f"{alias}.question {negate}IN ({names})", [like]

@@ -1,0 +1,36 @@
+"""Single-use, short-lived tokens for the realtime stream (EventSource cannot send headers)."""
+
+import hashlib
+import json
+import secrets
+
+from .database import db, write_transaction
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def create_token(principal: dict, now_ms: int, lifetime_ms: int) -> tuple[str, int]:
+    """A new token carrying `principal`; returns (token, expiry ms)."""
+    token = secrets.token_urlsafe(32)
+    expires = now_ms + lifetime_ms
+    with write_transaction():
+        db.execute_sql("DELETE FROM stream_token WHERE expires < ?", [now_ms])
+        db.execute_sql(
+            "INSERT INTO stream_token (token_hash, expires, principal) VALUES (?, ?, ?)",
+            [_hash(token), expires, json.dumps(principal)],
+        )
+    return token, expires
+
+
+def redeem_token(token: str, now_ms: int) -> dict | None:
+    """The principal of a valid token, which is used up by this call; None if unknown,
+    already used or expired."""
+    with write_transaction():
+        row = db.execute_sql(
+            "DELETE FROM stream_token WHERE token_hash = ? RETURNING expires, principal", [_hash(token)]
+        ).fetchone()
+    if row is None or row[0] < now_ms:
+        return None
+    return json.loads(row[1])

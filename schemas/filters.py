@@ -1,0 +1,76 @@
+"""The shared filters and time window on the wire, generated from models.columns.COLUMNS."""
+
+import marshmallow as ma
+from marshmallow import fields
+
+from models.columns import COLUMNS
+from models.filters import SEARCH_MODES, Filters
+
+from .datetimes import now_ms
+from .fields import BaseSchema, Datetime, Trigger
+from .records import ACTIONS
+
+MAX_FILTER_VALUES = 1000
+
+
+def _value_field(column):
+    if column.name == "trigger":
+        return Trigger()
+    if column.name == "action":
+        return fields.Integer(strict=False, validate=ma.validate.OneOf(list(ACTIONS)))
+    if column.type == "integer":
+        return fields.Integer(strict=False, validate=ma.validate.Range(min=0, max=2**32 - 1))
+    return fields.String(validate=ma.validate.Length(min=1, max=1024))
+
+
+def _filter_fields() -> dict:
+    columns = {
+        column.name: fields.List(
+            _value_field(column),
+            data_key=f"{column.name}[]",
+            validate=ma.validate.Length(max=MAX_FILTER_VALUES),
+            metadata={"description": f"Only records whose {column.name} is one of these."},
+        )
+        for column in COLUMNS
+        if column.filterable
+    }
+    return {
+        **columns,
+        "searchQuestion": fields.String(validate=ma.validate.Length(min=1, max=253)),
+        "searchQuestionMode": fields.String(
+            load_default="includes", validate=ma.validate.OneOf(SEARCH_MODES)
+        ),
+    }
+
+
+FiltersSchema = type("FiltersSchema", (BaseSchema,), _filter_fields())
+
+
+class _WindowSchema(BaseSchema):
+    @ma.validates_schema
+    def _start_not_after_end(self, data, **kwargs):
+        end = data.get("endTime", now_ms())
+        if "startTime" in data and data["startTime"] > end:
+            raise ma.ValidationError("startTime is after endTime.", field_name="startTime")
+
+
+class WindowSchema(_WindowSchema):
+    startTime = Datetime(required=True, metadata={"description": "Start of the window (inclusive)."})
+    endTime = Datetime(metadata={"description": "End of the window (inclusive); default now."})
+
+
+class OptionalWindowSchema(_WindowSchema):
+    startTime = Datetime(metadata={"description": "Start of the window (inclusive)."})
+    endTime = Datetime(metadata={"description": "End of the window (inclusive); default now."})
+
+
+def filters_from(args: dict, endpoint_limit=None, window: bool = True) -> Filters:
+    """Filters from loaded query arguments; endTime defaults to now when a window applies."""
+    return Filters(
+        values={column.name: args[column.name] for column in COLUMNS if args.get(column.name)},
+        search=args.get("searchQuestion"),
+        search_mode=args.get("searchQuestionMode", "includes"),
+        start_ms=args.get("startTime") if window else None,
+        end_ms=args.get("endTime", now_ms()) if window else None,
+        endpoint_limit=endpoint_limit,
+    )

@@ -1,0 +1,238 @@
+"""GET /v2/auth/token and GET /v2/activity-log/realtime (server-sent events)."""
+
+import http.client
+import json
+import queue
+import threading
+import time
+
+import pytest
+
+import app.auth
+
+from helpers import API_KEY, AUTH, assert_error, ingest, record
+from servers import Gunicorn
+
+
+def token(client):
+    response = client.get("/v2/auth/token", headers=AUTH)
+    assert response.status_code == 200
+    assert set(response.json) == {"token", "expiresAt"}
+    return response.json["token"]
+
+
+def events(chunks) -> list[dict]:
+    """Parse SSE text into events ({"id": ..., "data": ...}); comments are skipped."""
+    found = []
+    for block in "".join(chunks).split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":"))
+        if "data" in fields:
+            found.append({"id": int(fields["id"]), "data": json.loads(fields["data"])})
+    return found
+
+
+def open_stream(client, query="", headers=None):
+    response = client.get(f"/v2/activity-log/realtime?{query}", headers=headers or {}, buffered=False)
+    return response, iter(response.response)
+
+
+def test_token_shape_and_expiry_time(client):
+    response = client.get("/v2/auth/token", headers=AUTH)
+    expires = response.json["expiresAt"]
+    assert len(expires) == 24 and expires.endswith("Z")
+
+
+def test_stream_sends_records_ingested_after_connect_matching_filters(client):
+    ingest(client, record(client_id="wanted", question="before.com"))
+    response, chunks = open_stream(client, f"authToken={token(client)}&clientId[]=wanted")
+    assert response.status_code == 200
+    assert response.mimetype == "text/event-stream"
+    first = next(chunks).decode()
+    assert first.startswith(":")
+    ingest(
+        client, record(client_id="other", question="no.com"), record(client_id="wanted", question="yes.com")
+    )
+    got = events([next(chunks).decode()])
+    assert [e["data"]["question"] for e in got] == ["yes.com"]
+    assert got[0]["data"]["clientId"] == "wanted" and got[0]["data"]["timestamp"].endswith("Z")
+    response.close()
+
+
+def test_token_is_single_use(client):
+    secret = token(client)
+    response, _ = open_stream(client, f"authToken={secret}")
+    assert response.status_code == 200
+    response.close()
+    response, _ = open_stream(client, f"authToken={secret}")
+    assert_error(response, 401, 40103)
+
+
+def test_expired_token_is_401(client, monkeypatch):
+    secret = token(client)
+    real_now = app.auth.now_ms
+    monkeypatch.setattr(app.auth, "now_ms", lambda: real_now() + 61_000)
+    response, _ = open_stream(client, f"authToken={secret}")
+    assert_error(response, 401, 40103)
+
+
+def test_unknown_token_and_no_credentials_are_401(client):
+    assert_error(open_stream(client, "authToken=made-up")[0], 401, 40103)
+    assert_error(open_stream(client)[0], 401, 40101)
+
+
+def test_authorization_header_works_too(client):
+    response, _ = open_stream(client, headers=AUTH)
+    assert response.status_code == 200
+    response.close()
+
+
+def test_resume_with_last_event_id(client):
+    ingest(client, *[record(question=f"q{i}.com") for i in range(3)])
+    response, chunks = open_stream(client, headers=AUTH)
+    next(chunks)
+    ingest(client, record(question="a.com"), record(question="b.com"))
+    got = events([next(chunks).decode() for _ in range(2)])
+    assert [e["data"]["question"] for e in got] == ["a.com", "b.com"]
+    assert got[0]["id"] < got[1]["id"]
+    response.close()
+
+    ingest(client, record(question="c.com"), record(question="d.com"))  # while disconnected
+    response, chunks = open_stream(client, headers={**AUTH, "Last-Event-ID": str(got[0]["id"])})
+    next(chunks)
+    resumed = events([next(chunks).decode() for _ in range(3)])
+    assert [e["data"]["question"] for e in resumed] == ["b.com", "c.com", "d.com"]
+    response.close()
+
+
+def test_bad_last_event_id_is_400(client):
+    assert_error(open_stream(client, headers={**AUTH, "Last-Event-ID": "x"})[0], 400, 40001)
+
+
+def test_stream_limit_is_503_and_slots_come_back(app, client):
+    app.config["ANALYTICS_MAX_STREAMS"] = 1
+    first, _ = open_stream(client, headers=AUTH)
+    assert first.status_code == 200
+    assert_error(open_stream(client, headers=AUTH)[0], 503, 50301)
+    first.close()
+    again, _ = open_stream(client, headers=AUTH)
+    assert again.status_code == 200
+    again.close()
+
+
+class StreamReader(threading.Thread):
+    """Reads an SSE response from a real server into a queue of events."""
+
+    def __init__(self, server, path, headers=None):
+        super().__init__(daemon=True)
+        self.connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        self.connection.request("GET", path, headers=headers or {})
+        self.response = self.connection.getresponse()
+        self.events = queue.Queue()
+        self.start()
+
+    def run(self):
+        block = []
+        try:
+            for raw in self.response:
+                line = raw.decode().rstrip("\r\n")
+                if line:
+                    block.append(line)
+                    continue
+                found = events(["\n".join(block)])
+                block = []
+                for event in found:
+                    self.events.put(event)
+        except (OSError, ValueError, AttributeError):
+            pass  # the test closed the connection (http.client may trip over its own close)
+
+    def take(self, count, timeout=5.0):
+        deadline, got = time.monotonic() + timeout, []
+        while len(got) < count and time.monotonic() < deadline:
+            try:
+                got.append(self.events.get(timeout=max(0.01, deadline - time.monotonic())))
+            except queue.Empty:
+                break
+        return got
+
+    def close(self):
+        self.connection.sock.shutdown(2)
+        self.connection.close()
+
+
+@pytest.fixture
+def servers(tmp_path):
+    env = {"ANALYTICS_DATABASE": str(tmp_path / "shared.db"), "ANALYTICS_API_KEY": API_KEY}
+    first = Gunicorn(tmp_path, env, workers=2)
+    second = Gunicorn(tmp_path, env, workers=2)
+    yield first, second
+    first.stop()
+    second.stop()
+
+
+def test_realtime_across_gunicorn_workers(servers):
+    """Streams on one gunicorn, ingestion through another process: events within a second,
+    filtered, resumable, and the token single-use."""
+    streaming, ingesting = servers
+    status, body = streaming.call("GET", "/v2/auth/token", headers=AUTH)
+    assert status == 200
+    secret = body["token"]
+    stream = StreamReader(streaming, f"/v2/activity-log/realtime?authToken={secret}&endpointId[]=home")
+    assert stream.response.status == 200
+
+    status, error = streaming.call("GET", f"/v2/activity-log/realtime?authToken={secret}")
+    assert (status, error["error"]["code"]) == (401, 40103), "a token works once"
+
+    sent = time.monotonic()
+    for i in range(3):
+        batch = [record("home", "pc", question=f"home{i}.com"), record("away", "pc", question=f"away{i}.com")]
+        assert ingesting.call("POST", "/v2/ingest", batch, AUTH)[0] == 200
+    got = stream.take(3)
+    assert time.monotonic() - sent < 3
+    assert [e["data"]["question"] for e in got] == ["home0.com", "home1.com", "home2.com"]
+    assert all(e["data"]["endpointId"] == "home" for e in got)
+    stream.close()
+
+    # Missed while disconnected, then resumed from the last id seen.
+    assert ingesting.call("POST", "/v2/ingest", [record("home", "pc", question="missed.com")], AUTH)[0] == 200
+    status, body = streaming.call("GET", "/v2/auth/token", headers=AUTH)
+    resumed = StreamReader(
+        streaming,
+        f"/v2/activity-log/realtime?authToken={body['token']}&endpointId=home",
+        {"Last-Event-ID": str(got[1]["id"])},
+    )
+    again = resumed.take(2)
+    assert [e["data"]["question"] for e in again] == ["home2.com", "missed.com"]
+    assert again[0]["id"] == got[2]["id"]
+    resumed.close()
+
+    # The API keeps answering while streams are open.
+    status, _ = streaming.call("GET", "/v2/client", headers=AUTH)
+    assert status == 200
+
+
+def test_a_closed_stream_frees_its_slot_at_once(tmp_path):
+    server = Gunicorn(
+        tmp_path,
+        {
+            "ANALYTICS_DATABASE": str(tmp_path / "one.db"),
+            "ANALYTICS_API_KEY": API_KEY,
+            "ANALYTICS_MAX_STREAMS": "1",
+        },
+        workers=1,
+    )
+    try:
+        stream = StreamReader(server, "/v2/activity-log/realtime", AUTH)
+        assert stream.response.status == 200
+        status, body = server.call("GET", "/v2/activity-log/realtime", headers=AUTH)
+        assert (status, body["error"]["code"]) == (503, 50301)
+        stream.close()
+        deadline = time.monotonic() + 5
+        while True:
+            again = StreamReader(server, "/v2/activity-log/realtime", AUTH)
+            if again.response.status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert again.response.status == 200, "the slot came back well before a keep-alive"
+        again.close()
+    finally:
+        server.stop()
