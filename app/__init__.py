@@ -28,11 +28,13 @@ def create_app(test_config=None) -> Flask:
     app.teardown_request(_close)
 
     api = Api(app)
-    from . import activity_log, clients, ingest, tokens
+    from . import activity_log, clients, data_availability, ingest, statistics, tokens
 
     api.register_blueprint(tokens.blp)
     api.register_blueprint(ingest.blp)
     api.register_blueprint(activity_log.blp)
+    api.register_blueprint(data_availability.blp)
+    api.register_blueprint(statistics.blp)
     api.register_blueprint(clients.blp)
     cli.register(app)
     return app

@@ -3,12 +3,21 @@
 from .activity import iter_records, newest_id, page_records, records_after
 from .clients import delete_clients, get_client, list_clients, set_alias
 from .database import connection, db, open_database, write_transaction
+from .filters import Filters
 from .ingestion import store_records
 from .records import delete_records
+from .statistics import availability, buckets, buckets_by, count, count_by, top_values
 from .tables import create_schema
 from .tokens import create_token, redeem_token
 
 __all__ = [
+    "Filters",
+    "availability",
+    "buckets",
+    "buckets_by",
+    "count",
+    "count_by",
+    "top_values",
     "create_token",
     "iter_records",
     "newest_id",

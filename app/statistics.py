@@ -1,0 +1,174 @@
+"""The Statistics group: /v2/statistic/count, /timeseries and /trend."""
+
+from flask import g
+
+import models
+from models.columns import COLUMNS_BY_NAME
+from schemas.datetimes import now_ms
+from schemas.filters import filters_from
+from schemas.statistics import (
+    GROUPS,
+    INTERVALS,
+    CountGroupQuerySchema,
+    CountGroupResponseSchema,
+    CountQuerySchema,
+    CountResponseSchema,
+    TimeSeriesGroupQuerySchema,
+    TimeSeriesGroupResponseSchema,
+    TimeSeriesQuerySchema,
+    TimeSeriesResponseSchema,
+    TrendQuerySchema,
+    TrendResponseSchema,
+)
+
+from .errors import ApiError, ErrorCode
+from .extensions import Blueprint
+
+blp = Blueprint(
+    "statistics", __name__, url_prefix="/v2/statistic", description="Counts, time series and trends."
+)
+
+DAY_MS = 86_400_000
+_GROUP_PARAMETER = [
+    {"in": "path", "name": "group", "required": True, "schema": {"type": "string", "enum": list(GROUPS)}}
+]
+
+
+def _column(group: str):
+    if group not in GROUPS:
+        raise ApiError(ErrorCode.INVALID_PARAMETER, f"Invalid 'group': must be one of {', '.join(GROUPS)}.")
+    return COLUMNS_BY_NAME[group]
+
+
+@blp.route("/count", methods=["GET"])
+@blp.arguments(CountQuerySchema, location="query")
+@blp.response(200, CountResponseSchema)
+def count(query):
+    """The number of records in the window matching the filters."""
+    filters = filters_from(query, g.principal.endpoints)
+    return {"startTime": filters.start_ms, "endTime": filters.end_ms, "count": models.count(filters)}
+
+
+@blp.route("/count/<group>", methods=["GET"], parameters=_GROUP_PARAMETER)
+@blp.arguments(CountGroupQuerySchema, location="query")
+@blp.response(200, CountGroupResponseSchema)
+def count_group(query, group):
+    """Record counts per value of a column, the most (or least) frequent first."""
+    column = _column(group)
+    filters = filters_from(query, g.principal.endpoints)
+    top = models.top_values(models.count_by(filters, column), query["limit"], query["sortOrder"] == "desc")
+    return {
+        "startTime": filters.start_ms,
+        "endTime": filters.end_ms,
+        "counts": [{"value": value, "count": n} for value, n in top],
+    }
+
+
+def _interval_ms(query, start_ms: int, end_ms: int) -> int:
+    """The bucket length: the requested one, else the smallest that keeps within `limit`."""
+
+    def bucket_count(seconds):
+        size = seconds * 1000
+        return end_ms // size - start_ms // size + 1
+
+    limit = query["limit"]
+    if "interval" in query:
+        if bucket_count(query["interval"]) > limit:
+            raise ApiError(
+                ErrorCode.INVALID_PARAMETER,
+                f"Invalid 'interval': {bucket_count(query['interval'])} buckets exceed limit={limit}.",
+            )
+        return query["interval"] * 1000
+    for seconds in INTERVALS:
+        if bucket_count(seconds) <= limit:
+            return seconds * 1000
+    raise ApiError(
+        ErrorCode.INVALID_PARAMETER,
+        f"Invalid 'limit': the window needs more than {limit} buckets even at one week each.",
+    )
+
+
+def _bucket_starts(start_ms: int, end_ms: int, interval_ms: int) -> range:
+    return range(start_ms - start_ms % interval_ms, end_ms + 1, interval_ms)
+
+
+@blp.route("/timeseries", methods=["GET"])
+@blp.arguments(TimeSeriesQuerySchema, location="query")
+@blp.response(200, TimeSeriesResponseSchema)
+def timeseries(query):
+    """Record counts per time bucket over the window, empty buckets included."""
+    filters = filters_from(query, g.principal.endpoints)
+    interval = _interval_ms(query, filters.start_ms, filters.end_ms)
+    counts = models.buckets(filters, interval)
+    return {
+        "startTime": filters.start_ms,
+        "endTime": filters.end_ms,
+        "interval": interval // 1000,
+        "queries": [
+            {"time": start, "count": counts.get(start, 0)}
+            for start in _bucket_starts(filters.start_ms, filters.end_ms, interval)
+        ],
+    }
+
+
+@blp.route("/timeseries/<group>", methods=["GET"], parameters=_GROUP_PARAMETER)
+@blp.arguments(TimeSeriesGroupQuerySchema, location="query")
+@blp.response(200, TimeSeriesGroupResponseSchema)
+def timeseries_group(query, group):
+    """Per time bucket, the record counts of the window's top values of a column."""
+    column = _column(group)
+    filters = filters_from(query, g.principal.endpoints)
+    interval = _interval_ms(query, filters.start_ms, filters.end_ms)
+    values = [value for value, _ in models.top_values(models.count_by(filters, column), query["groupLimit"])]
+    counts = models.buckets_by(filters, interval, column, values)
+    return {
+        "startTime": filters.start_ms,
+        "endTime": filters.end_ms,
+        "interval": interval // 1000,
+        "queries": [
+            {"time": start, "count": {value: counts.get(start, {}).get(value, 0) for value in values}}
+            for start in _bucket_starts(filters.start_ms, filters.end_ms, interval)
+        ],
+    }
+
+
+@blp.route("/trend/<group>", methods=["GET"], parameters=_GROUP_PARAMETER)
+@blp.arguments(TrendQuerySchema, location="query")
+@blp.response(200, TrendResponseSchema)
+def trend(query, group):
+    """The top values of a column in the window against a baseline window before it."""
+    column = _column(group)
+    end = query.get("endTime", now_ms())
+    start = query.get("startTime", end - DAY_MS)
+    if start > end:
+        raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'startTime': startTime is after endTime.")
+    baseline_end = query.get("baselineEndTime", start - 1)
+    baseline_start = query.get("baselineStartTime", baseline_end - (end - start))
+    if baseline_start > baseline_end:
+        raise ApiError(
+            ErrorCode.INVALID_PARAMETER, "Invalid 'baselineStartTime': it is after baselineEndTime."
+        )
+    filters = filters_from({**query, "startTime": start, "endTime": end}, g.principal.endpoints)
+    top = models.top_values(models.count_by(filters, column), query["limit"])
+    baseline_filters = filters_from(
+        {**query, "startTime": baseline_start, "endTime": baseline_end}, g.principal.endpoints
+    )
+    baseline = models.count_by(baseline_filters, column)
+    trends = []
+    for value, n in top:
+        before = baseline.get(value, 0)
+        trends.append(
+            {
+                "value": value,
+                "count": n,
+                "baselineCount": before,
+                "change": (n - before) / before if before else None,
+            }
+        )
+    return {
+        "startTime": start,
+        "endTime": end,
+        "baselineStartTime": baseline_start,
+        "baselineEndTime": baseline_end,
+        "trends": trends,
+    }

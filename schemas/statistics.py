@@ -1,0 +1,122 @@
+"""The Statistics and Data Availability groups on the wire."""
+
+import marshmallow as ma
+from marshmallow import fields
+
+from models.columns import COLUMNS
+
+from .fields import BaseSchema, Datetime
+from .filters import FiltersSchema, OptionalWindowSchema, WindowSchema
+
+GROUPS = tuple(column.name for column in COLUMNS if column.groupable)
+INTERVALS = (60, 300, 900, 3600, 10800, 21600, 43200, 86400, 604800)
+_SORT_ORDER = fields.String(load_default="desc", validate=ma.validate.OneOf(["desc", "asc"]))
+
+
+class GroupPathSchema(BaseSchema):
+    group = fields.String(required=True, validate=ma.validate.OneOf(GROUPS))
+
+
+class CountQuerySchema(FiltersSchema, WindowSchema):
+    pass
+
+
+class CountGroupQuerySchema(FiltersSchema, WindowSchema):
+    limit = fields.Integer(load_default=10, validate=ma.validate.Range(min=1, max=1000))
+    sortOrder = _SORT_ORDER
+
+
+class TimeSeriesQuerySchema(FiltersSchema, WindowSchema):
+    interval = fields.Integer(
+        validate=ma.validate.OneOf(INTERVALS),
+        metadata={"description": "Bucket length in seconds; default: the smallest that fits `limit`."},
+    )
+    limit = fields.Integer(
+        load_default=100,
+        validate=ma.validate.Range(min=1, max=1000),
+        metadata={"description": "Maximum number of buckets."},
+    )
+
+
+class TimeSeriesGroupQuerySchema(TimeSeriesQuerySchema):
+    groupLimit = fields.Integer(load_default=10, validate=ma.validate.Range(min=1, max=100))
+
+
+class TrendQuerySchema(FiltersSchema, OptionalWindowSchema):
+    baselineStartTime = Datetime()
+    baselineEndTime = Datetime()
+    limit = fields.Integer(load_default=10, validate=ma.validate.Range(min=1, max=1000))
+
+    @ma.validates_schema
+    def _baseline_start_not_after_end(self, data, **kwargs):
+        start, end = data.get("baselineStartTime"), data.get("baselineEndTime")
+        if start is not None and end is not None and start > end:
+            raise ma.ValidationError(
+                "baselineStartTime is after baselineEndTime.", field_name="baselineStartTime"
+            )
+
+
+class _WindowResponse(BaseSchema):
+    startTime = Datetime(required=True)
+    endTime = Datetime(required=True)
+
+
+class CountResponseSchema(_WindowResponse):
+    count = fields.Integer(required=True)
+
+
+class GroupCountSchema(BaseSchema):
+    value = fields.String(required=True)
+    count = fields.Integer(required=True)
+
+
+class CountGroupResponseSchema(_WindowResponse):
+    counts = fields.List(fields.Nested(GroupCountSchema), required=True)
+
+
+class TimeSeriesPointSchema(BaseSchema):
+    time = Datetime(required=True)
+    count = fields.Integer(required=True)
+
+
+class TimeSeriesResponseSchema(_WindowResponse):
+    interval = fields.Integer(required=True, metadata={"description": "Bucket length in seconds."})
+    queries = fields.List(fields.Nested(TimeSeriesPointSchema), required=True)
+
+
+class TimeSeriesGroupPointSchema(BaseSchema):
+    time = Datetime(required=True)
+    count = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+
+
+class TimeSeriesGroupResponseSchema(_WindowResponse):
+    interval = fields.Integer(required=True)
+    queries = fields.List(fields.Nested(TimeSeriesGroupPointSchema), required=True)
+
+
+class TrendItemSchema(BaseSchema):
+    value = fields.String(required=True)
+    count = fields.Integer(required=True)
+    baselineCount = fields.Integer(required=True)
+    change = fields.Float(required=True, allow_none=True)
+
+
+class TrendResponseSchema(_WindowResponse):
+    baselineStartTime = Datetime(required=True)
+    baselineEndTime = Datetime(required=True)
+    trends = fields.List(fields.Nested(TrendItemSchema), required=True)
+
+
+class ColumnSchema(BaseSchema):
+    name = fields.String(required=True)
+    type = fields.String(required=True, metadata={"enum": ["string", "integer"]})
+    filterable = fields.Boolean(required=True)
+    groupable = fields.Boolean(required=True)
+
+
+class DataAvailabilitySchema(BaseSchema):
+    startTime = Datetime(required=True, allow_none=True)
+    endTime = Datetime(required=True, allow_none=True)
+    retentionDays = fields.Integer(required=True)
+    recordCount = fields.Integer(required=True)
+    columns = fields.List(fields.Nested(ColumnSchema), required=True)

@@ -1,0 +1,98 @@
+"""Property: every count agrees with the activity log, for random records and filters,
+also after deletions."""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app import create_app
+
+from helpers import API_KEY, AUTH, ingest, record
+
+WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-01T23:59:59.999Z"
+
+records = st.lists(
+    st.builds(
+        lambda endpoint, client_id, minute, question, action, rr_type, asn: record(
+            endpoint,
+            client_id,
+            f"2024-05-01T{minute // 60:02d}:{minute % 60:02d}:00Z",
+            question,
+            action=action,
+            rrType=rr_type,
+            sourceGeoip={"asn": asn},
+        ),
+        st.sampled_from(["e1", "e2"]),
+        st.sampled_from(["a", "b", "c"]),
+        st.integers(0, 24 * 60 - 1),
+        st.sampled_from(["x.com", "a.x.com", "y.org", "zz.net"]),
+        st.sampled_from([None, -1, 0, 1, 2]),
+        st.sampled_from([None, "A", "AAAA"]),
+        st.sampled_from([None, 1, 2]),
+    ),
+    max_size=40,
+)
+filters = st.fixed_dictionaries(
+    {},
+    optional={
+        "endpointId[]": st.lists(st.sampled_from(["e1", "e2", "e9"]), min_size=1, max_size=2),
+        "clientId[]": st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2),
+        "action[]": st.lists(st.sampled_from([-1, 0, 1, 2, 3]), min_size=1, max_size=3),
+        "rrType[]": st.lists(st.sampled_from(["A", "AAAA", "MX"]), min_size=1, max_size=2),
+        "srcAsn[]": st.lists(st.sampled_from([1, 2, 3]), min_size=1, max_size=2),
+        "searchQuestion": st.sampled_from(["x", "x.com", "org", "a."]),
+        "searchQuestionMode": st.sampled_from(["includes", "startsWith", "endsWith", "excludes", "apex"]),
+    },
+)
+groups = st.sampled_from(["endpointId", "clientId", "action", "rrType", "question", "srcAsn", "dstAsn"])
+
+
+def query_string(chosen: dict) -> str:
+    parts = []
+    for name, value in chosen.items():
+        for item in value if isinstance(value, list) else [value]:
+            parts.append(f"{name}={item}")
+    return "&".join([WINDOW, *parts])
+
+
+def log_count(client, query) -> int:
+    total, page = 0, 0
+    while True:
+        body = client.get(f"/v2/activity-log?{query}&pageSize=500&page={page}", headers=AUTH).json
+        total += len(body["queries"])
+        if len(body["queries"]) < 500:
+            return total
+        page += 1
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=records, chosen=filters, group=groups, delete_client=st.sampled_from([None, "a", "b"]))
+def test_counts_agree_with_the_activity_log(tmp_path_factory, data, chosen, group, delete_client):
+    path = tmp_path_factory.mktemp("prop")
+    app = create_app(
+        {
+            "TESTING": True,
+            "ANALYTICS_DATABASE": str(path / "p.db"),
+            "ANALYTICS_API_KEY": API_KEY,
+            "INSTANCE_PATH": str(path / "i"),
+        }
+    )
+    client = app.test_client()
+    if data:
+        ingest(client, *data)
+    if delete_client:
+        client.delete(f"/v2/activity-log?clientId[]={delete_client}&endTime=2024-05-01T12:00:00Z", headers=AUTH)
+    query = query_string(chosen)
+
+    expected = log_count(client, query)
+    count = client.get(f"/v2/statistic/count?{query}", headers=AUTH).json["count"]
+    assert count == expected
+    groups_body = client.get(f"/v2/statistic/count/{group}?{query}&limit=1000", headers=AUTH).json
+    assert sum(c["count"] for c in groups_body["counts"]) == count
+    series = client.get(f"/v2/statistic/timeseries?{query}&interval=3600&limit=24", headers=AUTH).json
+    assert sum(q["count"] for q in series["queries"]) == count
+    per_group = client.get(f"/v2/statistic/timeseries/{group}?{query}&interval=21600&groupLimit=100", headers=AUTH).json
+    assert sum(sum(q["count"].values()) for q in per_group["queries"]) == count
+    if f"{group}[]" not in chosen:  # a group's count is the log's count when filtered by it
+        for item in groups_body["counts"][:2]:
+            if item["value"]:
+                assert log_count(client, f"{query}&{group}[]={item['value']}") == item["count"]
