@@ -16,10 +16,14 @@ from schemas.csv_format import record_from_csv
 from schemas.datetimes import now_ms
 from schemas.records import RecordError, parse_records
 
+from .importers.commands import import_adguard_command, import_pihole_command
+
 
 def register(app):
     app.cli.add_command(init_command)
     app.cli.add_command(ingest_command)
+    app.cli.add_command(import_pihole_command)
+    app.cli.add_command(import_adguard_command)
 
 
 @click.command("init")

@@ -48,8 +48,12 @@ _CLIENT_UPSERT_TAIL = (
 _CLIENT_COLUMNS = "endpoint, client_id, " + ", ".join(f"{f}, {f}_ts" for f in CLIENT_META_FIELDS)
 
 
-def store_records(records: list[dict]) -> int:
-    """Store validated records (see schemas.records.parse_record) all or nothing."""
+def store_records(records: list[dict], in_transaction=None) -> int:
+    """Store validated records (see schemas.records.parse_record) all or nothing.
+
+    `in_transaction`, if given, is called inside the same transaction once the records are
+    written: what it writes commits (or rolls back) together with them.
+    """
     if not records:
         return 0
     with write_transaction():
@@ -63,6 +67,8 @@ def store_records(records: list[dict]) -> int:
             for r in records
         ]
         db.cursor().executemany(_INSERT_RECORD, rows)
+        if in_transaction is not None:
+            in_transaction()
     return len(records)
 
 

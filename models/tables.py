@@ -119,7 +119,18 @@ class Record(BaseModel):
         )
 
 
-TABLES = (Endpoint, Client, Term, StreamToken, Record)
+class ImportProgress(BaseModel):
+    """How far a history import (app/importers) got in one source, keyed by importer, endpoint
+    and the source's identity. Written in the same transaction as the records it covers."""
+
+    source = TextField(unique=True)
+    position = TextField()  # JSON, the importer's own resume point
+    records = BigIntegerField(default=0)
+    skipped = BigIntegerField(default=0)
+    updated = BigIntegerField()
+
+
+TABLES = (Endpoint, Client, Term, StreamToken, Record, ImportProgress)
 
 
 def create_schema():

@@ -1,0 +1,29 @@
+"""What the importer tests read back: the activity log over HTTP, and row counts of the store's
+file for what HTTP does not show (the import positions, duplicates)."""
+
+import sqlite3
+
+from helpers import AUTH
+
+WHOLE_WINDOW = "startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z"
+
+
+def logged(client) -> list[dict]:
+    """Every record in the activity log, oldest first."""
+    records, page = [], 0
+    while True:
+        response = client.get(f"/v2/activity-log?{WHOLE_WINDOW}&sortOrder=asc&pageSize=500&page={page}", headers=AUTH)
+        assert response.status_code == 200, response.json
+        records += response.json["queries"]
+        if len(response.json["queries"]) < 500:
+            return records
+        page += 1
+
+
+def questions(client) -> list[str]:
+    return [r["question"] for r in logged(client)]
+
+
+def count_rows(db_path, table: str) -> int:
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
