@@ -12,3 +12,10 @@ threads = int(os.environ.get("ANALYTICS_THREADS", "32"))
 timeout = 120
 graceful_timeout = 5
 accesslog = "-"
+
+
+def post_worker_init(worker):
+    """Every worker runs the retention job's loop; a lease in the database lets one run at a time."""
+    from app.retention import start_background
+
+    start_background(worker.wsgi)

@@ -3,6 +3,7 @@
 import os
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 import models
 
@@ -18,6 +19,11 @@ def create_app(test_config=None) -> Flask:
     app = Flask(__name__, instance_path=instance_path, instance_relative_config=True)
     load_config(app, test_config)
     app.json.sort_keys = False
+    if app.config["ANALYTICS_PROXY_COUNT"]:
+        # Behind a reverse proxy: the client's address (for the admin-action log and the
+        # failed-authentication limit) comes from the proxies' X-Forwarded-For.
+        count = app.config["ANALYTICS_PROXY_COUNT"]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=count, x_proto=count, x_host=count)
 
     models.open_database(app.config["ANALYTICS_DATABASE"])
     with models.connection():
@@ -28,13 +34,14 @@ def create_app(test_config=None) -> Flask:
     app.teardown_request(_close)
 
     api = Api(app)
-    from . import activity_log, clients, data_availability, ingest, statistics, tokens
+    from . import activity_log, admin_actions, clients, data_availability, ingest, statistics, tokens
 
     api.register_blueprint(tokens.blp)
     api.register_blueprint(ingest.blp)
     api.register_blueprint(activity_log.blp)
     api.register_blueprint(data_availability.blp)
     api.register_blueprint(statistics.blp)
+    api.register_blueprint(admin_actions.blp)
     api.register_blueprint(clients.blp)
     cli.register(app)
     return app

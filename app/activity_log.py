@@ -3,7 +3,7 @@
 import csv
 import io
 
-from flask import Response, current_app, g, request
+from flask import Response, current_app, request
 
 import models
 from schemas.activity_log import (
@@ -19,14 +19,12 @@ from schemas.csv_format import CSV_COLUMNS, csv_row
 from schemas.datetimes import format_ms
 from schemas.filters import filters_from
 
-from . import realtime
-from .auth import accepts_stream_token
+from . import audit, realtime
+from .auth import accepts_stream_token, endpoint_limit
 from .errors import ApiError, ErrorCode
 from .extensions import Blueprint
 
-blp = Blueprint(
-    "activity_log", __name__, url_prefix="/v2/activity-log", description="The log of DNS queries."
-)
+blp = Blueprint("activity_log", __name__, url_prefix="/v2/activity-log", description="The log of DNS queries.")
 
 # Records deleted per transaction: ingestion waits at most one batch for its turn.
 DELETE_BATCH = 10_000
@@ -37,10 +35,8 @@ DELETE_BATCH = 10_000
 @blp.response(200, HistoricalQueriesResponseSchema)
 def list_records(query):
     """One page of the records in the window matching the filters."""
-    filters = filters_from(query, g.principal.endpoints)
-    queries = models.page_records(
-        filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc"
-    )
+    filters = filters_from(query, endpoint_limit())
+    queries = models.page_records(filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc")
     return {"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "queries": queries}
 
 
@@ -58,7 +54,15 @@ def delete_records(query, body):
             ErrorCode.CONFIRMATION_REQUIRED,
             "Deleting the records of every endpoint needs all=true (or an endpointId/clientId filter).",
         )
-    deleted = models.delete_records(endpoints, client_ids, end_ms, batch_size=DELETE_BATCH)
+    entry = audit.BatchedEntry("activity_log.delete", endpoints)
+    deleted = models.delete_records(
+        endpoints,
+        client_ids,
+        end_ms,
+        batch_size=DELETE_BATCH,
+        endpoint_limit=endpoint_limit(),
+        after_batch=lambda so_far: entry({"deletedCount": so_far}),
+    )
     return {"deletedCount": deleted}
 
 
@@ -67,7 +71,7 @@ def delete_records(query, body):
 @blp.doc(responses={"200": {"description": "The records as CSV.", "content": {"text/csv": {}}}})
 def export_csv(query):
     """Every record of the window matching the filters, as CSV (streamed)."""
-    filters = filters_from(query, g.principal.endpoints)
+    filters = filters_from(query, endpoint_limit())
     descending = query["sortOrder"] == "desc"
     name = f"activity-log_{format_ms(filters.start_ms)}_{format_ms(filters.end_ms)}.csv".replace(":", "-")
 
@@ -94,14 +98,12 @@ def export_csv(query):
 @blp.route("/realtime", methods=["GET"])
 @blp.arguments(RealtimeQuerySchema, location="query")
 @blp.doc(
-    responses={
-        "200": {"description": "Server-sent events, one per record.", "content": {"text/event-stream": {}}}
-    }
+    responses={"200": {"description": "Server-sent events, one per record.", "content": {"text/event-stream": {}}}}
 )
 @accepts_stream_token
 def stream(query):
     """Records as they are ingested, as server-sent events (authenticate with authToken)."""
-    filters = filters_from(query, g.principal.endpoints, window=False)
+    filters = filters_from(query, endpoint_limit(), window=False)
     last_id = request.headers.get("Last-Event-ID") or request.args.get("lastEventId")
     if last_id is not None:
         try:

@@ -1,12 +1,22 @@
-"""Who is asking and what they may do: API keys, scopes, and the check run before every view.
+"""Who is asking and what they may do: API keys, scopes, endpoint limits, and the check run
+before every view.
 
 A request's key becomes a Principal (its scopes and endpoint limit) in `g.principal`. The
-operator key from ANALYTICS_API_KEY is a Principal with every scope; stored keys (hashed)
-are looked up by `find_key` and become Principals the same way.
+operator key from ANALYTICS_API_KEY is a Principal with every scope; keys made with
+`flask keys create` are looked up by the hash of the secret and become Principals the same way.
+
+Endpoint limits are enforced in two halves, both here or fed from here: a request that names
+an endpoint outside the key's limit (path, query string or JSON body) is refused with a 403
+before the view runs; everything else a limited key reads or changes is narrowed by the
+limit, which the views pass to the store as `endpoint_limit` (or inside Filters).
 """
 
 import hashlib
 import hmac
+import logging
+import threading
+import time
+from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from flask import current_app, g, request
@@ -27,6 +37,11 @@ SCOPE_BY_METHOD = {
     "DELETE": "write",
     "PATCH": "write",
 }
+# Where requests name endpoints: query parameters and JSON body fields.
+ENDPOINT_PARAMETERS = ("endpointId", "endpointId[]")
+ENDPOINT_BODY_FIELDS = ("endpointIds",)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -101,7 +116,47 @@ def authenticate(secret: str) -> Principal:
     # Compare digests in constant time, so response timing tells nothing about the key.
     if operator_key and hmac.compare_digest(key_digest(secret), key_digest(operator_key)):
         return OPERATOR
+    # Stored keys are found by the hash of the secret: an index lookup on a value the caller
+    # cannot steer towards a partial match.
+    key = models.find_key(secret)
+    if key is not None:
+        return Principal(
+            key_id=key["id"],
+            name=key["name"],
+            scopes=frozenset(key["scopes"]),
+            endpoints=None if key["endpoints"] is None else frozenset(key["endpoints"]),
+        )
+    _failures.slow_down(request.remote_addr or "")
     raise ApiError(ErrorCode.INVALID_KEY, "Invalid API key.")
+
+
+class FailedAttempts:
+    """Failed authentications per source address over the last minute. Past `free` of them,
+    each further failure is answered later and later (up to `max_delay` seconds), which makes
+    guessing keys slow; a valid key is never delayed, so nobody is locked out."""
+
+    def __init__(self, free: int = 10, window: float = 60.0, step: float = 0.05, max_delay: float = 1.0):
+        self.free, self.window, self.step, self.max_delay = free, window, step, max_delay
+        self._seen: dict[str, deque] = defaultdict(deque)
+        self._lock = threading.Lock()
+
+    def slow_down(self, address: str):
+        now = time.monotonic()
+        with self._lock:
+            seen = self._seen[address]
+            while seen and now - seen[0] > self.window:
+                seen.popleft()
+            seen.append(now)
+            excess = len(seen) - self.free
+            if len(self._seen) > 10_000:  # forget idle addresses rather than grow forever
+                for stale in [a for a, s in self._seen.items() if not s or now - s[-1] > self.window]:
+                    del self._seen[stale]
+        if excess > 0:
+            log.warning("failed authentication #%d in a minute from %s", len(seen), address)
+            time.sleep(min(self.max_delay, self.step * excess))
+
+
+_failures = FailedAttempts()
 
 
 def issue_stream_token(principal: Principal) -> tuple[str, int]:
@@ -130,3 +185,42 @@ def check_request():
     scope = getattr(view, "required_scope", SCOPE_BY_METHOD.get(request.method, "admin"))
     if scope is not None and not principal.has_scope(scope):
         raise ApiError(ErrorCode.FORBIDDEN_SCOPE, f"This API key lacks the '{scope}' scope.")
+    check_endpoints(named_endpoints())
+
+
+def named_endpoints() -> list[str]:
+    """The endpoints the request names in its path, query string or JSON body."""
+    named = []
+    if "endpointId" in (request.view_args or {}):
+        named.append(request.view_args["endpointId"])
+    for name in ENDPOINT_PARAMETERS:
+        named += request.args.getlist(name)
+    # Only the DELETE operations name endpoints in a body; ingestion bodies are left to the
+    # ingest view, which checks every record's endpoint, so big batches are parsed once.
+    body = request.get_json(silent=True) if request.is_json and request.method == "DELETE" else None
+    if isinstance(body, dict):
+        for name in ENDPOINT_BODY_FIELDS:
+            values = body.get(name)
+            if isinstance(values, list):
+                named += [v for v in values if isinstance(v, str)]
+    return named
+
+
+def check_endpoints(endpoints):
+    """A 403 if the key is limited and any of `endpoints` lies outside its limit."""
+    limit = g.principal.endpoints
+    if limit is None:
+        return
+    outside = sorted(set(endpoints) - limit)
+    if outside:
+        raise ApiError(ErrorCode.FORBIDDEN_ENDPOINT, f"This API key is not allowed endpoint {outside[0]!r}.")
+
+
+def endpoint_limit():
+    """The current key's endpoint limit (a frozenset), or None when it has none."""
+    return g.principal.endpoints
+
+
+def actor() -> dict:
+    """Who made a change, for the admin-action log."""
+    return {"key_id": g.principal.key_id, "key_name": g.principal.name, "source_ip": request.remote_addr or ""}

@@ -1,4 +1,4 @@
-"""Command-line tools: `flask --app wsgi init` and `flask --app wsgi ingest`."""
+"""Command-line tools: `flask --app wsgi init`, `ingest`, and the registry of every other command."""
 
 import csv
 import itertools
@@ -17,6 +17,8 @@ from schemas.datetimes import now_ms
 from schemas.records import RecordError, parse_records
 
 from .importers.commands import import_adguard_command, import_pihole_command
+from .keys import keys
+from .retention import retention_command
 
 
 def register(app):
@@ -24,6 +26,8 @@ def register(app):
     app.cli.add_command(ingest_command)
     app.cli.add_command(import_pihole_command)
     app.cli.add_command(import_adguard_command)
+    app.cli.add_command(keys)
+    app.cli.add_command(retention_command)
 
 
 @click.command("init")

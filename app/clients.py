@@ -14,6 +14,8 @@ from schemas.clients import (
 from schemas.datetimes import now_ms
 from schemas.errors import ErrorResponseSchema
 
+from . import audit
+from .auth import endpoint_limit
 from .errors import ApiError, ErrorCode
 from .extensions import Blueprint
 from .requests import json_body
@@ -40,7 +42,7 @@ _ALIAS_BODY = {
 @blp.response(200, GetClientResponseSchema)
 def list_clients(query):
     """List endpoints and their clients, with last-activity times."""
-    return {"items": models.list_clients(query.get("endpointId"), query.get("clientId"))}
+    return {"items": models.list_clients(query.get("endpointId"), query.get("clientId"), endpoint_limit())}
 
 
 @blp.route("", methods=["DELETE"])
@@ -54,11 +56,14 @@ def delete_clients(body):
             ErrorCode.CONFIRMATION_REQUIRED,
             "Deleting every client needs an explicit 'endTime' (or endpointIds/clientIds).",
         )
-    deleted = models.delete_clients(endpoints, client_ids, body.get("endTime", now_ms()))
-    return {
-        "deletedCount": len(deleted),
-        "deletedClients": [{"endpointId": e, "clientId": c} for e, c in deleted],
-    }
+    with models.write_transaction():
+        deleted = models.delete_clients(endpoints, client_ids, body.get("endTime", now_ms()), endpoint_limit())
+        result = {
+            "deletedCount": len(deleted),
+            "deletedClients": [{"endpointId": e, "clientId": c} for e, c in deleted],
+        }
+        audit.record("client.delete", result, endpoints)
+    return result
 
 
 @blp.route("/alias/<endpointId>/<clientId>", methods=["PUT"])
@@ -77,7 +82,7 @@ def set_alias(endpointId, clientId):
     except ma.ValidationError as exc:
         code = ErrorCode.MISSING_FIELD if "alias" not in body else ErrorCode.INVALID_PARAMETER
         raise ApiError(code, f"Invalid 'alias': {exc.messages['alias'][0]}") from None
-    return _entry_or_404(models.set_alias(endpointId, clientId, alias))
+    return _change_alias(endpointId, clientId, alias)
 
 
 @blp.route("/alias/<endpointId>/<clientId>", methods=["DELETE"])
@@ -85,10 +90,13 @@ def set_alias(endpointId, clientId):
 @blp.alt_response(404, schema=ErrorResponseSchema, description="No such client.")
 def clear_alias(endpointId, clientId):
     """Clear a client's alias."""
-    return _entry_or_404(models.set_alias(endpointId, clientId, ""))
+    return _change_alias(endpointId, clientId, "")
 
 
-def _entry_or_404(entry):
-    if entry is None:
-        raise ApiError(ErrorCode.CLIENT_NOT_FOUND, "No such client for this endpoint.")
+def _change_alias(endpoint: str, client_id: str, alias: str) -> dict:
+    with models.write_transaction():
+        entry = models.set_alias(endpoint, client_id, alias)
+        if entry is None:
+            raise ApiError(ErrorCode.CLIENT_NOT_FOUND, "No such client for this endpoint.")
+        audit.record("client.alias.set" if alias else "client.alias.clear", {"alias": alias}, [endpoint])
     return entry

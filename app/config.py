@@ -6,12 +6,16 @@ DEFAULTS = {
     "ANALYTICS_DATABASE": None,  # None: instance/analytics.db
     "ANALYTICS_API_KEY": None,
     "ANALYTICS_RETENTION_DAYS": 33,
+    "ANALYTICS_RETENTION_INTERVAL": 3600,  # seconds between retention runs
+    "ANALYTICS_PROXY_COUNT": 0,  # reverse proxies in front whose X-Forwarded-For is trusted
     "ANALYTICS_MAX_BODY_MB": 16,
     "ANALYTICS_MAX_BATCH": 50_000,
     "ANALYTICS_MAX_STREAMS": 16,  # realtime streams per worker process
 }
 _INTEGERS = (
     "ANALYTICS_RETENTION_DAYS",
+    "ANALYTICS_RETENTION_INTERVAL",
+    "ANALYTICS_PROXY_COUNT",
     "ANALYTICS_MAX_BODY_MB",
     "ANALYTICS_MAX_BATCH",
     "ANALYTICS_MAX_STREAMS",

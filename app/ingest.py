@@ -6,6 +6,7 @@ import models
 from schemas.datetimes import now_ms
 from schemas.records import QueryDataSchema, RecordError, parse_records
 
+from .auth import check_endpoints
 from .errors import ApiError, ErrorCode
 from .extensions import Blueprint
 from .requests import parse_json
@@ -35,9 +36,7 @@ _BODY = {
                 ]
             }
         },
-        "application/x-ndjson": {
-            "schema": {"type": "string", "description": "One QueryData JSON object per line."}
-        },
+        "application/x-ndjson": {"schema": {"type": "string", "description": "One QueryData JSON object per line."}},
     },
 }
 
@@ -65,9 +64,7 @@ def ingest():
     raw = request.get_data()
     if request.mimetype in NDJSON_TYPES:
         items = [
-            parse_json(line, f"Line {number}")
-            for number, line in enumerate(raw.split(b"\n"), start=1)
-            if line.strip()
+            parse_json(line, f"Line {number}") for number, line in enumerate(raw.split(b"\n"), start=1) if line.strip()
         ]
     else:
         body = parse_json(raw)
@@ -90,4 +87,5 @@ def ingest():
             ErrorCode.INVALID_RECORD,
             f"Record {exc.index}: field '{exc.field}' {exc.message}. Nothing was stored.",
         ) from None
+    check_endpoints({record["endpoint_id"] for record in records})
     return {"accepted": models.store_records(records)}

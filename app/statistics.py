@@ -1,7 +1,5 @@
 """The Statistics group: /v2/statistic/count, /timeseries and /trend."""
 
-from flask import g
-
 import models
 from models.columns import COLUMNS_BY_NAME
 from schemas.datetimes import now_ms
@@ -21,12 +19,11 @@ from schemas.statistics import (
     TrendResponseSchema,
 )
 
+from .auth import endpoint_limit
 from .errors import ApiError, ErrorCode
 from .extensions import Blueprint
 
-blp = Blueprint(
-    "statistics", __name__, url_prefix="/v2/statistic", description="Counts, time series and trends."
-)
+blp = Blueprint("statistics", __name__, url_prefix="/v2/statistic", description="Counts, time series and trends.")
 
 DAY_MS = 86_400_000
 _GROUP_PARAMETER = [
@@ -45,7 +42,7 @@ def _column(group: str):
 @blp.response(200, CountResponseSchema)
 def count(query):
     """The number of records in the window matching the filters."""
-    filters = filters_from(query, g.principal.endpoints)
+    filters = filters_from(query, endpoint_limit())
     return {"startTime": filters.start_ms, "endTime": filters.end_ms, "count": models.count(filters)}
 
 
@@ -55,7 +52,7 @@ def count(query):
 def count_group(query, group):
     """Record counts per value of a column, the most (or least) frequent first."""
     column = _column(group)
-    filters = filters_from(query, g.principal.endpoints)
+    filters = filters_from(query, endpoint_limit())
     top = models.top_values(models.count_by(filters, column), query["limit"], query["sortOrder"] == "desc")
     return {
         "startTime": filters.start_ms,
@@ -97,7 +94,7 @@ def _bucket_starts(start_ms: int, end_ms: int, interval_ms: int) -> range:
 @blp.response(200, TimeSeriesResponseSchema)
 def timeseries(query):
     """Record counts per time bucket over the window, empty buckets included."""
-    filters = filters_from(query, g.principal.endpoints)
+    filters = filters_from(query, endpoint_limit())
     interval = _interval_ms(query, filters.start_ms, filters.end_ms)
     counts = models.buckets(filters, interval)
     return {
@@ -117,7 +114,7 @@ def timeseries(query):
 def timeseries_group(query, group):
     """Per time bucket, the record counts of the window's top values of a column."""
     column = _column(group)
-    filters = filters_from(query, g.principal.endpoints)
+    filters = filters_from(query, endpoint_limit())
     interval = _interval_ms(query, filters.start_ms, filters.end_ms)
     values = [value for value, _ in models.top_values(models.count_by(filters, column), query["groupLimit"])]
     counts = models.buckets_by(filters, interval, column, values)
@@ -145,14 +142,10 @@ def trend(query, group):
     baseline_end = query.get("baselineEndTime", start - 1)
     baseline_start = query.get("baselineStartTime", baseline_end - (end - start))
     if baseline_start > baseline_end:
-        raise ApiError(
-            ErrorCode.INVALID_PARAMETER, "Invalid 'baselineStartTime': it is after baselineEndTime."
-        )
-    filters = filters_from({**query, "startTime": start, "endTime": end}, g.principal.endpoints)
+        raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'baselineStartTime': it is after baselineEndTime.")
+    filters = filters_from({**query, "startTime": start, "endTime": end}, endpoint_limit())
     top = models.top_values(models.count_by(filters, column), query["limit"])
-    baseline_filters = filters_from(
-        {**query, "startTime": baseline_start, "endTime": baseline_end}, g.principal.endpoints
-    )
+    baseline_filters = filters_from({**query, "startTime": baseline_start, "endTime": baseline_end}, endpoint_limit())
     baseline = models.count_by(baseline_filters, column)
     trends = []
     for value, n in top:

@@ -1,16 +1,29 @@
 """The record store: peewee models on SQLite (WAL) and the queries the API needs."""
 
 from .activity import iter_records, newest_id, page_records, records_after
+from .audit import list_actions, record_action, update_metadata
 from .clients import delete_clients, get_client, list_clients, set_alias
-from .database import connection, db, open_database, write_transaction
+from .database import connection, db, open_database, reclaim_space, write_transaction
 from .filters import Filters
 from .ingestion import store_records
+from .jobs import claim, finish
+from .keys import create_key, find_key, list_keys, revoke_key
 from .records import delete_records
 from .statistics import availability, buckets, buckets_by, count, count_by, top_values
 from .tables import create_schema
 from .tokens import create_token, redeem_token
 
 __all__ = [
+    "claim",
+    "create_key",
+    "find_key",
+    "finish",
+    "list_actions",
+    "list_keys",
+    "reclaim_space",
+    "record_action",
+    "revoke_key",
+    "update_metadata",
     "Filters",
     "availability",
     "buckets",

@@ -5,30 +5,21 @@ from .records import client_selection, delete_records
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
 
-_ENTRY_COLUMNS = "c.id, e.id, e.name, c.client_id, c.alias, " + ", ".join(
-    f"c.{f}" for f in CLIENT_META_FIELDS
-)
+_ENTRY_COLUMNS = "c.id, e.id, e.name, c.client_id, c.alias, " + ", ".join(f"c.{f}" for f in CLIENT_META_FIELDS)
 
 
-def list_clients(endpoint: str | None = None, client_ids=None) -> dict:
+def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=None) -> dict:
     """Endpoints with their selected clients, as
     {endpoint: {"lastActivityTime": ms, "clients": {client_id: entry}}}.
 
     A client's last activity is its newest stored record (None when it has none); an
     endpoint's counts all its records, selected clients or not, and its lost-record mark.
     """
-    where, params = [], []
-    if endpoint is not None:
-        where.append("e.name = ?")
-        params.append(endpoint)
-    if client_ids:
-        where.append(f"c.client_id IN ({placeholders(len(client_ids))})")
-        params += client_ids
+    selection, params = client_selection([endpoint] if endpoint is not None else None, client_ids, endpoint_limit)
     sql = (
         f"SELECT {_ENTRY_COLUMNS}, (SELECT MAX(r.ts) FROM record r WHERE r.client = c.id)"
-        " FROM client c JOIN endpoint e ON e.id = c.endpoint"
-        + (" WHERE " + " AND ".join(where) if where else "")
-        + " ORDER BY e.name, c.client_id"
+        f" FROM client c JOIN endpoint e ON e.id = c.endpoint WHERE c.id IN ({selection})"
+        " ORDER BY e.name, c.client_id"
     )
     items: dict[str, dict] = {}
     endpoint_ids = {}
@@ -81,8 +72,7 @@ def set_alias(endpoint: str, client_id: str, alias: str) -> dict | None:
     """Set (or with "" clear) a client's alias; the updated entry, None if unknown."""
     with write_transaction():
         cursor = db.execute_sql(
-            "UPDATE client SET alias = ? WHERE client_id = ?"
-            " AND endpoint = (SELECT id FROM endpoint WHERE name = ?)",
+            "UPDATE client SET alias = ? WHERE client_id = ? AND endpoint = (SELECT id FROM endpoint WHERE name = ?)",
             (alias, client_id, endpoint),
         )
         if cursor.rowcount == 0:
@@ -90,15 +80,15 @@ def set_alias(endpoint: str, client_id: str, alias: str) -> dict | None:
         return get_client(endpoint, client_id)
 
 
-def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0) -> list[tuple[str, str]]:
+def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_limit=None) -> list[tuple[str, str]]:
     """Purge the selected clients' records up to `end_ms` and delete the entries left without
     records, in one transaction. Returns the deleted (endpoint, client_id), sorted.
 
     An entry that still has a record (newer than end_ms) shows the client came back: it stays.
     """
-    selection, params = client_selection(endpoints, client_ids)
+    selection, params = client_selection(endpoints, client_ids, endpoint_limit)
     with write_transaction():
-        delete_records(endpoints, client_ids, end_ms)
+        delete_records(endpoints, client_ids, end_ms, endpoint_limit=endpoint_limit)
         gone = db.execute_sql(
             "SELECT c.id, e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint"
             f" WHERE c.id IN ({selection})"

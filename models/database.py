@@ -11,6 +11,9 @@ db = DatabaseProxy()
 
 # Every SQLite connection gets these, in this one place.
 SQLITE_PRAGMAS = {
+    # Only takes effect on a new, empty database (before the first table): lets retention give
+    # freed pages back to the filesystem with PRAGMA incremental_vacuum.
+    "auto_vacuum": "incremental",
     "journal_mode": "wal",
     # FULL syncs the WAL at each commit: an acknowledged batch survives a power cut, not just
     # a crashed process. Ingestion commits whole batches, so the fsync is paid once per batch.
@@ -81,3 +84,17 @@ def retry_locked(operation, attempts: int = 20):
             if "locked" not in str(exc) or attempt == attempts - 1:
                 raise
             time.sleep(0.05 * (attempt + 1))
+
+
+def reclaim_space(pages_per_step: int = 2000):
+    """Give pages freed by deletions back to the filesystem, a bounded step at a time so that
+    writers are never held up for long, and refresh the planner's statistics."""
+    if not is_sqlite():
+        return
+    while db.execute_sql("PRAGMA freelist_count").fetchone()[0] > 0:
+        before = db.execute_sql("PRAGMA freelist_count").fetchone()[0]
+        db.execute_sql(f"PRAGMA incremental_vacuum({int(pages_per_step)})").fetchall()
+        if db.execute_sql("PRAGMA freelist_count").fetchone()[0] >= before:
+            break  # not an auto_vacuum database (created before it was set): nothing to do
+    db.execute_sql("PRAGMA optimize")
+    db.execute_sql("PRAGMA wal_checkpoint(PASSIVE)").fetchall()

@@ -4,13 +4,17 @@ from .database import db, write_transaction
 from .utils import placeholders
 
 
-def client_selection(endpoints=None, client_ids=None) -> tuple[str, list]:
+def client_selection(endpoints=None, client_ids=None, endpoint_limit=None) -> tuple[str, list]:
     """SQL selecting the ids of client entries by endpoint names and client ids (either may
-    be empty: no restriction)."""
+    be empty: no restriction), always within `endpoint_limit` (None: no limit)."""
     where, params = [], []
     if endpoints:
         where.append(f"e.name IN ({placeholders(len(endpoints))})")
         params += endpoints
+    if endpoint_limit is not None:
+        allowed = sorted(endpoint_limit)
+        where.append(f"e.name IN ({placeholders(len(allowed))})" if allowed else "0 = 1")
+        params += allowed
     if client_ids:
         where.append(f"c.client_id IN ({placeholders(len(client_ids))})")
         params += client_ids
@@ -18,17 +22,21 @@ def client_selection(endpoints=None, client_ids=None) -> tuple[str, list]:
     return sql + (" WHERE " + " AND ".join(where) if where else ""), params
 
 
-def delete_records(endpoints=None, client_ids=None, end_ms=None, batch_size=None) -> int:
+def delete_records(
+    endpoints=None, client_ids=None, end_ms=None, batch_size=None, endpoint_limit=None, after_batch=None
+) -> int:
     """Delete the records of the selected clients (everyone's when neither filter is given) up
     to `end_ms` (inclusive; None: all), and raise their endpoints' lost marks to match.
 
     Without `batch_size` it runs as one statement inside the caller's transaction. With it,
     each batch is a transaction of its own, so writers queued behind a huge deletion get their
-    turn between batches; every batch leaves records and marks consistent.
+    turn between batches; every batch leaves records and marks consistent, and
+    `after_batch(deleted_so_far)` runs inside each batch's transaction (to keep an audit
+    entry in step with what is committed).
     """
     where, params = [], []
-    if endpoints or client_ids:
-        selection, params = client_selection(endpoints, client_ids)
+    if endpoints or client_ids or endpoint_limit is not None:
+        selection, params = client_selection(endpoints, client_ids, endpoint_limit)
         where.append(f"client IN ({selection})")
     if end_ms is not None:
         where.append("ts <= ?")
@@ -43,19 +51,17 @@ def delete_records(endpoints=None, client_ids=None, end_ms=None, batch_size=None
                 f"SELECT id, endpoint, ts FROM record WHERE {condition} ORDER BY id LIMIT ?",
                 params + [batch_size],
             )
-        deleted += count
+            deleted += count
+            if after_batch is not None and (count or deleted == 0):
+                after_batch(deleted)
         if count < batch_size:
             return deleted
 
 
 def _delete(victims: str, params: list) -> int:
-    marks = db.execute_sql(
-        f"SELECT endpoint, MAX(ts) FROM ({victims}) AS victim GROUP BY endpoint", params
-    ).fetchall()
+    marks = db.execute_sql(f"SELECT endpoint, MAX(ts) FROM ({victims}) AS victim GROUP BY endpoint", params).fetchall()
     raise_lost_marks(dict(marks))
-    return db.execute_sql(
-        f"DELETE FROM record WHERE id IN (SELECT id FROM ({victims}) AS victim)", params
-    ).rowcount
+    return db.execute_sql(f"DELETE FROM record WHERE id IN (SELECT id FROM ({victims}) AS victim)", params).rowcount
 
 
 def raise_lost_marks(marks: dict[int, int]):

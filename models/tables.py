@@ -81,6 +81,42 @@ class StreamToken(BaseModel):
     principal = TextField()  # JSON
 
 
+class ApiKey(BaseModel):
+    """API keys made with `flask keys create`. The secret is random (256 bits), so a SHA-256 of
+    it is safe to keep and to look up by; the secret itself is never stored."""
+
+    name = TextField(unique=True)
+    secret_hash = TextField(unique=True)
+    scopes = TextField()  # JSON list
+    endpoints = TextField(null=True)  # JSON list; NULL: every endpoint
+    created = BigIntegerField()
+    revoked = BigIntegerField(null=True)
+
+
+class AdminAction(BaseModel):
+    """The audit log: one row per change, written in the change's own transaction.
+    `endpoints` lists the endpoints the change touched (JSON; NULL: not tied to endpoints),
+    so that endpoint-limited keys see only entries about their endpoints."""
+
+    ts = BigIntegerField(index=True)
+    action = TextField()
+    key_id = IntegerField(null=True)
+    key_name = TextField()
+    source_ip = TextField()
+    metadata = TextField()  # JSON
+    endpoints = TextField(null=True)
+
+
+class JobLease(BaseModel):
+    """Which process runs a periodic job now, and when it last ran, so that several workers
+    (or hosts) run each job once per period between them."""
+
+    name = TextField(primary_key=True)
+    holder = TextField(null=True)
+    expires = BigIntegerField(default=0)
+    last_run = BigIntegerField(default=0)
+
+
 class Record(BaseModel):
     """One observed DNS query. Strings are Term ids; NULL means unknown.
 
@@ -130,7 +166,7 @@ class ImportProgress(BaseModel):
     updated = BigIntegerField()
 
 
-TABLES = (Endpoint, Client, Term, StreamToken, Record, ImportProgress)
+TABLES = (Endpoint, Client, Term, StreamToken, ApiKey, AdminAction, JobLease, Record, ImportProgress)
 
 
 def create_schema():

@@ -1,0 +1,71 @@
+"""The admin-action log: appended in the transaction of each change, read back with filters."""
+
+import json
+
+from .database import db
+from .utils import placeholders
+
+
+def record_action(action: str, actor: dict, metadata: dict, endpoints, now_ms: int) -> int:
+    """Append an entry; call inside the change's transaction. `actor` holds key_id, key_name
+    and source_ip; `endpoints` the endpoints the change touched (None: not endpoint data)."""
+    cursor = db.execute_sql(
+        "INSERT INTO admin_action (ts, action, key_id, key_name, source_ip, metadata, endpoints)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            now_ms,
+            action,
+            actor["key_id"],
+            actor["key_name"],
+            actor["source_ip"],
+            json.dumps(metadata, separators=(",", ":"), sort_keys=True),
+            None if endpoints is None else json.dumps(sorted(set(endpoints))),
+        ],
+    )
+    return cursor.lastrowid
+
+
+def update_metadata(action_id: int, metadata: dict):
+    """Replace an entry's metadata (a change made in several transactions updates its entry in
+    each, so the log always matches what is committed)."""
+    db.execute_sql(
+        "UPDATE admin_action SET metadata = ? WHERE id = ?",
+        [json.dumps(metadata, separators=(",", ":"), sort_keys=True), action_id],
+    )
+
+
+def list_actions(start_ms, end_ms, action=None, search=None, endpoint_limit=None, page=0, page_size=100):
+    """Entries in the window, newest first; an endpoint-limited reader sees only entries
+    whose endpoints all lie within its limit."""
+    where, params = ["a.ts >= ?", "a.ts <= ?"], [start_ms, end_ms]
+    if action:
+        where.append("a.action = ?")
+        params.append(action)
+    if search:
+        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        where.append("(a.action LIKE ? ESCAPE '\\' OR a.metadata LIKE ? ESCAPE '\\')")
+        params += [pattern, pattern]
+    if endpoint_limit is not None:
+        allowed = sorted(endpoint_limit)
+        where.append(
+            "a.endpoints IS NOT NULL AND NOT EXISTS (SELECT 1 FROM json_each(a.endpoints) e"
+            f" WHERE e.value NOT IN ({placeholders(len(allowed))}))"
+        )
+        params += allowed
+    rows = db.execute_sql(
+        "SELECT a.id, a.ts, a.action, a.key_id, a.key_name, a.source_ip, a.metadata FROM admin_action a"
+        f" WHERE {' AND '.join(where)} ORDER BY a.ts DESC, a.id DESC LIMIT ? OFFSET ?",
+        params + [page_size, page * page_size],
+    )
+    return [
+        {
+            "id": ident,
+            "timestamp": ts,
+            "action": name,
+            "keyId": key_id,
+            "keyName": key_name,
+            "sourceIp": source_ip,
+            "metadata": json.loads(metadata),
+        }
+        for ident, ts, name, key_id, key_name, source_ip, metadata in rows
+    ]

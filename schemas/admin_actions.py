@@ -1,0 +1,35 @@
+"""The Admin Actions group on the wire."""
+
+import marshmallow as ma
+from marshmallow import fields
+
+from .activity_log import MAX_PAGE_SIZE, PaginationDataSchema
+from .fields import BaseSchema, Datetime
+from .filters import WindowSchema
+
+
+class AdminActionQuerySchema(WindowSchema):
+    action = fields.String(validate=ma.validate.Length(min=1, max=100))
+    search = fields.String(
+        validate=ma.validate.Length(min=1, max=256),
+        metadata={"description": "Substring of the action or of its metadata."},
+    )
+    page = fields.Integer(load_default=0, validate=ma.validate.Range(min=0, max=10_000_000))
+    pageSize = fields.Integer(load_default=100, validate=ma.validate.Range(min=1, max=MAX_PAGE_SIZE))
+
+
+class AdminActionLogItemSchema(BaseSchema):
+    id = fields.Integer(required=True)
+    timestamp = Datetime(required=True)
+    action = fields.String(required=True)
+    keyId = fields.Integer(
+        required=True, allow_none=True, metadata={"description": "null: the operator key or the CLI."}
+    )
+    keyName = fields.String(required=True)
+    sourceIp = fields.String(required=True)
+    metadata = fields.Dict(required=True)
+
+
+class GetAdminActionLogResponseSchema(BaseSchema):
+    meta = fields.Nested(PaginationDataSchema, required=True)
+    actions = fields.List(fields.Nested(AdminActionLogItemSchema), required=True)

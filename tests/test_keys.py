@@ -1,0 +1,84 @@
+"""API keys from the command line: created with a secret shown once, stored hashed, listed
+without secrets, revoked."""
+
+import sqlite3
+
+import pytest
+
+from helpers import AUTH, assert_error
+
+
+def create(runner, *args):
+    result = runner.invoke(args=["keys", "create", *args])
+    assert result.exit_code == 0, result.output
+    return result.output.strip().splitlines()[-1]
+
+
+def test_create_use_list_revoke(runner, client):
+    secret = create(runner, "--name", "dash", "--scope", "read")
+    assert client.get("/v2/client", headers={"Authorization": secret}).status_code == 200
+    assert client.get("/v2/client", headers={"Authorization": f"Bearer {secret}"}).status_code == 200
+
+    listing = runner.invoke(args=["keys", "list"]).output
+    assert "dash" in listing and "read" in listing and "active" in listing
+    assert secret not in listing
+
+    result = runner.invoke(args=["keys", "revoke", "dash"])
+    assert result.exit_code == 0, result.output
+    assert_error(client.get("/v2/client", headers={"Authorization": secret}), 401, 40102)
+    assert "revoked" in runner.invoke(args=["keys", "list"]).output
+    assert runner.invoke(args=["keys", "revoke", "dash"]).exit_code != 0, "already revoked"
+
+
+def test_revoke_by_id(runner, client):
+    secret = create(runner, "--name", "a", "--scope", "admin")
+    create(runner, "--name", "b", "--scope", "admin")
+    assert runner.invoke(args=["keys", "revoke", "1"]).exit_code == 0
+    assert client.get("/v2/client", headers={"Authorization": secret}).status_code == 401
+
+
+def test_keys_are_stored_only_as_hashes(runner, db_path):
+    secrets = [create(runner, "--name", f"k{i}", "--scope", "read", "--endpoint", "e1") for i in range(3)]
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        stored = conn.execute("SELECT * FROM api_key").fetchall()
+    raw = open(db_path, "rb").read()
+    for secret in secrets:
+        assert secret.encode() not in raw
+        assert all(secret not in str(row) for row in stored)
+        assert secret[5:].encode() not in raw
+
+
+def test_names_are_unique_and_options_checked(runner):
+    create(runner, "--name", "same", "--scope", "read")
+    assert runner.invoke(args=["keys", "create", "--name", "same", "--scope", "read"]).exit_code != 0
+    assert runner.invoke(args=["keys", "create", "--name", "x", "--scope", "superuser"]).exit_code != 0
+    assert runner.invoke(args=["keys", "create", "--name", "y"]).exit_code != 0, "a scope is required"
+    assert runner.invoke(args=["keys", "create", "--name", " ", "--scope", "read"]).exit_code != 0
+
+
+@pytest.mark.parametrize("header", ["dnsa_not-a-real-key", "Bearer dnsa_x", "x" * 5000])
+def test_unknown_secrets_are_401(client, header):
+    assert_error(client.get("/v2/client", headers={"Authorization": header}), 401, 40102)
+
+
+def test_the_operator_key_keeps_working(runner, client):
+    create(runner, "--name", "other", "--scope", "read")
+    assert client.get("/v2/client", headers=AUTH).status_code == 200
+
+
+def test_failed_attempts_are_slowed_per_address_but_valid_keys_never(client, monkeypatch):
+    import app.auth
+
+    delays = []
+    monkeypatch.setattr(app.auth, "_failures", app.auth.FailedAttempts(free=5, step=0.1, max_delay=0.5))
+    monkeypatch.setattr(app.auth.time, "sleep", delays.append)
+    for _ in range(12):
+        assert client.get("/v2/client", headers={"Authorization": "guess"}).status_code == 401
+        assert client.get("/v2/client", headers=AUTH).status_code == 200
+    assert delays[:3] == pytest.approx([0.1, 0.2, 0.3])
+    assert delays[-1] == 0.5 and len(delays) == 7, "capped, and only failures past the free ones wait"
+    other = {"REMOTE_ADDR": "192.0.2.99"}
+    before = len(delays)
+    assert client.get("/v2/client", headers={"Authorization": "guess"}, environ_base=other).status_code == 401
+    assert len(delays) == before, "another address has its own count"
