@@ -12,6 +12,8 @@ threads = int(os.environ.get("ANALYTICS_THREADS", "32"))
 timeout = 120
 graceful_timeout = 5
 accesslog = "-"
+# The path without its query string: a realtime authToken must not end up in a log file.
+access_log_format = '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms pid=%(p)s'
 
 
 def post_worker_init(worker):

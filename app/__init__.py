@@ -7,18 +7,21 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 import models
 
-from . import auth, cli
+from . import auth, cli, cors, docs, security
 from .config import load_config
-from .extensions import Api
+from .extensions import Api, JSONProvider
 
 INSTANCE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "instance")
 
 
+class App(Flask):
+    json_provider_class = JSONProvider
+
+
 def create_app(test_config=None) -> Flask:
     instance_path = (test_config or {}).get("INSTANCE_PATH", INSTANCE_PATH)
-    app = Flask(__name__, instance_path=instance_path, instance_relative_config=True)
+    app = App(__name__, instance_path=instance_path, instance_relative_config=True)
     load_config(app, test_config)
-    app.json.sort_keys = False
     if app.config["ANALYTICS_PROXY_COUNT"]:
         # Behind a reverse proxy: the client's address (for the admin-action log and the
         # failed-authentication limit) comes from the proxies' X-Forwarded-For.
@@ -32,6 +35,9 @@ def create_app(test_config=None) -> Flask:
     app.before_request(_connect)
     app.before_request(auth.check_request)
     app.teardown_request(_close)
+    cors.init_app(app)
+    security.init_app(app)
+    docs.init_app(app)
 
     api = Api(app)
     from . import activity_log, admin_actions, clients, data_availability, ingest, statistics, tokens

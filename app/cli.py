@@ -2,7 +2,6 @@
 
 import csv
 import itertools
-import json
 import os
 import secrets
 import sys
@@ -16,8 +15,10 @@ from schemas.csv_format import record_from_csv
 from schemas.datetimes import now_ms
 from schemas.records import RecordError, parse_records
 
+from .backup import backup_command
 from .importers.commands import import_adguard_command, import_pihole_command
 from .keys import keys
+from .requests import loads
 from .retention import retention_command
 
 
@@ -28,6 +29,7 @@ def register(app):
     app.cli.add_command(import_adguard_command)
     app.cli.add_command(keys)
     app.cli.add_command(retention_command)
+    app.cli.add_command(backup_command)
 
 
 @click.command("init")
@@ -89,7 +91,7 @@ def _read_records(stream):
         yield from _read_csv(first, stream)
         return
     try:
-        head = json.loads(first) if first.strip() else None
+        head = loads(first.decode("utf-8", "replace")) if first.strip() else None
     except ValueError:
         head = None
     if isinstance(head, dict) and "records" not in head:
@@ -97,12 +99,12 @@ def _read_records(stream):
         for number, line in enumerate(stream, start=2):
             if line.strip():
                 try:
-                    yield json.loads(line)
+                    yield loads(line.decode("utf-8", "replace"))
                 except ValueError:
                     raise click.ClickException(f"line {number} is not valid JSON") from None
         return
     try:
-        body = json.loads(first + stream.read())
+        body = loads((first + stream.read()).decode("utf-8", "replace"))
     except ValueError:
         raise click.ClickException("not NDJSON nor a JSON array of records") from None
     items = body.get("records") if isinstance(body, dict) else body

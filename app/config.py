@@ -11,6 +11,7 @@ DEFAULTS = {
     "ANALYTICS_MAX_BODY_MB": 16,
     "ANALYTICS_MAX_BATCH": 50_000,
     "ANALYTICS_MAX_STREAMS": 16,  # realtime streams per worker process
+    "ANALYTICS_CORS_ORIGINS": "",  # comma-separated origins allowed cross-origin; empty: CORS off
 }
 _INTEGERS = (
     "ANALYTICS_RETENTION_DAYS",

@@ -2,13 +2,16 @@
 
 import flask_smorest
 import marshmallow as ma
-from webargs.flaskparser import FlaskParser
+from flask.json.provider import DefaultJSONProvider
+from marshmallow import missing
+from webargs.flaskparser import FlaskParser, is_json_request
 from werkzeug.datastructures import MultiDict
 
 from schemas.errors import ErrorResponseSchema
 from schemas.fields import NAMED_FIELD_SCHEMAS, Datetime, named_field_property
 
 from .errors import ApiError, ErrorCode, error_response
+from .requests import loads, parse_json
 
 
 class Parser(FlaskParser):
@@ -36,6 +39,13 @@ class Parser(FlaskParser):
         else:
             code, text = ErrorCode.INVALID_PARAMETER, f"Invalid '{path}': {message}"
         raise ApiError(code, text)
+
+    def _raw_load_json(self, req):
+        if not is_json_request(req):
+            return missing
+        data = req.get_data(cache=True)
+        # An empty body is "no body" (webargs' rule), anything else must be valid JSON.
+        return parse_json(data) if data.strip() else missing
 
     def _handle_invalid_json_error(self, error, req, *args, **kwargs):
         raise ApiError(ErrorCode.MALFORMED_BODY, "The request body is not valid JSON.")
@@ -93,3 +103,13 @@ class Api(flask_smorest.Api):
             },
         )
         self.spec.options["security"] = [{"ApiKey": []}]
+
+
+class JSONProvider(DefaultJSONProvider):
+    """Flask's JSON, reading request bodies with the same rules as everywhere else (see
+    requests.loads): deep nesting and lone surrogates are invalid JSON, a 400, not a 500."""
+
+    sort_keys = False
+
+    def loads(self, s, **kwargs):
+        return loads(s.decode("utf-8") if isinstance(s, bytes) else s)

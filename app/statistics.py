@@ -2,7 +2,7 @@
 
 import models
 from models.columns import COLUMNS_BY_NAME
-from schemas.datetimes import now_ms
+from schemas.datetimes import MIN_MS, now_ms
 from schemas.filters import filters_from
 from schemas.statistics import (
     GROUPS,
@@ -86,7 +86,10 @@ def _interval_ms(query, start_ms: int, end_ms: int) -> int:
 
 
 def _bucket_starts(start_ms: int, end_ms: int, interval_ms: int) -> range:
-    return range(start_ms - start_ms % interval_ms, end_ms + 1, interval_ms)
+    first = start_ms - start_ms % interval_ms
+    if first < MIN_MS:
+        raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'startTime': its bucket would begin before the year 1.")
+    return range(first, end_ms + 1, interval_ms)
 
 
 @blp.route("/timeseries", methods=["GET"])
@@ -143,6 +146,10 @@ def trend(query, group):
     baseline_start = query.get("baselineStartTime", baseline_end - (end - start))
     if baseline_start > baseline_end:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'baselineStartTime': it is after baselineEndTime.")
+    if min(start, baseline_start) < MIN_MS:
+        raise ApiError(
+            ErrorCode.INVALID_PARAMETER, "Invalid 'startTime': the windows would begin before the year 1."
+        )
     filters = filters_from({**query, "startTime": start, "endTime": end}, endpoint_limit())
     top = models.top_values(models.count_by(filters, column), query["limit"])
     baseline_filters = filters_from({**query, "startTime": baseline_start, "endTime": baseline_end}, endpoint_limit())

@@ -3,7 +3,7 @@
 from .activity import iter_records, newest_id, page_records, records_after
 from .audit import list_actions, record_action, update_metadata
 from .clients import delete_clients, get_client, list_clients, set_alias
-from .database import connection, db, open_database, reclaim_space, write_transaction
+from .database import connection, db, is_sqlite, open_database, reclaim_space, write_transaction
 from .filters import Filters
 from .ingestion import store_records
 from .jobs import claim, finish
@@ -20,6 +20,7 @@ __all__ = [
     "finish",
     "list_actions",
     "list_keys",
+    "is_sqlite",
     "reclaim_space",
     "record_action",
     "revoke_key",

@@ -26,24 +26,35 @@ class Gunicorn:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp_path / f"gunicorn-{self.port}.log"
-        self.log = open(self.log_path, "wb")
+        self.log = open(self.log_path, "ab")
+        self.command = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-w",
+            str(workers),
+            "-b",
+            f"127.0.0.1:{self.port}",
+            "wsgi:app",
+        ]
+        # Retention off unless a test asks for it: the tests' records are dated 2024.
+        self.env = {**os.environ, "ANALYTICS_RETENTION_DAYS": "0", **env}
+        self.start()
+
+    def start(self):
+        # A session of its own, so that kill_all reaches the master and every worker at once.
         self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "gunicorn",
-                "-w",
-                str(workers),
-                "-b",
-                f"127.0.0.1:{self.port}",
-                "wsgi:app",
-            ],
-            cwd=ROOT,
-            env={**os.environ, **env},
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
+            self.command, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
         self.wait_ready()
+
+    def kill_all(self):
+        """SIGKILL the master and all its workers, as a power cut would stop them."""
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.process.wait()
 
     def wait_ready(self, timeout=30):
         deadline = time.monotonic() + timeout
@@ -79,7 +90,7 @@ class Gunicorn:
             return error.code, json.loads(error.read() or b"null")
 
     def stop(self):
-        if self.process.poll() is None:
+        if self.process.poll() is None and not self.log.closed:
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout=15)

@@ -181,6 +181,10 @@ def test_unknown_group_is_400(client, path):
         "trend/question?startTime=2024-05-02T00:00:00Z&endTime=2024-05-01T00:00:00Z",
         "trend/question?baselineStartTime=2024-05-02T00:00:00Z&baselineEndTime=2024-05-01T00:00:00Z",
         f"count?{DAY}&action[]=5",
+        # Windows whose derived times would fall before the year 1 (found by the fuzzer).
+        "trend/question?startTime=1013-01-01T00:00:00Z",
+        "trend/question?startTime=0001-01-01T06:00:00Z&endTime=0001-01-01T12:00:00Z",
+        "timeseries?startTime=0001-01-01T00:00:00Z&endTime=0001-01-02T00:00:00Z&interval=604800",
     ],
 )
 def test_bad_parameters_are_400(client, path):
