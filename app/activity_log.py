@@ -1,7 +1,5 @@
 """The Activity Log group: /v2/activity-log, its CSV export and its realtime stream."""
 
-import csv
-import io
 
 from flask import Response, current_app, request
 
@@ -15,7 +13,7 @@ from schemas.activity_log import (
     HistoricalQueriesResponseSchema,
     RealtimeQuerySchema,
 )
-from schemas.csv_format import CSV_COLUMNS, csv_row
+from schemas.csv_format import CsvEncoder
 from schemas.datetimes import format_ms
 from schemas.filters import filters_from
 
@@ -76,17 +74,11 @@ def export_csv(query):
     name = f"activity-log_{format_ms(filters.start_ms)}_{format_ms(filters.end_ms)}.csv".replace(":", "-")
 
     def lines():
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\r\n")
-        writer.writerow(CSV_COLUMNS)
+        encoder = CsvEncoder(models.ROW_FIELDS, models.term_values, models.client_names)
+        yield encoder.header()
         with models.connection():
-            for count, record in enumerate(models.iter_records(filters, descending), start=1):
-                writer.writerow(csv_row(record))
-                if count % 1000 == 0:
-                    yield buffer.getvalue()
-                    buffer.seek(0)
-                    buffer.truncate()
-        yield buffer.getvalue()
+            for rows in models.iter_raw_batches(filters, descending):
+                yield encoder.lines(rows)
 
     return Response(
         lines(),

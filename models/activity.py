@@ -4,18 +4,22 @@ import json
 import threading
 from collections import OrderedDict
 
+from .clients import client_names
 from .database import db
 from .filters import Filters
 from .ingestion import TERM_COLUMNS
 from .terms import term_values
 
+# Raw rows carry ids only: strings come from term_values, names from client_names, each
+# looked up once per batch rather than joined into every row.
 _SELECT = (
-    "SELECT r.id, r.ts, e.name, c.client_id, "
+    "SELECT r.id, r.ts, r.endpoint, r.client, "
     + ", ".join(f"r.{column}" for column in TERM_COLUMNS)
-    + ", r.action, r.src_ip, r.src_asn, r.answers"
-    " FROM record r JOIN endpoint e ON e.id = r.endpoint JOIN client c ON c.id = r.client"
+    + ", r.action, r.src_asn FROM record r"
 )
 _TERMS = slice(4, 4 + len(TERM_COLUMNS))
+# The fields of a raw row (see iter_raw_batches), by position.
+ROW_FIELDS = ("id", "ts", "endpoint", "client", *TERM_COLUMNS, "action", "src_asn")
 
 # Where pages end, so that the next page (and nearby deep pages) start with a keyset seek
 # instead of an OFFSET that walks every earlier row. Per process; a miss falls back to OFFSET
@@ -37,13 +41,20 @@ def page_records(filters: Filters, page: int, page_size: int, descending: bool =
 
 
 def iter_records(filters: Filters, descending: bool = True, batch_size: int = 5000):
-    """Every matching record, in batches of short keyset queries: memory stays flat, and no
-    read transaction stays open long enough to hold back WAL checkpoints."""
+    """Every matching record as QueryData, in the log's order (see iter_raw_batches)."""
+    for rows in iter_raw_batches(filters, descending, batch_size):
+        yield from decode(rows)
+
+
+def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int = 5000):
+    """Every matching record as raw rows (fields as in ROW_FIELDS; strings as term ids, see
+    models.term_values), a list per batch. Each batch is one short keyset query, so memory
+    stays flat and no read transaction holds back WAL checkpoints."""
     condition, params = filters.where()
     after = None
     while True:
         rows = _fetch(condition, params, descending, after, batch_size, 0)
-        yield from decode(rows)
+        yield rows
         if len(rows) < batch_size:
             return
         after = (rows[-1][1], rows[-1][0])
@@ -97,6 +108,8 @@ def _remember_boundary(query_key, page, after):
 def decode(rows) -> list[dict]:
     """QueryData dicts (wire field names) from rows of _SELECT."""
     terms = term_values(term for row in rows for term in row[_TERMS] if term is not None)
+    names = client_names({row[3] for row in rows})
+    answer_lists = {}  # one parsed list per distinct answer set of the batch (shared, read-only)
     records = []
     for row in rows:
         (
@@ -113,13 +126,17 @@ def decode(rows) -> list[dict]:
             src_isp,
             _dst_country,
             _dst_isp,
+            src_ip,
+            answers,
         ) = (terms.get(term, "") if term is not None else "" for term in row[_TERMS])
-        action, src_ip, src_asn, answers = row[4 + len(TERM_COLUMNS) :]
+        action, src_asn = row[4 + len(TERM_COLUMNS) :]
+        if answers and answers not in answer_lists:
+            answer_lists[answers] = json.loads(answers)
         records.append(
             {
                 "timestamp": row[1],
-                "endpointId": row[2],
-                "clientId": row[3],
+                "endpointId": names[row[3]][0],
+                "clientId": names[row[3]][1],
                 "profileId": profile,
                 "question": question,
                 "rrType": rr_type,
@@ -129,9 +146,9 @@ def decode(rows) -> list[dict]:
                 "trigger": trigger or None,
                 "triggerValue": trigger_value,
                 "spoofTarget": spoof_target,
-                "sourceIp": src_ip,
+                "sourceIp": src_ip or None,
                 "sourceGeoip": {"countryCode": src_country, "city": src_city, "isp": src_isp, "asn": src_asn},
-                "answers": json.loads(answers) if answers else [],
+                "answers": answer_lists[answers] if answers else [],
             }
         )
     return records

@@ -98,3 +98,17 @@ def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_li
         for part in chunks([ident for ident, _, _ in gone], 500):
             db.execute_sql(f"DELETE FROM client WHERE id IN ({placeholders(len(part))})", part)
     return sorted((name, client) for _, name, client in gone)
+
+
+def client_names(client_entry_ids) -> dict[int, tuple[str, str]]:
+    """(endpoint name, client id) of client entries by their ids. Entry ids can be reused
+    after a deletion, so callers keep these no longer than one read."""
+    found = {}
+    for part in chunks(list(client_entry_ids), 500):
+        rows = db.execute_sql(
+            "SELECT c.id, e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint"
+            f" WHERE c.id IN ({placeholders(len(part))})",
+            part,
+        )
+        found.update((ident, (endpoint, client)) for ident, endpoint, client in rows)
+    return found

@@ -21,8 +21,12 @@ TERM_COLUMNS = (
     "src_isp",
     "dst_country",
     "dst_isp",
+    # Source addresses and whole answer sets repeat too (a client's address; the answers of a
+    # domain), so they are interned like the rest: rows stay a few dozen bytes of small integers.
+    "src_ip",
+    "answers",
 )
-PLAIN_COLUMNS = ("ts", "action", "src_ip", "src_asn", "dst_asn", "answers")
+PLAIN_COLUMNS = ("ts", "action", "src_asn", "dst_asn")
 
 _INSERT_RECORD = (
     "INSERT INTO record (endpoint, client, "

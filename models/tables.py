@@ -6,7 +6,7 @@ from playhouse.sqlite_ext import AutoIncrementField
 from .database import db, is_sqlite, retry_locked, write_transaction
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -137,7 +137,7 @@ class Record(BaseModel):
     trigger_type = IntegerField(null=True)
     trigger_value = IntegerField(null=True)
     spoof_target = IntegerField(null=True)
-    src_ip = TextField(null=True)
+    src_ip = IntegerField(null=True)  # term: the address as text
     src_country = IntegerField(null=True)
     src_city = IntegerField(null=True)
     src_isp = IntegerField(null=True)
@@ -145,7 +145,7 @@ class Record(BaseModel):
     dst_country = IntegerField(null=True)
     dst_isp = IntegerField(null=True)
     dst_asn = BigIntegerField(null=True)
-    answers = TextField(null=True)  # compact JSON of the answers array, NULL when empty
+    answers = IntegerField(null=True)  # term: compact JSON of the answers array; NULL when empty
 
     class Meta:
         indexes = (

@@ -1,5 +1,7 @@
 """The CSV form of QueryData: the export's columns, and reading an export back in."""
 
+import json
+
 from .datetimes import format_ms
 
 CSV_COLUMNS = (
@@ -14,26 +16,103 @@ NUMERIC = ("action", "sourceAsn")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 
 
-def csv_row(record: dict) -> list:
-    """One export row from a QueryData dict (as models.activity decodes it)."""
-    geo = record["sourceGeoip"]
-    ips = [ip for answer in record["answers"] for ip in answer.get("ips", [])]
-    values = {
-        **{name: record[name] for name in CSV_COLUMNS[:13]},
-        "timestamp": format_ms(record["timestamp"]),
-        "sourceCountry": geo["countryCode"],
-        "sourceCity": geo["city"],
-        "sourceIsp": geo["isp"],
-        "sourceAsn": geo["asn"],
-        "answers": ";".join(ips),
-    }
-    return [_cell(values[name]) for name in CSV_COLUMNS]
+# The CSV text columns that come straight from one interned string of the record row.
+_TERM_COLUMNS = {
+    "profileId": "profile",
+    "question": "question",
+    "rrType": "rr_type",
+    "statusCode": "status",
+    "protocol": "protocol",
+    "trigger": "trigger_type",
+    "triggerValue": "trigger_value",
+    "spoofTarget": "spoof_target",
+    "sourceIp": "src_ip",
+    "sourceCountry": "src_country",
+    "sourceCity": "src_city",
+    "sourceIsp": "src_isp",
+}
 
 
-def _cell(value):
-    if value is None:
-        return ""
-    if isinstance(value, str) and value.startswith(_FORMULA_START):
+class CsvEncoder:
+    """Export lines straight from the store's raw rows (models.iter_raw_batches). This is the
+    hot loop of the export, so every string is escaped and quoted once per distinct value,
+    and a line is then a join of cached cells."""
+
+    def __init__(self, row_fields, term_values, client_names):
+        at = {name: i for i, name in enumerate(row_fields)}
+        self._ts, self._client = at["ts"], at["client"]
+        self._action, self._asn, self._answers = at["action"], at["src_asn"], at["answers"]
+        self._before_action = [at[_TERM_COLUMNS[n]] for n in CSV_COLUMNS[3:8]]  # profileId..protocol
+        self._before_asn = [at[_TERM_COLUMNS[n]] for n in CSV_COLUMNS[9:16]]  # trigger..sourceIsp
+        self._terms = [i for i, name in enumerate(row_fields) if name in _TERM_COLUMNS.values()] + [self._answers]
+        self._term_values = term_values  # ids -> {id: string}, for ids not seen yet
+        self._cells: dict = {None: ""}  # term id -> its cell, quoted as CSV wants it
+        self._client_names = client_names  # client entry ids -> {id: (endpoint, client id)}
+        self._clients: dict = {}  # client entry id -> its "endpoint,client" cells (this export only)
+        self._ips: dict = {None: ""}  # answers term id -> ";"-joined IPs, quoted
+        self._days: dict = {}  # day number -> "YYYY-MM-DDT"
+
+    def header(self) -> str:
+        return ",".join(CSV_COLUMNS) + "\r\n"
+
+    def lines(self, rows) -> str:
+        """The CSV text of a batch of raw rows."""
+        try:
+            return "".join(map(self._line, rows))
+        except KeyError:  # strings not met before: look them up for the whole batch, once
+            self._learn(rows)
+            return "".join(map(self._line, rows))
+
+    def _line(self, row) -> str:
+        cells = self._cells
+        return (
+            ",".join(
+                (
+                    self._timestamp(row[self._ts]),
+                    self._clients[row[self._client]],
+                    *[cells[row[i]] for i in self._before_action],
+                    "" if row[self._action] is None else str(row[self._action]),
+                    *[cells[row[i]] for i in self._before_asn],
+                    "" if row[self._asn] is None else str(row[self._asn]),
+                    self._ips[row[self._answers]],
+                )
+            )
+            + "\r\n"
+        )
+
+    def _learn(self, rows):
+        new_clients = {row[self._client] for row in rows} - self._clients.keys()
+        for ident, names in self._client_names(new_clients).items():
+            self._clients[ident] = ",".join(_quoted(_cell(name)) for name in names)
+        cells = self._cells
+        missing = {row[i] for row in rows for i in self._terms} - cells.keys()
+        values = self._term_values(missing)
+        for term in missing:
+            cells[term] = _quoted(_cell(values[term]))
+        for term in {row[self._answers] for row in rows} & missing:
+            ips = (ip for answer in json.loads(values[term]) for ip in answer.get("ips", ()))
+            self._ips[term] = _quoted(";".join(ips))
+
+    def _timestamp(self, ms: int) -> str:
+        """format_ms, with the date worked out once per day."""
+        seconds, millis = divmod(ms, 1000)
+        day, second = divmod(seconds, 86_400)
+        prefix = self._days.get(day)
+        if prefix is None:
+            prefix = self._days[day] = format_ms(day * 86_400_000)[:11]
+        hours, rest = divmod(second, 3600)
+        return f"{prefix}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}.{millis:03d}Z"
+
+
+def _quoted(text: str) -> str:
+    """RFC 4180: a field holding a comma, quote or line break is quoted, quotes doubled."""
+    if any(ch in text for ch in ',"\r\n'):
+        return '"' + text.replace('"', '""') + '"'
+    return text
+
+
+def _cell(value: str) -> str:
+    if value.startswith(_FORMULA_START):
         return "'" + value
     return value
 

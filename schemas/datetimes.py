@@ -8,6 +8,7 @@ MIN_MS = -62135596800000
 MAX_MS = 253402300799999
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MS = timedelta(milliseconds=1)
 _RFC3339 = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?"
     # A '+' that was not URL-encoded arrives as a space: read it as '+'.
@@ -27,14 +28,20 @@ def parse_datetime(value) -> int:
         return _checked_ms(value)
     if not isinstance(value, str):
         raise ValueError("Not a valid datetime.")
+    if len(value) == 24 and value[4] == value[7] == "-" and value[10] == "T" and value[19] == "." and value[23] == "Z":
+        # The shape this service writes (and most feeds send): the C parser, ~10x faster.
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            pass
+        else:
+            return _checked_ms((moment - _EPOCH) // _ONE_MS)
     text = value.strip()
     if _EPOCH_MS.fullmatch(text):
         return _checked_ms(int(text))
     match = _RFC3339.fullmatch(value)
     if not match:
-        raise ValueError(
-            "Not a valid datetime: use RFC 3339 (e.g. 2024-05-01T12:00:00Z) or epoch milliseconds."
-        )
+        raise ValueError("Not a valid datetime: use RFC 3339 (e.g. 2024-05-01T12:00:00Z) or epoch milliseconds.")
     year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
     leap_second = second == "60"
     try:

@@ -2,6 +2,7 @@
 Trigger), and the base schema every request and response schema derives from."""
 
 import ipaddress
+import re
 
 import marshmallow as ma
 from marshmallow import fields
@@ -98,11 +99,14 @@ def normalize_ip(value: str) -> str:
         raise ma.ValidationError("Not a valid IPv4 or IPv6 address.") from None
 
 
+_NOT_IN_DOMAINS = re.compile(r"[\x00-\x20\x7f]")
+
+
 def normalize_domain(value: str) -> str:
     name = value.strip().lower()
     if name != ".":
         name = name.removesuffix(".")
-    if not name or len(name) > 253 or any(ch <= " " or ch == "\x7f" for ch in name):
+    if not name or len(name) > 253 or _NOT_IN_DOMAINS.search(name):
         raise ma.ValidationError("Not a valid domain name.")
     return name
 

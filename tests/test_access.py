@@ -56,7 +56,8 @@ def key(runner, name, *scopes, endpoints=()):
 
 def call(client, operation, headers):
     url, body = CALLS[operation]
-    kwargs = {"headers": headers, "buffered": False}
+    # Only the realtime stream must not be read to its end (it has none).
+    kwargs = {"headers": headers, "buffered": not url.startswith("/v2/activity-log/realtime")}
     if body is not None:
         kwargs["json"] = body
     response = client.open(url, method=operation[0], **kwargs)

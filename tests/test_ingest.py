@@ -136,8 +136,10 @@ def test_full_record_is_accepted(client, db_path):
         unknownField="ignored",
     )
     ingest(client, full)
-    assert stored(db_path, "SELECT src_ip FROM record") == "2001:db8::1"
-    assert stored(db_path, "SELECT dst_asn FROM record") == 1
+    (back,) = client.get("/v2/activity-log?startTime=2024-01-01T00:00:00Z", headers=AUTH).json["queries"]
+    assert back["sourceIp"] == "2001:db8::1", "stored in canonical form"
+    assert back["answers"] == [{"ips": ["10.0.0.1"], "geoip": {"countryCode": "US", "city": "", "isp": "X", "asn": 1}}]
+    assert back["sourceGeoip"] == {"countryCode": "DE", "city": "Berlin", "isp": "ISP", "asn": 3320}
 
 
 def test_batch_of_ten_thousand(client, db_path):
