@@ -16,11 +16,12 @@ from schemas.activity_log import (
 from schemas.csv_format import CsvEncoder
 from schemas.datetimes import format_ms
 from schemas.filters import filters_from
+from schemas.records import wire_records
 
 from . import audit, realtime
 from .auth import accepts_stream_token, endpoint_limit
 from .errors import ApiError, ErrorCode
-from .extensions import Blueprint
+from .extensions import Blueprint, prebuilt
 
 blp = Blueprint("activity_log", __name__, url_prefix="/v2/activity-log", description="The log of DNS queries.")
 
@@ -35,7 +36,7 @@ def list_records(query):
     """One page of the records in the window matching the filters."""
     filters = filters_from(query, endpoint_limit())
     queries = models.page_records(filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc")
-    return {"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "queries": queries}
+    return prebuilt({"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "queries": wire_records(queries)})
 
 
 @blp.route("", methods=["DELETE"])

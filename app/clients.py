@@ -11,13 +11,13 @@ from schemas.clients import (
     DeleteClientResponseSchema,
     GetClientResponseSchema,
 )
-from schemas.datetimes import now_ms
+from schemas.datetimes import format_ms, now_ms
 from schemas.errors import ErrorResponseSchema
 
 from . import audit
 from .auth import endpoint_limit
 from .errors import ApiError, ErrorCode
-from .extensions import Blueprint
+from .extensions import Blueprint, prebuilt
 from .requests import json_body
 
 blp = Blueprint("clients", __name__, url_prefix="/v2/client", description="Endpoints and their clients.")
@@ -42,7 +42,20 @@ _ALIAS_BODY = {
 @blp.response(200, GetClientResponseSchema)
 def list_clients(query):
     """List endpoints and their clients, with last-activity times."""
-    return {"items": models.list_clients(query.get("endpointId"), query.get("clientId"), endpoint_limit())}
+    items = models.list_clients(query.get("endpointId"), query.get("clientId"), endpoint_limit())
+    return prebuilt({"items": {name: _wire_endpoint(endpoint) for name, endpoint in items.items()}})
+
+
+def _wire_endpoint(endpoint: dict) -> dict:
+    return {
+        "lastActivityTime": format_ms(endpoint["lastActivityTime"]),
+        "clients": {client_id: _wire_client(entry) for client_id, entry in endpoint["clients"].items()},
+    }
+
+
+def _wire_client(entry: dict) -> dict:
+    last = entry["lastActivityTime"]
+    return {**entry, "lastActivityTime": None if last is None else format_ms(last)}
 
 
 @blp.route("", methods=["DELETE"])

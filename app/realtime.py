@@ -15,14 +15,13 @@ import time
 from flask import Response, request
 
 import models
-from schemas.records import QueryDataSchema
+from schemas.records import wire_records
 
 from .errors import ApiError, ErrorCode
 
 POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 15.0
 
-_query_data = QueryDataSchema()
 # Open streams of this process, one semaphore per configured limit.
 _slots: dict[int, threading.BoundedSemaphore] = {}
 _slots_lock = threading.Lock()
@@ -58,7 +57,7 @@ def _events(filters, last_id: int, peer: socket.socket | None):
             batch = models.records_after(filters, last_id)
             for record_id, record in batch:
                 last_id = record_id
-                data = json.dumps(_query_data.dump(record), separators=(",", ":"))
+                data = json.dumps(wire_records([record])[0], separators=(",", ":"))
                 yield f"id: {record_id}\ndata: {data}\n\n"
                 last_write = time.monotonic()
             if batch:
@@ -81,3 +80,4 @@ def _hung_up(peer: socket.socket | None) -> bool:
         return bool(readable) and peer.recv(1, socket.MSG_PEEK) == b""
     except (OSError, ValueError):
         return True
+

@@ -11,7 +11,7 @@ import json
 import marshmallow as ma
 from marshmallow import fields
 
-from .datetimes import parse_datetime
+from .datetimes import format_ms, parse_datetime
 from .fields import (
     IP,
     TRIGGERS,
@@ -91,6 +91,11 @@ class RecordError(ValueError):
         self.field = field
         self.message = message
         self.index = None
+
+
+def wire_records(records: list[dict]) -> list[dict]:
+    """QueryData as the store decodes it, with its timestamp in the wire's Datetime form."""
+    return [{**record, "timestamp": format_ms(record["timestamp"])} for record in records]
 
 
 def parse_records(items, received_ms: int) -> list[dict]:
