@@ -7,7 +7,7 @@ from collections import OrderedDict
 from .clients import client_names
 from .database import db
 from .filters import Filters
-from .ingestion import TERM_COLUMNS
+from .ingestion import TERM_COLUMNS, newest_record_id
 from .terms import term_values
 
 # Raw rows carry ids only: strings come from term_values, names from client_names, each
@@ -71,8 +71,7 @@ def records_after(filters: Filters, last_id: int, limit: int = 500) -> list[tupl
 
 def newest_id() -> int:
     """The highest record id ever assigned (ids are never reused)."""
-    row = db.execute_sql("SELECT seq FROM sqlite_sequence WHERE name = 'record'").fetchone()
-    return row[0] if row else 0
+    return newest_record_id()
 
 
 def _fetch(condition, params, descending, after, limit, offset):

@@ -21,6 +21,24 @@ class Filters:
     end_ms: int | None = None
     endpoint_limit: frozenset | None = None  # a key's endpoint limit: always ANDed
 
+    def endpoint_only(self) -> bool:
+        """Whether nothing but endpoints (and the window) narrows these filters: then daily
+        rollups, which are kept per endpoint, can answer for whole days."""
+        return not self.search and all(name == "endpointId" for name, values in self.values.items() if values)
+
+    def endpoint_ids(self) -> list[int] | None:
+        """The ids of the endpoints these filters allow (None: all)."""
+        allowed = None
+        for names in (self.values.get("endpointId") or None, self.endpoint_limit):
+            if names is None:
+                continue
+            found = set()
+            if names:
+                query = f"SELECT id FROM endpoint WHERE name IN ({placeholders(len(names))})"
+                found = {row[0] for row in db.execute_sql(query, list(names))}
+            allowed = found if allowed is None else allowed & found
+        return None if allowed is None else sorted(allowed)
+
     def where(self, alias: str = "r") -> tuple[str, list]:
         """(SQL condition on the record table aliased `alias`, its parameters)."""
         parts, params = [], []

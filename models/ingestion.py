@@ -1,6 +1,7 @@
 """Appending records: endpoints, client entries with their metadata, terms and rows in one
 transaction per batch."""
 
+from . import rollups
 from .database import db, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
@@ -70,7 +71,10 @@ def store_records(records: list[dict], in_transaction=None) -> int:
             + tuple(r[c] for c in PLAIN_COLUMNS)
             for r in records
         ]
+        first = newest_record_id() + 1
         db.cursor().executemany(_INSERT_RECORD, rows)
+        # One writer at a time and AUTOINCREMENT: the batch holds exactly these ids.
+        rollups.apply("id BETWEEN ? AND ?", [first, first + len(rows) - 1], 1)
         if in_transaction is not None:
             in_transaction()
     return len(records)
@@ -81,9 +85,7 @@ def endpoint_ids(names) -> dict[str, int]:
     names = list(names)
     for part in chunks(names, 500):
         db.execute_sql(
-            "INSERT INTO endpoint (name) VALUES "
-            + ", ".join(["(?)"] * len(part))
-            + " ON CONFLICT (name) DO NOTHING",
+            "INSERT INTO endpoint (name) VALUES " + ", ".join(["(?)"] * len(part)) + " ON CONFLICT (name) DO NOTHING",
             part,
         )
     found = {}
@@ -124,3 +126,9 @@ def _upsert_clients(records, endpoints) -> dict[tuple[str, str], int]:
         by_id = {ident: name for name, ident in endpoints.items()}
         ids.update(((by_id[endpoint], client), ident) for ident, endpoint, client in rows)
     return ids
+
+
+def newest_record_id() -> int:
+    """The highest record id ever assigned (AUTOINCREMENT: never reused)."""
+    row = db.execute_sql("SELECT seq FROM sqlite_sequence WHERE name = 'record'").fetchone()
+    return row[0] if row else 0

@@ -1,5 +1,6 @@
 """Deleting records, always together with the lost-record marks of their endpoints."""
 
+from . import rollups
 from .database import db, write_transaction
 from .utils import placeholders
 
@@ -43,12 +44,12 @@ def delete_records(
         params.append(end_ms)
     condition = " AND ".join(where) or "1 = 1"
     if batch_size is None:
-        return _delete(f"SELECT id, endpoint, ts FROM record WHERE {condition}", params)
+        return _delete(f"SELECT id FROM record WHERE {condition}", params)
     deleted = 0
     while True:
         with write_transaction():
             count = _delete(
-                f"SELECT id, endpoint, ts FROM record WHERE {condition} ORDER BY id LIMIT ?",
+                f"SELECT id FROM record WHERE {condition} ORDER BY id LIMIT ?",
                 params + [batch_size],
             )
             deleted += count
@@ -59,9 +60,19 @@ def delete_records(
 
 
 def _delete(victims: str, params: list) -> int:
-    marks = db.execute_sql(f"SELECT endpoint, MAX(ts) FROM ({victims}) AS victim GROUP BY endpoint", params).fetchall()
+    """Delete the records `victims` selects, with everything kept beside them: the endpoints'
+    lost marks and the rollups. Their ids are taken once, into a temporary table, so that
+    every step works on exactly the same rows."""
+    db.execute_sql("CREATE TEMP TABLE IF NOT EXISTS victim (id INTEGER PRIMARY KEY)")
+    db.execute_sql("DELETE FROM temp.victim")
+    db.execute_sql(f"INSERT INTO temp.victim SELECT id FROM ({victims}) AS chosen", params)
+    chosen = "id IN (SELECT id FROM temp.victim)"
+    marks = db.execute_sql(f"SELECT endpoint, MAX(ts) FROM record WHERE {chosen} GROUP BY endpoint").fetchall()
     raise_lost_marks(dict(marks))
-    return db.execute_sql(f"DELETE FROM record WHERE id IN (SELECT id FROM ({victims}) AS victim)", params).rowcount
+    rollups.apply(chosen, [], -1)
+    deleted = db.execute_sql(f"DELETE FROM record WHERE {chosen}").rowcount
+    db.execute_sql("DELETE FROM temp.victim")
+    return deleted
 
 
 def raise_lost_marks(marks: dict[int, int]):

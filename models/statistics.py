@@ -1,24 +1,22 @@
 """Aggregates over the records, computed in SQL: counts, counts per group, time buckets."""
 
+from dataclasses import replace
+
 from .columns import CLIENT, ENDPOINT, INTEGER, TERM, Column
 from .database import db
 from .filters import Filters
+from .rollups import COUNT_DIM, DAY_MS, DIM_OF, NULL_VALUE
 from .terms import term_values
 from .utils import chunks, placeholders
 
 
 def count(filters: Filters) -> int:
-    condition, params = filters.where()
-    return db.execute_sql(f"SELECT COUNT(*) FROM record r WHERE {condition}", params).fetchone()[0]
+    return sum(_grouped(filters).values())
 
 
 def count_by(filters: Filters, column: Column) -> dict[str, int]:
     """Record counts per value of `column` ("" for unknown), for every value present."""
-    condition, params = filters.where()
-    rows = db.execute_sql(
-        f"SELECT r.{column.sql}, COUNT(*) FROM record r WHERE {condition} GROUP BY r.{column.sql}", params
-    ).fetchall()
-    return _merge(column, rows)
+    return _merge(column, [(value, n) for (_, value), n in _grouped(filters, column=column).items()])
 
 
 def top_values(counts: dict[str, int], limit: int, descending: bool = True) -> list[tuple[str, int]]:
@@ -29,41 +27,101 @@ def top_values(counts: dict[str, int], limit: int, descending: bool = True) -> l
 
 def buckets(filters: Filters, interval_ms: int) -> dict[int, int]:
     """Record counts per time bucket (the bucket's start, a multiple of interval_ms)."""
-    condition, params = filters.where()
-    bucket = _bucket_sql(interval_ms)
-    rows = db.execute_sql(
-        f"SELECT {bucket} AS bucket, COUNT(*) FROM record r WHERE {condition} GROUP BY bucket", params
-    )
-    return dict(rows)
+    return {start: n for (start, _), n in _grouped(filters, interval_ms=interval_ms).items()}
 
 
-def buckets_by(
-    filters: Filters, interval_ms: int, column: Column, values: list[str]
-) -> dict[int, dict[str, int]]:
+def buckets_by(filters: Filters, interval_ms: int, column: Column, values: list[str]) -> dict[int, dict[str, int]]:
     """Counts per time bucket and value of `column`, for the given values only."""
     stored = _stored_values(column, values)
     if not stored:
         return {}
-    condition, params = filters.where()
-    bucket = _bucket_sql(interval_ms)
-    present = [v for v in stored if v is not None]
-    parts = []
-    if present:
-        parts.append(f"r.{column.sql} IN ({placeholders(len(present))})")
-    if None in stored:
-        parts.append(f"r.{column.sql} IS NULL")
-    rows = db.execute_sql(
-        f"SELECT {bucket} AS bucket, r.{column.sql}, COUNT(*) FROM record r"
-        f" WHERE {condition} AND ({' OR '.join(parts)}) GROUP BY bucket, r.{column.sql}",
-        params + present,
-    ).fetchall()
+    grouped = _grouped(filters, interval_ms=interval_ms, column=column, only=stored)
+    names = _names(column, [value for _, value in grouped])
     result: dict[int, dict[str, int]] = {}
-    names = _names(column, [row[1] for row in rows])
-    for start, stored_value, n in rows:
-        value = names.get(stored_value, "")
+    for (start, value), n in grouped.items():
         per_value = result.setdefault(start, {})
-        per_value[value] = per_value.get(value, 0) + n
+        name = names.get(value, "")
+        per_value[name] = per_value.get(name, 0) + n
     return result
+
+
+def _grouped(filters: Filters, interval_ms=None, column=None, only=None) -> dict[tuple, int]:
+    """Record counts by (bucket start or None, stored value of `column` or None), `only` those
+    stored values when given. Whole days come from the rollups when the filters allow it
+    (endpoint filters only, buckets of whole days); the rest is counted from the records."""
+    counts: dict[tuple, int] = {}
+    days = _rollup_days(filters, interval_ms)
+    raw_parts = [filters]
+    if days is not None:
+        first, last = days
+        raw_parts = [
+            part
+            for part in (
+                replace(filters, end_ms=first * DAY_MS - 1) if filters.start_ms is not None else None,
+                replace(filters, start_ms=(last + 1) * DAY_MS) if filters.end_ms is not None else None,
+            )
+            if part is not None and (part.start_ms is None or part.end_ms is None or part.start_ms <= part.end_ms)
+        ]
+        _add(counts, _from_rollups(filters, first, last, interval_ms, column, only))
+    for part in raw_parts:
+        _add(counts, _from_records(part, interval_ms, column, only))
+    return counts
+
+
+def _rollup_days(filters: Filters, interval_ms) -> tuple[int, int] | None:
+    """The whole days of the window the rollups can answer for, or None."""
+    if not filters.endpoint_only() or (interval_ms and interval_ms % DAY_MS):
+        return None
+    first = -((-filters.start_ms) // DAY_MS) if filters.start_ms is not None else -(2**40)
+    last = (filters.end_ms + 1) // DAY_MS - 1 if filters.end_ms is not None else 2**40
+    return (first, last) if first <= last else None
+
+
+def _from_records(filters: Filters, interval_ms, column, only) -> list[tuple]:
+    condition, params = filters.where()
+    keys = [_bucket_sql(interval_ms) if interval_ms else "NULL", f"r.{column.sql}" if column else "NULL"]
+    if only is not None:
+        condition, params = _only(condition, params, f"r.{column.sql}", only)
+    return db.execute_sql(
+        f"SELECT {keys[0]}, {keys[1]}, COUNT(*) FROM record r WHERE {condition} GROUP BY 1, 2", params
+    ).fetchall()
+
+
+def _from_rollups(filters: Filters, first: int, last: int, interval_ms, column, only) -> list[tuple]:
+    dim = DIM_OF[column.name] if column else COUNT_DIM
+    condition, params = "dim = ? AND day BETWEEN ? AND ?", [dim, first, last]
+    endpoints = filters.endpoint_ids()
+    if endpoints is not None:
+        if not endpoints:
+            return []
+        condition += f" AND endpoint IN ({placeholders(len(endpoints))})"
+        params += endpoints
+    value = f"CASE WHEN value = {NULL_VALUE} THEN NULL ELSE value END"
+    if only is not None:
+        condition, params = _only(condition, params, value, only)
+    if interval_ms:
+        i = int(interval_ms)
+        bucket = f"(day * {DAY_MS} - (((day * {DAY_MS}) % {i}) + {i}) % {i})"
+    else:
+        bucket = "NULL"
+    return db.execute_sql(
+        f"SELECT {bucket}, {value if column else 'NULL'}, SUM(n) FROM rollup_day WHERE {condition} GROUP BY 1, 2",
+        params,
+    ).fetchall()
+
+
+def _only(condition: str, params: list, target: str, only: list) -> tuple[str, list]:
+    present = [v for v in only if v is not None]
+    parts = [f"{target} IN ({placeholders(len(present))})"] if present else []
+    if None in only:
+        parts.append(f"{target} IS NULL")
+    return f"{condition} AND ({' OR '.join(parts)})", params + present
+
+
+def _add(counts: dict, rows):
+    for bucket, value, n in rows:
+        if n:
+            counts[(bucket, value)] = counts.get((bucket, value), 0) + n
 
 
 def _bucket_sql(interval_ms: int) -> str:
@@ -93,9 +151,7 @@ def _names(column: Column, stored_values) -> dict:
     table, name = ("endpoint", "name") if column.storage == ENDPOINT else ("client", "client_id")
     found = {}
     for part in chunks(present, 500):
-        found.update(
-            db.execute_sql(f"SELECT id, {name} FROM {table} WHERE id IN ({placeholders(len(part))})", part)
-        )
+        found.update(db.execute_sql(f"SELECT id, {name} FROM {table} WHERE id IN ({placeholders(len(part))})", part))
     return found
 
 
@@ -118,9 +174,9 @@ def _stored_values(column: Column, values: list[str]) -> list:
 def availability(filters: Filters) -> tuple[int | None, int | None, int]:
     """(oldest timestamp, newest timestamp, record count) of the records the filters allow."""
     condition, params = filters.where()
-    # Separate statements: MIN and MAX alone can each be answered from one end of an index.
-    oldest, newest, total = (
+    # MIN and MAX alone can each be answered from one end of an index; the count from rollups.
+    oldest, newest = (
         db.execute_sql(f"SELECT {aggregate} FROM record r WHERE {condition}", params).fetchone()[0]
-        for aggregate in ("MIN(r.ts)", "MAX(r.ts)", "COUNT(*)")
+        for aggregate in ("MIN(r.ts)", "MAX(r.ts)")
     )
-    return oldest, newest, total
+    return oldest, newest, count(filters)

@@ -1,12 +1,12 @@
 """The tables of the record store and how they are created."""
 
-from peewee import SQL, BigIntegerField, IntegerField, Model, TextField
+from peewee import SQL, BigIntegerField, CompositeKey, IntegerField, Model, TextField
 from playhouse.sqlite_ext import AutoIncrementField
 
 from .database import db, is_sqlite, retry_locked, write_transaction
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -107,6 +107,20 @@ class AdminAction(BaseModel):
     endpoints = TextField(null=True)
 
 
+class RollupDay(BaseModel):
+    """Record counts per (column, day, endpoint, value): see models/rollups.py."""
+
+    dim = IntegerField()
+    day = IntegerField()
+    endpoint = IntegerField()
+    value = BigIntegerField()
+    n = BigIntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("dim", "day", "endpoint", "value")
+        without_rowid = True
+
+
 class JobLease(BaseModel):
     """Which process runs a periodic job now, and when it last ran, so that several workers
     (or hosts) run each job once per period between them."""
@@ -166,7 +180,7 @@ class ImportProgress(BaseModel):
     updated = BigIntegerField()
 
 
-TABLES = (Endpoint, Client, Term, StreamToken, ApiKey, AdminAction, JobLease, Record, ImportProgress)
+TABLES = (Endpoint, Client, Term, StreamToken, ApiKey, AdminAction, JobLease, RollupDay, Record, ImportProgress)
 
 
 def create_schema():
@@ -174,7 +188,13 @@ def create_schema():
 
     def create():
         with write_transaction():
+            version = db.execute_sql("PRAGMA user_version").fetchone()[0] if is_sqlite() else SCHEMA_VERSION
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
+            if 0 < version < 3:  # rollups arrived in version 3: count the records there already
+                from . import rollups
+
+                db.execute_sql("DELETE FROM rollup_day")
+                rollups.apply("1 = 1", [], 1)
             if is_sqlite():
                 db.execute_sql(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

@@ -30,9 +30,7 @@ def term_ids(values) -> dict[str, int]:
     new = [value for value in missing if value not in existing]
     for part in chunks(new, 500):
         db.execute_sql(
-            "INSERT INTO term (value) VALUES "
-            + ", ".join(["(?)"] * len(part))
-            + " ON CONFLICT (value) DO NOTHING",
+            "INSERT INTO term (value) VALUES " + ", ".join(["(?)"] * len(part)) + " ON CONFLICT (value) DO NOTHING",
             part,
         )
     if new:

@@ -1,5 +1,5 @@
-"""Property: every count agrees with the activity log, for random records and filters,
-also after deletions."""
+"""Property: every count agrees with the activity log, for random records, filters and windows
+(whole days come from the rollups, the rest from the records), also after deletions."""
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -8,14 +8,15 @@ from app import create_app
 
 from helpers import API_KEY, AUTH, ingest, record
 
-WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-01T23:59:59.999Z"
+DAY = 86_400_000
+BASE = 1714521600000  # 2024-05-01T00:00:00Z
 
 records = st.lists(
     st.builds(
         lambda endpoint, client_id, minute, question, action, rr_type, asn: record(
             endpoint,
             client_id,
-            f"2024-05-01T{minute // 60:02d}:{minute % 60:02d}:00Z",
+            BASE + minute * 60_000,
             question,
             action=action,
             rrType=rr_type,
@@ -23,12 +24,13 @@ records = st.lists(
         ),
         st.sampled_from(["e1", "e2"]),
         st.sampled_from(["a", "b", "c"]),
-        st.integers(0, 24 * 60 - 1),
+        st.integers(0, 3 * 24 * 60 - 1),  # three days
         st.sampled_from(["x.com", "a.x.com", "y.org", "zz.net"]),
         st.sampled_from([None, -1, 0, 1, 2]),
         st.sampled_from([None, "A", "AAAA"]),
         st.sampled_from([None, 1, 2]),
     ),
+    min_size=5,
     max_size=40,
 )
 filters = st.fixed_dictionaries(
@@ -46,12 +48,19 @@ filters = st.fixed_dictionaries(
 groups = st.sampled_from(["endpointId", "clientId", "action", "rrType", "question", "srcAsn", "dstAsn"])
 
 
-def query_string(chosen: dict) -> str:
-    parts = []
+windows = st.one_of(
+    st.tuples(st.integers(0, 3 * DAY - 1), st.integers(0, 3 * DAY - 1)).map(sorted),
+    st.just([0, 3 * DAY - 1]),  # whole days only
+    st.tuples(st.integers(0, DAY - 1), st.integers(2 * DAY, 3 * DAY - 1)),  # a whole day between two parts
+)
+
+
+def query_string(chosen: dict, window) -> str:
+    parts = [f"startTime={BASE + window[0]}", f"endTime={BASE + window[1]}"]
     for name, value in chosen.items():
         for item in value if isinstance(value, list) else [value]:
             parts.append(f"{name}={item}")
-    return "&".join([WINDOW, *parts])
+    return "&".join(parts)
 
 
 def log_count(client, query) -> int:
@@ -65,8 +74,17 @@ def log_count(client, query) -> int:
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(data=records, chosen=filters, group=groups, delete_client=st.sampled_from([None, "a", "b"]))
-def test_counts_agree_with_the_activity_log(tmp_path_factory, data, chosen, group, delete_client):
+@given(
+    data=records,
+    chosen=st.one_of(filters, st.just({}), st.fixed_dictionaries({"endpointId[]": st.just(["e1"])})),
+    group=groups,
+    window=windows,
+    delete_client=st.sampled_from([None, "a", "b"]),
+    delete_endpoint=st.sampled_from([None, "e2"]),
+)
+def test_counts_agree_with_the_activity_log(
+    tmp_path_factory, data, chosen, group, window, delete_client, delete_endpoint
+):
     path = tmp_path_factory.mktemp("prop")
     app = create_app(
         {
@@ -77,21 +95,29 @@ def test_counts_agree_with_the_activity_log(tmp_path_factory, data, chosen, grou
         }
     )
     client = app.test_client()
-    if data:
-        ingest(client, *data)
+    for batch in (data[: len(data) // 2], data[len(data) // 2 :]):  # two batches: rollups add up
+        if batch:
+            ingest(client, *batch)
     if delete_client:
-        client.delete(f"/v2/activity-log?clientId[]={delete_client}&endTime=2024-05-01T12:00:00Z", headers=AUTH)
-    query = query_string(chosen)
+        client.delete(f"/v2/activity-log?clientId[]={delete_client}&endTime={BASE + DAY + 5}", headers=AUTH)
+    if delete_endpoint:
+        client.delete("/v2/client", json={"endpointIds": [delete_endpoint], "endTime": BASE + 2 * DAY}, headers=AUTH)
+    query = query_string(chosen, window)
 
     expected = log_count(client, query)
     count = client.get(f"/v2/statistic/count?{query}", headers=AUTH).json["count"]
     assert count == expected
     groups_body = client.get(f"/v2/statistic/count/{group}?{query}&limit=1000", headers=AUTH).json
     assert sum(c["count"] for c in groups_body["counts"]) == count
-    series = client.get(f"/v2/statistic/timeseries?{query}&interval=3600&limit=24", headers=AUTH).json
-    assert sum(q["count"] for q in series["queries"]) == count
-    per_group = client.get(f"/v2/statistic/timeseries/{group}?{query}&interval=21600&groupLimit=100", headers=AUTH).json
-    assert sum(sum(q["count"].values()) for q in per_group["queries"]) == count
+    for interval in (3600, 86400, 604800):  # hours: records only; days and weeks: rollups too
+        series = client.get(f"/v2/statistic/timeseries?{query}&interval={interval}&limit=100", headers=AUTH).json
+        assert sum(q["count"] for q in series["queries"]) == count
+        per_group = client.get(
+            f"/v2/statistic/timeseries/{group}?{query}&interval={interval}&limit=100&groupLimit=100", headers=AUTH
+        ).json
+        assert sum(sum(q["count"].values()) for q in per_group["queries"]) == count
+        for bucket, point in zip(series["queries"], per_group["queries"], strict=True):
+            assert sum(point["count"].values()) == bucket["count"]
     if f"{group}[]" not in chosen:  # a group's count is the log's count when filtered by it
         for item in groups_body["counts"][:2]:
             if item["value"]:
