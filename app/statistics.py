@@ -97,18 +97,7 @@ def _bucket_starts(start_ms: int, end_ms: int, interval_ms: int) -> range:
 @blp.response(200, TimeSeriesResponseSchema)
 def timeseries(query):
     """Record counts per time bucket over the window, empty buckets included."""
-    filters = filters_from(query, endpoint_limit())
-    interval = _interval_ms(query, filters.start_ms, filters.end_ms)
-    counts = models.buckets(filters, interval)
-    return {
-        "startTime": filters.start_ms,
-        "endTime": filters.end_ms,
-        "interval": interval // 1000,
-        "queries": [
-            {"time": start, "count": counts.get(start, 0)}
-            for start in _bucket_starts(filters.start_ms, filters.end_ms, interval)
-        ],
-    }
+    return _series(query, lambda filters, interval: models.buckets(filters, interval), lambda found: found or 0)
 
 
 @blp.route("/timeseries/<group>", methods=["GET"], parameters=_GROUP_PARAMETER)
@@ -117,16 +106,28 @@ def timeseries(query):
 def timeseries_group(query, group):
     """Per time bucket, the record counts of the window's top values of a column."""
     column = _column(group)
+    values = []
+
+    def count(filters, interval):
+        top = models.top_values(models.count_by(filters, column), query["groupLimit"])
+        values.extend(value for value, _ in top)
+        return models.buckets_by(filters, interval, column, values)
+
+    return _series(query, count, lambda found: {value: (found or {}).get(value, 0) for value in values})
+
+
+def _series(query, count, point):
+    """A time series answer: `count(filters, interval)` gives what each bucket holds, `point`
+    makes a bucket's count (also for empty buckets) from it."""
     filters = filters_from(query, endpoint_limit())
     interval = _interval_ms(query, filters.start_ms, filters.end_ms)
-    values = [value for value, _ in models.top_values(models.count_by(filters, column), query["groupLimit"])]
-    counts = models.buckets_by(filters, interval, column, values)
+    counts = count(filters, interval)
     return {
         "startTime": filters.start_ms,
         "endTime": filters.end_ms,
         "interval": interval // 1000,
         "queries": [
-            {"time": start, "count": {value: counts.get(start, {}).get(value, 0) for value in values}}
+            {"time": start, "count": point(counts.get(start))}
             for start in _bucket_starts(filters.start_ms, filters.end_ms, interval)
         ],
     }
