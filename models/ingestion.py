@@ -28,6 +28,7 @@ TERM_COLUMNS = (
     "answers",
 )
 PLAIN_COLUMNS = ("ts", "action", "src_asn", "dst_asn")
+_ROW_FIELDS = ("endpoint", "client", *TERM_COLUMNS, *PLAIN_COLUMNS)  # of the inserted tuples
 
 _INSERT_RECORD = (
     "INSERT INTO record (endpoint, client, "
@@ -71,10 +72,8 @@ def store_records(records: list[dict], in_transaction=None) -> int:
             + tuple(r[c] for c in PLAIN_COLUMNS)
             for r in records
         ]
-        first = newest_record_id() + 1
         db.cursor().executemany(_INSERT_RECORD, rows)
-        # One writer at a time and AUTOINCREMENT: the batch holds exactly these ids.
-        rollups.apply("id BETWEEN ? AND ?", [first, first + len(rows) - 1], 1)
+        rollups.add_rows(rows, _ROW_FIELDS)
         if in_transaction is not None:
             in_transaction()
     return len(records)

@@ -5,7 +5,7 @@ from dataclasses import replace
 from .columns import CLIENT, ENDPOINT, INTEGER, TERM, Column
 from .database import db
 from .filters import Filters
-from .rollups import COUNT_DIM, DAY_MS, DIM_OF, NULL_VALUE
+from .rollups import COUNT_DIM, DAY_MS, DIM_OF, NULL_VALUE, rolled_up
 from .terms import term_values
 from .utils import chunks, placeholders
 
@@ -50,7 +50,7 @@ def _grouped(filters: Filters, interval_ms=None, column=None, only=None) -> dict
     stored values when given. Whole days come from the rollups when the filters allow it
     (endpoint filters only, buckets of whole days); the rest is counted from the records."""
     counts: dict[tuple, int] = {}
-    days = _rollup_days(filters, interval_ms)
+    days = _rollup_days(filters, interval_ms, column)
     raw_parts = [filters]
     if days is not None:
         first, last = days
@@ -68,9 +68,11 @@ def _grouped(filters: Filters, interval_ms=None, column=None, only=None) -> dict
     return counts
 
 
-def _rollup_days(filters: Filters, interval_ms) -> tuple[int, int] | None:
+def _rollup_days(filters: Filters, interval_ms, column=None) -> tuple[int, int] | None:
     """The whole days of the window the rollups can answer for, or None."""
     if not filters.endpoint_only() or (interval_ms and interval_ms % DAY_MS):
+        return None
+    if column is not None and not rolled_up(column.name):
         return None
     first = -((-filters.start_ms) // DAY_MS) if filters.start_ms is not None else -(2**40)
     last = (filters.end_ms + 1) // DAY_MS - 1 if filters.end_ms is not None else 2**40

@@ -6,7 +6,7 @@ from playhouse.sqlite_ext import AutoIncrementField
 from .database import db, is_sqlite, retry_locked, write_transaction
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -190,7 +190,7 @@ def create_schema():
         with write_transaction():
             version = db.execute_sql("PRAGMA user_version").fetchone()[0] if is_sqlite() else SCHEMA_VERSION
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
-            if 0 < version < 3:  # rollups arrived in version 3: count the records there already
+            if 0 < version < 4:  # rollups as they are since version 4: count the records there already
                 from . import rollups
 
                 db.execute_sql("DELETE FROM rollup_day")

@@ -37,9 +37,7 @@ def _filter_fields() -> dict:
     return {
         **columns,
         "searchQuestion": fields.String(validate=ma.validate.Length(min=1, max=253)),
-        "searchQuestionMode": fields.String(
-            load_default="includes", validate=ma.validate.OneOf(SEARCH_MODES)
-        ),
+        "searchQuestionMode": fields.String(load_default="includes", validate=ma.validate.OneOf(SEARCH_MODES)),
     }
 
 

@@ -224,7 +224,8 @@ def _memoized(validate, value, path: str):
     if value is None:
         return validate(None, path)
     try:
-        key = (validate, _compact_json(value))
+        key = (validate, _frozen(value))
+        hash(key)
     except (TypeError, ValueError):
         return validate(value, path)
     found = _MEMO.get(key)
@@ -234,6 +235,14 @@ def _memoized(validate, value, path: str):
             _MEMO.clear()
         _MEMO[key] = found
     return found
+
+
+def _frozen(value):
+    """A hashable stand-in for a parsed JSON value, cheap for the flat objects of a record
+    (geoip, client metadata); nested lists (answers) are keyed by their JSON text."""
+    if isinstance(value, dict):
+        return tuple((name, _frozen(item) if isinstance(item, dict) else item) for name, item in value.items())
+    return _compact_json(value)
 
 
 def _answer_parts(value, path: str = "answers") -> tuple[str | None, dict]:

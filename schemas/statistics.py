@@ -51,9 +51,7 @@ class TrendQuerySchema(FiltersSchema, OptionalWindowSchema):
     def _baseline_start_not_after_end(self, data, **kwargs):
         start, end = data.get("baselineStartTime"), data.get("baselineEndTime")
         if start is not None and end is not None and start > end:
-            raise ma.ValidationError(
-                "baselineStartTime is after baselineEndTime.", field_name="baselineStartTime"
-            )
+            raise ma.ValidationError("baselineStartTime is after baselineEndTime.", field_name="baselineStartTime")
 
 
 class _WindowResponse(BaseSchema):
