@@ -1,0 +1,175 @@
+"""The two ways in for the same records: raw executemany into a file of the project's schema, and
+POST /v2/ingest to gunicorn from parallel senders. Each generates its batches on the fly."""
+
+import json
+import os
+import resource
+import sqlite3
+import threading
+import time
+
+from raw import RawLoader, create_schema
+from server import cpu_seconds
+
+# Give up on the HTTP load after this many failed batches (each is reported).
+MAX_ERRORS = 20
+
+
+class Progress:
+    """A progress line every few seconds, so that a long run can be watched."""
+
+    def __init__(self, label: str, total: int, every: float = 5.0):
+        self.label, self.total, self.every = label, total, every
+        self.start = self.last = time.perf_counter()
+
+    def update(self, done: int, force: bool = False):
+        now = time.perf_counter()
+        if not force and now - self.last < self.every:
+            return
+        self.last = now
+        elapsed = now - self.start
+        rate = done / elapsed if elapsed else 0.0
+        eta = (self.total - done) / rate if rate else 0.0
+        print(
+            f"  [{self.label}] {done:,} / {self.total:,} records  {rate:,.0f}/s  "
+            f"elapsed {elapsed:,.0f} s  eta {eta:,.0f} s",
+            flush=True,
+        )
+
+
+def checkpoint(path: str) -> int:
+    """Checkpoint the WAL into the file and truncate it; the file's size after."""
+    conn = sqlite3.connect(path, timeout=60)
+    try:
+        for _ in range(50):
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                break
+            time.sleep(0.2)
+    finally:
+        conn.close()
+    return os.path.getsize(path)
+
+
+def storage_breakdown(path: str) -> dict:
+    """Bytes per table and index from SQLite's dbstat (biggest first; those under 1 % of the
+    file summed as one), the free pages, and whether the planner has statistics (ANALYZE)."""
+    conn = sqlite3.connect(path, timeout=60)
+    try:
+        rows = conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page_size
+        analyzed = conn.execute("SELECT COUNT(*) FROM sqlite_schema WHERE name = 'sqlite_stat1'").fetchone()[0] > 0
+    finally:
+        conn.close()
+    total = sum(size for _, size in rows) + free
+    objects = [(name, size) for name, size in rows if size >= total / 100]
+    small = [name for name, size in rows if size < total / 100]
+    if small:
+        objects.append((f"{len(small)} others (each under 1 %)", sum(size for _, size in rows if size < total / 100)))
+    if free:
+        objects.append(("(free pages)", free))
+    return {"objects": objects, "page_size": page_size, "analyzed": analyzed}
+
+
+def load_raw(traffic, path: str, code_dir: str) -> dict:
+    """Insert every batch with RawLoader; the insert time (conversion + executemany + commit)
+    is timed apart from the time spent generating the records."""
+    layout = create_schema(path, code_dir)
+    loader = RawLoader(path, layout)
+    progress = Progress("raw executemany", traffic.records)
+    generate = insert = 0.0
+    done = 0
+    try:
+        for index in range(traffic.batches):
+            t0 = time.perf_counter()
+            records = traffic.batch(index)
+            t1 = time.perf_counter()
+            loader.store(records)
+            t2 = time.perf_counter()
+            generate += t1 - t0
+            insert += t2 - t1
+            done += len(records)
+            progress.update(done)
+        progress.update(done, force=True)
+    finally:
+        loader.close()
+    return {
+        "records": done,
+        "insert_seconds": insert,
+        "generate_seconds": generate,
+        "rate": done / insert,
+        "rate_with_generation": done / (insert + generate),
+        "pragmas": layout["pragmas"],
+        "term_columns": layout["terms"],
+    }
+
+
+def load_http(traffic, server, senders: int) -> dict:
+    """POST every batch (a JSON array) from `senders` threads, each on its own share of the
+    batches, so that every gunicorn worker has a request to serve."""
+    progress = Progress("HTTP ingest", traffic.records)
+    lock = threading.Lock()
+    state = {"done": 0, "generate": 0.0, "requests": []}
+    errors: list[str] = []
+    workers = server.workers()
+    cpu_before = {pid: cpu_seconds(pid) for pid in workers}
+    self_before = resource.getrusage(resource.RUSAGE_SELF)
+
+    def send(first: int):
+        for index in range(first, traffic.batches, senders):
+            if len(errors) >= MAX_ERRORS:
+                return
+            t0 = time.perf_counter()
+            body = traffic.batch_json(index)
+            t1 = time.perf_counter()
+            expected = min(traffic.batch_size, traffic.records - index * traffic.batch_size)
+            try:
+                status, data = server.call("POST", "/v2/ingest", body)
+            except OSError as exc:
+                status, data = None, repr(exc).encode()
+            t2 = time.perf_counter()
+            with lock:
+                state["generate"] += t1 - t0
+                state["requests"].append(t2 - t1)
+                accepted = _accepted(data) if status == 200 else None
+                if accepted == expected:
+                    state["done"] += accepted
+                else:
+                    errors.append(f"POST /v2/ingest (batch {index}): {status} {data[:500].decode(errors='replace')}")
+                progress.update(state["done"])
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=send, args=(k,)) for k in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    seconds = time.perf_counter() - started
+    progress.update(state["done"], force=True)
+    self_after = resource.getrusage(resource.RUSAGE_SELF)
+    worker_cpu = {}
+    for pid in workers:
+        try:
+            worker_cpu[pid] = cpu_seconds(pid) - cpu_before[pid]
+        except OSError:
+            errors.append(f"gunicorn worker {pid} is gone after the load (restarted?)")
+    requests = sorted(state["requests"])
+    return {
+        "records": state["done"],
+        "seconds": seconds,
+        "rate": state["done"] / seconds,
+        "errors": errors,
+        "worker_cpu": worker_cpu,
+        "client_cpu": (self_after.ru_utime + self_after.ru_stime) - (self_before.ru_utime + self_before.ru_stime),
+        "generate_seconds": state["generate"],
+        "request_p50": requests[len(requests) // 2] if requests else None,
+        "request_max": requests[-1] if requests else None,
+    }
+
+
+def _accepted(data: bytes):
+    try:
+        return json.loads(data).get("accepted")
+    except (ValueError, AttributeError):
+        return None

@@ -1,0 +1,45 @@
+"""The benchmark still runs end to end, in its small configuration; no timing is asserted."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Rows the report must hold, whatever the figures are.
+EXPECTED_ROWS = (
+    "| HTTP ingest: POST /v2/ingest |",
+    "| raw sqlite3.executemany, same schema and indexes |",
+    "| HTTP ingest / raw executemany |",
+    "| CSV export: GET /v2/activity-log/csv",
+    "| CSV export memory: serving worker's RSS |",
+    "| database bytes per record (served database, after checkpoint) |",
+    "| GET /v2/client (all) |",
+    "| GET /v2/client?endpointId (one endpoint) |",
+    "| GET /v2/client?clientId[] (2 clients) |",
+    "| activity-log page 0 (endpoint + 30 d + action) |",
+    "| activity-log page 1,000 (same) |",
+    "| activity-log searchQuestion apex",
+    "| count (24 h) |",
+    "| count/question (30 d) |",
+    "| timeseries/action (30 d) |",
+    "| trend/question (24 h vs the 24 h before) |",
+    "| DELETE /v2/client of a median client |",
+    "| retention of one day:",
+)
+
+
+def test_benchmark_runs_in_its_smoke_configuration(tmp_path):
+    out = tmp_path / "BENCHMARKS.md"
+    done = subprocess.run(
+        [sys.executable, "bench/run.py", "--records", "20000", "--quick", "--out", str(out), "--dir", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = out.read_text()
+    for row in EXPECTED_ROWS:
+        assert row in table, row
+    assert "- none: every request answered as expected." in table
