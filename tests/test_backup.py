@@ -2,6 +2,7 @@
 
 import sqlite3
 import threading
+import time
 
 from app import create_app
 
@@ -28,6 +29,9 @@ def test_backup_while_ingesting_and_restore(tmp_path):
         for _ in range(3):
             server.call("POST", "/v2/ingest", [record("e1", "seed", question=f"s{i}.com") for i in range(200)], AUTH)
         feeder.start()
+        deadline = time.monotonic() + 20
+        while len(acknowledged) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)  # backups start while batches are flowing
         app = create_app(
             {"ANALYTICS_DATABASE": str(live), "ANALYTICS_API_KEY": API_KEY, "INSTANCE_PATH": str(tmp_path)}
         )
