@@ -1,6 +1,5 @@
 """The Activity Log group: /v2/activity-log, its CSV export and its realtime stream."""
 
-
 from flask import Response, current_app, request
 
 import models
@@ -102,5 +101,7 @@ def stream(query):
         try:
             last_id = int(last_id)
         except ValueError:
-            raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'Last-Event-ID': not an event id.") from None
+            last_id = -1
+        if not 0 <= last_id < 2**63:
+            raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'Last-Event-ID': not an event id.")
     return realtime.event_stream(filters, last_id, current_app.config["ANALYTICS_MAX_STREAMS"])

@@ -85,8 +85,6 @@ def error_response(error: HTTPException):
     else:
         message = error.description or code.name
     headers = {
-        name: value
-        for name, value in error.get_headers()
-        if name.lower() not in ("content-type", "content-length")
+        name: value for name, value in error.get_headers() if name.lower() not in ("content-type", "content-length")
     }
     return error_body(code, message), status, headers

@@ -37,15 +37,19 @@ def event_stream(filters, last_id: int | None, max_streams: int) -> Response:
     slots = _semaphore(max_streams)
     if not slots.acquire(blocking=False):
         raise ApiError(ErrorCode.UNAVAILABLE, "Too many realtime streams; try again later.")
-    if last_id is None:
-        last_id = models.newest_id()
-    peer = request.environ.get("gunicorn.socket")
-    response = Response(_events(filters, last_id, peer), mimetype="text/event-stream")
-    response.headers["Cache-Control"] = "no-cache"
-    response.headers["X-Accel-Buffering"] = "no"  # let nginx pass events through at once
-    # Runs when the server closes the response: on the client's disconnect too, even if the
-    # generator never started.
-    response.call_on_close(slots.release)
+    try:
+        if last_id is None:
+            last_id = models.newest_id()
+        peer = request.environ.get("gunicorn.socket")
+        response = Response(_events(filters, last_id, peer), mimetype="text/event-stream")
+        response.headers["Cache-Control"] = "no-cache"
+        response.headers["X-Accel-Buffering"] = "no"  # let nginx pass events through at once
+        # Runs when the server closes the response: on the client's disconnect too, even if
+        # the generator never started.
+        response.call_on_close(slots.release)
+    except BaseException:
+        slots.release()
+        raise
     return response
 
 
@@ -80,4 +84,3 @@ def _hung_up(peer: socket.socket | None) -> bool:
         return bool(readable) and peer.recv(1, socket.MSG_PEEK) == b""
     except (OSError, ValueError):
         return True
-

@@ -148,9 +148,7 @@ def trend(query, group):
     if baseline_start > baseline_end:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'baselineStartTime': it is after baselineEndTime.")
     if min(start, baseline_start) < MIN_MS:
-        raise ApiError(
-            ErrorCode.INVALID_PARAMETER, "Invalid 'startTime': the windows would begin before the year 1."
-        )
+        raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'startTime': the windows would begin before the year 1.")
     filters = filters_from({**query, "startTime": start, "endTime": end}, endpoint_limit())
     top = models.top_values(models.count_by(filters, column), query["limit"])
     baseline_filters = filters_from({**query, "startTime": baseline_start, "endTime": baseline_end}, endpoint_limit())

@@ -1,8 +1,6 @@
 """Reading records back as QueryData: pages of the activity log, export batches, the live tail."""
 
 import json
-import threading
-from collections import OrderedDict
 
 from .clients import client_names
 from .database import db
@@ -21,23 +19,15 @@ _TERMS = slice(4, 4 + len(TERM_COLUMNS))
 # The fields of a raw row (see iter_raw_batches), by position.
 ROW_FIELDS = ("id", "ts", "endpoint", "client", *TERM_COLUMNS, "action", "src_asn")
 
-# Where pages end, so that the next page (and nearby deep pages) start with a keyset seek
-# instead of an OFFSET that walks every earlier row. Per process; a miss falls back to OFFSET
-# from the nearest known boundary, so correctness never depends on it.
-_BOUNDARIES: OrderedDict = OrderedDict()
-_BOUNDARIES_LIMIT = 10_000
-_lock = threading.Lock()
-
 
 def page_records(filters: Filters, page: int, page_size: int, descending: bool = True) -> list[dict]:
-    """One page of the log, ordered by (ts, id), newest first unless ascending."""
+    """One page of the log, ordered by (ts, id), newest first unless ascending.
+
+    Paged with OFFSET over the ordering index. (Remembering where earlier pages ended, to seek
+    instead, gave wrong pages once records inside the window were deleted or arrived late.)
+    """
     condition, params = filters.where()
-    query_key = (db.obj.database, condition, tuple(params), page_size, descending)
-    start_page, after = _nearest_boundary(query_key, page)
-    rows = _fetch(condition, params, descending, after, page_size, (page - start_page) * page_size)
-    if len(rows) == page_size:
-        _remember_boundary(query_key, page + 1, (rows[-1][1], rows[-1][0]))
-    return decode(rows)
+    return decode(_fetch(condition, params, descending, None, page_size, page * page_size))
 
 
 def iter_records(filters: Filters, descending: bool = True, batch_size: int = 5000):
@@ -62,7 +52,10 @@ def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int 
 
 def records_after(filters: Filters, last_id: int, limit: int = 500) -> list[tuple[int, dict]]:
     """(id, QueryData) of matching records with id > last_id, oldest id first."""
-    condition, params = filters.where()
+    # One statement, one snapshot: with ids looked up beforehand, a batch committed in between
+    # could add a matching client (low id, missed) and records above it (seen), and the
+    # stream would move past the missed record for good.
+    condition, params = filters.where(inline=True)
     rows = db.execute_sql(
         f"{_SELECT} WHERE r.id > ? AND {condition} ORDER BY r.id LIMIT ?", [last_id, *params, limit]
     ).fetchall()
@@ -85,23 +78,6 @@ def _fetch(condition, params, descending, after, limit, offset):
         seek_params = [ts, ts, ident]
     sql = f"{_SELECT} WHERE {condition}{seek} ORDER BY r.ts {order}, r.id {order} LIMIT ? OFFSET ?"
     return db.execute_sql(sql, [*params, *seek_params, limit, offset]).fetchall()
-
-
-def _nearest_boundary(query_key, page):
-    with _lock:
-        for candidate in range(page, max(page - 1000, 0), -1):
-            after = _BOUNDARIES.get((query_key, candidate))
-            if after is not None:
-                _BOUNDARIES.move_to_end((query_key, candidate))
-                return candidate, after
-    return 0, None
-
-
-def _remember_boundary(query_key, page, after):
-    with _lock:
-        _BOUNDARIES[(query_key, page)] = after
-        if len(_BOUNDARIES) > _BOUNDARIES_LIMIT:
-            _BOUNDARIES.popitem(last=False)
 
 
 def decode(rows) -> list[dict]:

@@ -18,7 +18,7 @@ def record_action(action: str, actor: dict, metadata: dict, endpoints, now_ms: i
             actor["key_id"],
             actor["key_name"],
             actor["source_ip"],
-            json.dumps(metadata, separators=(",", ":"), sort_keys=True),
+            json.dumps(metadata, separators=(",", ":"), sort_keys=True, ensure_ascii=False),
             None if endpoints is None else json.dumps(sorted(set(endpoints))),
         ],
     )
@@ -30,7 +30,7 @@ def update_metadata(action_id: int, metadata: dict):
     each, so the log always matches what is committed)."""
     db.execute_sql(
         "UPDATE admin_action SET metadata = ? WHERE id = ?",
-        [json.dumps(metadata, separators=(",", ":"), sort_keys=True), action_id],
+        [json.dumps(metadata, separators=(",", ":"), sort_keys=True, ensure_ascii=False), action_id],
     )
 
 

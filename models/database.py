@@ -32,6 +32,9 @@ SQLITE_PRAGMAS = {
 def open_database(target: str):
     """Bind `db` to a SQLite file path or a database URL (sqlite:///..., postgresql://...)."""
     if "://" in target:
+        if not target.startswith("sqlite"):
+            # A PostgreSQL backend is planned, not built: say so rather than half-work.
+            raise RuntimeError(f"ANALYTICS_DATABASE: only SQLite is supported for now, not {target.split(':')[0]!r}")
         database = connect_url(target)
         if isinstance(database, SqliteDatabase):
             database = _sqlite(database.database)

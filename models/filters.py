@@ -39,8 +39,12 @@ class Filters:
             allowed = found if allowed is None else allowed & found
         return None if allowed is None else sorted(allowed)
 
-    def where(self, alias: str = "r") -> tuple[str, list]:
-        """(SQL condition on the record table aliased `alias`, its parameters)."""
+    def where(self, alias: str = "r", inline: bool = False) -> tuple[str, list]:
+        """(SQL condition on the record table aliased `alias`, its parameters).
+
+        Values are looked up as ids first, so the planner sees constants; `inline` puts the
+        lookups inside the condition instead, so that the whole query reads one snapshot
+        (the realtime stream needs that: see records_after)."""
         parts, params = [], []
         if self.start_ms is not None:
             parts.append(f"{alias}.ts >= ?")
@@ -50,11 +54,11 @@ class Filters:
             params.append(self.end_ms)
         for name, values in self.values.items():
             if values:
-                sql, args = _column_condition(COLUMNS_BY_NAME[name], values, alias)
+                sql, args = _column_condition(COLUMNS_BY_NAME[name], values, alias, inline)
                 parts.append(sql)
                 params += args
         if self.endpoint_limit is not None:
-            sql, args = _column_condition(COLUMNS_BY_NAME["endpointId"], sorted(self.endpoint_limit), alias)
+            sql, args = _column_condition(COLUMNS_BY_NAME["endpointId"], sorted(self.endpoint_limit), alias, inline)
             parts.append(sql)
             params += args
         if self.search:
@@ -64,7 +68,7 @@ class Filters:
         return " AND ".join(parts) or "1 = 1", params
 
 
-def _column_condition(column, values, alias) -> tuple[str, list]:
+def _column_condition(column, values, alias, inline=False) -> tuple[str, list]:
     target = f"{alias}.{column.sql}"
     if column.storage == INTEGER:
         return f"{target} IN ({placeholders(len(values))})", list(values)
@@ -74,6 +78,8 @@ def _column_condition(column, values, alias) -> tuple[str, list]:
         lookup = "SELECT id FROM client WHERE client_id"
     else:
         lookup = "SELECT id FROM term WHERE value"
+    if inline:
+        return f"{target} IN ({lookup} IN ({placeholders(len(values))}))", list(values)
     ids = [row[0] for row in db.execute_sql(f"{lookup} IN ({placeholders(len(values))})", list(values))]
     # Ids resolved up front let the planner use the record indexes with plain constants.
     if not ids:

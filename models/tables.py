@@ -43,6 +43,8 @@ class Client(BaseModel):
     so a client seen again after deletion gets a fresh entry (and a fresh id).
     """
 
+    # Never reused: a client deleted and seen again is a different entry (and id).
+    id = AutoIncrementField()
     endpoint = IntegerField()  # Endpoint.id
     client_id = TextField()
     alias = _text()

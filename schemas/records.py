@@ -241,7 +241,10 @@ def _frozen(value):
     """A hashable stand-in for a parsed JSON value, cheap for the flat objects of a record
     (geoip, client metadata); nested lists (answers) are keyed by their JSON text."""
     if isinstance(value, dict):
-        return tuple((name, _frozen(item) if isinstance(item, dict) else item) for name, item in value.items())
+        # The type is part of the key: true, 1 and 1.0 are equal in Python, not in validation.
+        return tuple(
+            (name, _frozen(item) if isinstance(item, dict) else (type(item), item)) for name, item in value.items()
+        )
     return _compact_json(value)
 
 

@@ -4,9 +4,7 @@ API_KEY = "test-operator-key"
 AUTH = {"Authorization": API_KEY}
 
 
-def record(
-    endpoint="ep1", client_id="cl1", timestamp="2024-05-01T12:00:00Z", question="example.com", **extra
-):
+def record(endpoint="ep1", client_id="cl1", timestamp="2024-05-01T12:00:00Z", question="example.com", **extra):
     """A valid wire record; keyword arguments add or replace fields."""
     return {
         "timestamp": timestamp,

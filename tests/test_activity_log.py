@@ -203,9 +203,7 @@ def test_search_defaults_to_includes(client):
 
 def test_window_is_inclusive_at_both_ends(client):
     ingest(client, *[record(timestamp=f"2024-05-01T12:00:0{i}Z", question=f"q{i}.com") for i in range(5)])
-    body = client.get(
-        "/v2/activity-log?startTime=2024-05-01T12:00:01Z&endTime=2024-05-01T12:00:03Z", headers=AUTH
-    ).json
+    body = client.get("/v2/activity-log?startTime=2024-05-01T12:00:01Z&endTime=2024-05-01T12:00:03Z", headers=AUTH).json
     assert [r["question"] for r in body["queries"]] == ["q3.com", "q2.com", "q1.com"]
 
 
@@ -220,9 +218,7 @@ def test_paging_over_equal_timestamps_never_repeats_or_skips(client, order):
     ingest(client, *[record(client_id=f"c{i % 4}", question=f"q{i}.com") for i in range(301)])
     seen, page = [], 0
     while True:
-        body = client.get(
-            f"/v2/activity-log?{WINDOW}&pageSize=7&page={page}&sortOrder={order}", headers=AUTH
-        ).json
+        body = client.get(f"/v2/activity-log?{WINDOW}&pageSize=7&page={page}&sortOrder={order}", headers=AUTH).json
         assert body["meta"] == {"page": page, "pageSize": 7}
         seen += [r["question"] for r in body["queries"]]
         if len(body["queries"]) < 7:
@@ -291,11 +287,7 @@ def test_delete_by_body_ids_and_end_time(loaded):
         json={"endpointIds": ["e0"], "clientIds": ["c1"], "endTime": "2024-05-01T11:59:59Z"},
         headers=AUTH,
     )
-    gone = [
-        r
-        for r in DATA
-        if r["endpointId"] == "e0" and r["clientId"] == "c1" and r["timestamp"] < "2024-05-01T12"
-    ]
+    gone = [r for r in DATA if r["endpointId"] == "e0" and r["clientId"] == "c1" and r["timestamp"] < "2024-05-01T12"]
     assert response.json == {"deletedCount": len(gone)} and gone
     assert len(log(loaded, "")["queries"]) == before - len(gone)
     assert "c1" in clients(loaded)["e0"]["clients"], "client entries are kept"
@@ -320,3 +312,30 @@ def test_large_deletions_run_in_batches_with_the_same_result(loaded, monkeypatch
     assert {e: v["lastActivityTime"] for e, v in items.items()} == lasts, "endpoints never move back"
     assert all(c["lastActivityTime"] is None for c in items["e1"]["clients"].values())
     assert all(c["lastActivityTime"] is not None for c in items["e0"]["clients"].values())
+
+
+def test_paging_stays_right_after_deletions_and_late_records(client):
+    """Walking pages, then changing the records inside the window, then walking again."""
+    ingest(
+        client,
+        *[record(client_id=f"c{i}", timestamp=f"2024-05-01T10:00:0{i}Z", question=f"q{i}.com") for i in range(10)],
+    )
+
+    def walk():
+        pages, page = [], 0
+        while True:
+            body = client.get(f"/v2/activity-log?{WINDOW}&pageSize=4&page={page}&sortOrder=asc", headers=AUTH).json
+            pages.append([q["question"] for q in body["queries"]])
+            if len(body["queries"]) < 4:
+                return pages
+            page += 1
+
+    assert walk() == [
+        ["q0.com", "q1.com", "q2.com", "q3.com"],
+        ["q4.com", "q5.com", "q6.com", "q7.com"],
+        ["q8.com", "q9.com"],
+    ]
+    client.delete("/v2/activity-log?clientId[]=c0&clientId[]=c1&clientId[]=c2", headers=AUTH)
+    assert walk() == [["q3.com", "q4.com", "q5.com", "q6.com"], ["q7.com", "q8.com", "q9.com"]]
+    ingest(client, record(client_id="late", timestamp="2024-05-01T09:00:00Z", question="late.com"))
+    assert walk()[0][0] == "late.com"

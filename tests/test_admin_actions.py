@@ -100,3 +100,8 @@ def test_parameters_and_scope(data, runner):
     output = runner.invoke(args=["keys", "create", "--name", "r", "--scope", "read", "--scope", "write"]).output
     reader = {"Authorization": output.strip().splitlines()[-1]}
     assert_error(data.get(f"/v2/admin-action?{SINCE}", headers=reader), 403, 40301)
+
+
+def test_search_finds_non_ascii_text(data):
+    data.put("/v2/client/alias/e1/a", json={"alias": "Küche"}, headers=AUTH)
+    assert [a["metadata"]["result"]["alias"] for a in actions(data, "search=Küche")] == ["Küche"]

@@ -38,3 +38,10 @@ def test_sqlite_url_and_restart_on_the_same_database(tmp_path):
     again = create_app(config).test_client()  # schema creation is idempotent
     assert again.get("/v2/client", headers=AUTH).json["items"]["ep1"]["clients"]["cl1"]
     assert (tmp_path / "url.db").exists()
+
+
+def test_other_database_engines_are_refused_clearly(tmp_path):
+    import pytest
+
+    with pytest.raises(RuntimeError, match="only SQLite"):
+        create_app({"INSTANCE_PATH": str(tmp_path), "ANALYTICS_DATABASE": "postgresql://u@localhost/x"})

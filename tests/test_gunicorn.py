@@ -38,9 +38,7 @@ def test_two_workers_start_on_a_new_database_and_serve_ingest_get_delete(server,
     assert home["clients"]["c3"]["lastActivityTime"] == "2024-05-01T12:19:03.000Z"
     assert len(home["clients"]) == 10
 
-    status, body = server.call(
-        "DELETE", "/v2/client", {"clientIds": ["c9"], "endTime": "2024-05-01T13:00:00Z"}, AUTH
-    )
+    status, body = server.call("DELETE", "/v2/client", {"clientIds": ["c9"], "endTime": "2024-05-01T13:00:00Z"}, AUTH)
     assert (status, body["deletedClients"]) == (200, [{"endpointId": "home", "clientId": "c9"}])
 
     status, body = server.call("GET", "/v2/client", headers=AUTH)

@@ -163,3 +163,15 @@ def test_body_limit_is_413_without_reading_the_body(app, client, db_path):
     error = assert_error(response, 413, 41301)
     assert "ANALYTICS_MAX_BODY_MB" in error["message"]
     assert stored(db_path) == 0
+
+
+def test_validation_does_not_depend_on_what_came_before(client, db_path):
+    """true and 1.0 equal 1 in Python: a remembered valid {"asn": 1} must not let them in."""
+    ingest(client, record(sourceGeoip={"asn": 1}), record(client={"host": "h", "os": {"type": "t"}}))
+    for bad in (
+        {"sourceGeoip": {"asn": True}},
+        {"sourceGeoip": {"asn": 1.0}},
+        {"client": {"host": "h", "os": {"type": 1}}},
+    ):
+        assert_error(client.post("/v2/ingest", json=[{**record(), **bad}], headers=AUTH), 400, 40005)
+    assert stored(db_path) == 2

@@ -49,9 +49,7 @@ def test_stream_sends_records_ingested_after_connect_matching_filters(client):
     assert response.mimetype == "text/event-stream"
     first = next(chunks).decode()
     assert first.startswith(":")
-    ingest(
-        client, record(client_id="other", question="no.com"), record(client_id="wanted", question="yes.com")
-    )
+    ingest(client, record(client_id="other", question="no.com"), record(client_id="wanted", question="yes.com"))
     got = events([next(chunks).decode()])
     assert [e["data"]["question"] for e in got] == ["yes.com"]
     assert got[0]["data"]["clientId"] == "wanted" and got[0]["data"]["timestamp"].endswith("Z")
@@ -236,3 +234,32 @@ def test_a_closed_stream_frees_its_slot_at_once(tmp_path):
         again.close()
     finally:
         server.stop()
+
+
+def test_a_failed_start_gives_its_slot_back(app, client, monkeypatch):
+    import models
+
+    app.config["ANALYTICS_MAX_STREAMS"] = 1
+
+    def broken():
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(models, "newest_id", broken)
+    assert_error(open_stream(client, headers=AUTH)[0], 500)
+    monkeypatch.undo()
+    response, _ = open_stream(client, headers=AUTH)
+    assert response.status_code == 200, "the slot of the failed start is free again"
+    response.close()
+
+
+def test_out_of_range_last_event_id_is_400(client):
+    for value in ("99999999999999999999", "-1"):
+        assert_error(open_stream(client, headers={**AUTH, "Last-Event-ID": value})[0], 400, 40001)
+
+
+def test_a_client_first_seen_after_connecting_is_streamed(client):
+    response, chunks = open_stream(client, "clientId[]=newcomer", headers=AUTH)
+    next(chunks)
+    ingest(client, record(client_id="newcomer", question="hello.com"))
+    assert [e["data"]["question"] for e in events([next(chunks).decode()])] == ["hello.com"]
+    response.close()
