@@ -1,12 +1,12 @@
-"""Daily rollups: record counts per (column, day, endpoint, value), kept exactly in step with
-the records, so that statistics over long windows read thousands of rollup rows instead of
-millions of records.
+"""Rollups: record counts per (column, day, endpoint, value), and per (hour, endpoint), kept
+exactly in step with the records, so that statistics over long windows read thousands of
+rollup rows instead of millions of records.
 
 Every change to the records updates them in the same transaction: ingestion adds the counts of
 the rows it inserts (`add_rows`), deletion (API, client deletion, retention) subtracts those of
-the rows it removes (`apply`). A query may use the rollups only for whole days and only when its filters
-are on the endpoint alone (see Filters.endpoint_only); the parts of its window that cover part
-of a day are counted from the records.
+the rows it removes (`apply`). A query may use them only for whole periods (days, or hours for
+plain counts) and only when its filters are on the endpoint alone (see Filters.endpoint_only);
+the parts of its window that cover part of a period are counted from the records.
 """
 
 from .columns import COLUMNS
@@ -21,15 +21,21 @@ NULL_VALUE = -(2**62)
 UNROLLED = ("question",)
 DIMS = tuple(column for column in COLUMNS if column.groupable and column.name not in UNROLLED)
 DIM_OF = {column.name: i for i, column in enumerate(DIMS)}
-# Any one column counts each record once: the endpoint's is used for plain counts.
-COUNT_DIM = DIM_OF["endpointId"]
+HOUR_MS = 3_600_000
+# Plain counts per hour and endpoint (value always 0): time series of every length from an
+# hour up read these. Cheap to keep: at most 24 rows a day per endpoint.
+HOURLY = len(DIMS)
+PERIOD_MS = {**{dim: DAY_MS for dim in range(len(DIMS))}, HOURLY: HOUR_MS}
 
-_DAY_SQL = f"((ts - (((ts % {DAY_MS}) + {DAY_MS}) % {DAY_MS})) / {DAY_MS})"
+
+def _period_sql(period_ms: int) -> str:
+    """The period number of `ts` (floor division, also before 1970)."""
+    return f"((ts - (((ts % {period_ms}) + {period_ms}) % {period_ms})) / {period_ms})"
 
 
 _UPSERT = (
-    "INSERT INTO rollup_day (dim, day, endpoint, value, n) VALUES (?, ?, ?, ?, ?)"
-    " ON CONFLICT (dim, day, endpoint, value) DO UPDATE SET n = n + excluded.n"
+    "INSERT INTO rollup (dim, period, endpoint, value, n) VALUES (?, ?, ?, ?, ?)"
+    " ON CONFLICT (dim, period, endpoint, value) DO UPDATE SET n = n + excluded.n"
 )
 
 
@@ -46,11 +52,14 @@ def add_rows(rows, fields):
     columns = [(dim, at[column.sql]) for dim, column in enumerate(DIMS)]
     counts: dict[tuple, int] = {}
     for row in rows:
-        day, endpoint = row[ts_at] // DAY_MS, row[endpoint_at]
+        ts, endpoint = row[ts_at], row[endpoint_at]
+        day = ts // DAY_MS
         for dim, i in columns:
             value = row[i]
             key = (dim, day, endpoint, NULL_VALUE if value is None else value)
             counts[key] = counts.get(key, 0) + 1
+        key = (HOURLY, ts // HOUR_MS, endpoint, 0)
+        counts[key] = counts.get(key, 0) + 1
     db.cursor().executemany(_UPSERT, [(*key, n) for key, n in counts.items()])
 
 
@@ -58,20 +67,21 @@ def apply(condition: str, params: list, sign: int):
     """Add (sign 1) or subtract (sign -1) the counts of the stored records matching `condition`
     (SQL on the record table), counted in SQL. Deletions call it before they delete, in their
     transaction; it also builds the rollups of a database that had none."""
-    for dim, column in enumerate(DIMS):
+    values = [f"COALESCE({column.sql}, {NULL_VALUE})" for column in DIMS] + ["0"]
+    for dim, value in enumerate(values):
         db.execute_sql(
-            "INSERT INTO rollup_day (dim, day, endpoint, value, n)"
-            f" SELECT {dim}, {_DAY_SQL}, endpoint, COALESCE({column.sql}, {NULL_VALUE}), {int(sign)} * COUNT(*)"
+            "INSERT INTO rollup (dim, period, endpoint, value, n)"
+            f" SELECT {dim}, {_period_sql(PERIOD_MS[dim])}, endpoint, {value}, {int(sign)} * COUNT(*)"
             f" FROM record WHERE {condition} GROUP BY 2, 3, 4"
-            " ON CONFLICT (dim, day, endpoint, value) DO UPDATE SET n = n + excluded.n",
+            " ON CONFLICT (dim, period, endpoint, value) DO UPDATE SET n = n + excluded.n",
             params,
         )
     if sign < 0:
-        # Rows counted down to nothing go, so expired days leave no trace behind.
-        days = f"SELECT MIN({_DAY_SQL}), MAX({_DAY_SQL}) FROM record WHERE {condition}"
-        first, last = db.execute_sql(days, params).fetchone()
+        # Rows counted down to nothing go, so expired periods leave no trace behind.
+        first, last = db.execute_sql(f"SELECT MIN(ts), MAX(ts) FROM record WHERE {condition}", params).fetchone()
         if first is not None:
-            for dim in range(len(DIMS)):
+            for dim, period_ms in PERIOD_MS.items():
                 db.execute_sql(
-                    "DELETE FROM rollup_day WHERE dim = ? AND day BETWEEN ? AND ? AND n = 0", [dim, first, last]
+                    "DELETE FROM rollup WHERE dim = ? AND period BETWEEN ? AND ? AND n = 0",
+                    [dim, first // period_ms, last // period_ms],
                 )

@@ -5,7 +5,7 @@ from dataclasses import replace
 from .columns import CLIENT, ENDPOINT, INTEGER, TERM, Column
 from .database import db
 from .filters import Filters
-from .rollups import COUNT_DIM, DAY_MS, DIM_OF, NULL_VALUE, rolled_up
+from .rollups import DAY_MS, DIM_OF, HOUR_MS, HOURLY, NULL_VALUE, rolled_up
 from .terms import term_values
 from .utils import chunks, placeholders
 
@@ -47,36 +47,44 @@ def buckets_by(filters: Filters, interval_ms: int, column: Column, values: list[
 
 def _grouped(filters: Filters, interval_ms=None, column=None, only=None) -> dict[tuple, int]:
     """Record counts by (bucket start or None, stored value of `column` or None), `only` those
-    stored values when given. Whole days come from the rollups when the filters allow it
-    (endpoint filters only, buckets of whole days); the rest is counted from the records."""
+    stored values when given. Whole periods come from the rollups when the filters allow it
+    (endpoint filters only; days for columns, hours for plain counts; buckets made of whole
+    periods); the rest of the window is counted from the records."""
     counts: dict[tuple, int] = {}
-    days = _rollup_days(filters, interval_ms, column)
     raw_parts = [filters]
-    if days is not None:
-        first, last = days
-        raw_parts = [
-            part
-            for part in (
-                replace(filters, end_ms=first * DAY_MS - 1) if filters.start_ms is not None else None,
-                replace(filters, start_ms=(last + 1) * DAY_MS) if filters.end_ms is not None else None,
-            )
-            if part is not None and (part.start_ms is None or part.end_ms is None or part.start_ms <= part.end_ms)
-        ]
-        _add(counts, _from_rollups(filters, first, last, interval_ms, column, only))
+    rollup = _rollup_for(filters, interval_ms, column)
+    if rollup is not None:
+        dim, period_ms = rollup
+        first = -((-filters.start_ms) // period_ms) if filters.start_ms is not None else -(2**40)
+        last = (filters.end_ms + 1) // period_ms - 1 if filters.end_ms is not None else 2**40
+        if first <= last:
+            raw_parts = [
+                part
+                for part in (
+                    replace(filters, end_ms=first * period_ms - 1) if filters.start_ms is not None else None,
+                    replace(filters, start_ms=(last + 1) * period_ms) if filters.end_ms is not None else None,
+                )
+                if part is not None and part.start_ms <= part.end_ms
+            ]
+            _add(counts, _from_rollups(filters, dim, period_ms, first, last, interval_ms, column, only))
     for part in raw_parts:
         _add(counts, _from_records(part, interval_ms, column, only))
     return counts
 
 
-def _rollup_days(filters: Filters, interval_ms, column=None) -> tuple[int, int] | None:
-    """The whole days of the window the rollups can answer for, or None."""
-    if not filters.endpoint_only() or (interval_ms and interval_ms % DAY_MS):
+def _rollup_for(filters: Filters, interval_ms, column) -> tuple[int, int] | None:
+    """(dim, period) of the rollup that can answer, or None."""
+    if not filters.endpoint_only():
         return None
-    if column is not None and not rolled_up(column.name):
+    if column is None:
+        dim, period_ms = HOURLY, HOUR_MS
+    elif rolled_up(column.name):
+        dim, period_ms = DIM_OF[column.name], DAY_MS
+    else:
         return None
-    first = -((-filters.start_ms) // DAY_MS) if filters.start_ms is not None else -(2**40)
-    last = (filters.end_ms + 1) // DAY_MS - 1 if filters.end_ms is not None else 2**40
-    return (first, last) if first <= last else None
+    if interval_ms and interval_ms % period_ms:
+        return None
+    return dim, period_ms
 
 
 def _from_records(filters: Filters, interval_ms, column, only) -> list[tuple]:
@@ -89,9 +97,8 @@ def _from_records(filters: Filters, interval_ms, column, only) -> list[tuple]:
     ).fetchall()
 
 
-def _from_rollups(filters: Filters, first: int, last: int, interval_ms, column, only) -> list[tuple]:
-    dim = DIM_OF[column.name] if column else COUNT_DIM
-    condition, params = "dim = ? AND day BETWEEN ? AND ?", [dim, first, last]
+def _from_rollups(filters: Filters, dim, period_ms, first, last, interval_ms, column, only) -> list[tuple]:
+    condition, params = "dim = ? AND period BETWEEN ? AND ?", [dim, first, last]
     endpoints = filters.endpoint_ids()
     if endpoints is not None:
         if not endpoints:
@@ -102,12 +109,12 @@ def _from_rollups(filters: Filters, first: int, last: int, interval_ms, column, 
     if only is not None:
         condition, params = _only(condition, params, value, only)
     if interval_ms:
-        i = int(interval_ms)
-        bucket = f"(day * {DAY_MS} - (((day * {DAY_MS}) % {i}) + {i}) % {i})"
+        i, start = int(interval_ms), f"(period * {int(period_ms)})"
+        bucket = f"({start} - ((({start}) % {i}) + {i}) % {i})"
     else:
         bucket = "NULL"
     return db.execute_sql(
-        f"SELECT {bucket}, {value if column else 'NULL'}, SUM(n) FROM rollup_day WHERE {condition} GROUP BY 1, 2",
+        f"SELECT {bucket}, {value if column else 'NULL'}, SUM(n) FROM rollup WHERE {condition} GROUP BY 1, 2",
         params,
     ).fetchall()
 

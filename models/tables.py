@@ -6,7 +6,7 @@ from playhouse.sqlite_ext import AutoIncrementField
 from .database import db, is_sqlite, retry_locked, write_transaction
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -109,17 +109,17 @@ class AdminAction(BaseModel):
     endpoints = TextField(null=True)
 
 
-class RollupDay(BaseModel):
-    """Record counts per (column, day, endpoint, value): see models/rollups.py."""
+class Rollup(BaseModel):
+    """Record counts per (column, period, endpoint, value): see models/rollups.py."""
 
     dim = IntegerField()
-    day = IntegerField()
+    period = IntegerField()  # day or hour number since 1970, by dim
     endpoint = IntegerField()
     value = BigIntegerField()
     n = BigIntegerField()
 
     class Meta:
-        primary_key = CompositeKey("dim", "day", "endpoint", "value")
+        primary_key = CompositeKey("dim", "period", "endpoint", "value")
         without_rowid = True
 
 
@@ -182,7 +182,7 @@ class ImportProgress(BaseModel):
     updated = BigIntegerField()
 
 
-TABLES = (Endpoint, Client, Term, StreamToken, ApiKey, AdminAction, JobLease, RollupDay, Record, ImportProgress)
+TABLES = (Endpoint, Client, Term, StreamToken, ApiKey, AdminAction, JobLease, Rollup, Record, ImportProgress)
 
 
 def create_schema():
@@ -192,10 +192,11 @@ def create_schema():
         with write_transaction():
             version = db.execute_sql("PRAGMA user_version").fetchone()[0] if is_sqlite() else SCHEMA_VERSION
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
-            if 0 < version < 4:  # rollups as they are since version 4: count the records there already
+            if 0 < version < 5:  # rollups as they are since version 5: count the records there already
                 from . import rollups
 
-                db.execute_sql("DELETE FROM rollup_day")
+                db.execute_sql("DROP TABLE IF EXISTS rollup_day")
+                db.execute_sql("DELETE FROM rollup")
                 rollups.apply("1 = 1", [], 1)
             if is_sqlite():
                 db.execute_sql(f"PRAGMA user_version = {SCHEMA_VERSION}")

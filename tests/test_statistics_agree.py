@@ -109,7 +109,7 @@ def test_counts_agree_with_the_activity_log(
     assert count == expected
     groups_body = client.get(f"/v2/statistic/count/{group}?{query}&limit=1000", headers=AUTH).json
     assert sum(c["count"] for c in groups_body["counts"]) == count
-    for interval in (3600, 86400, 604800):  # hours: records only; days and weeks: rollups too
+    for interval in (3600, 21600, 86400, 604800):  # plain counts: hourly rollups; groups: daily ones
         series = client.get(f"/v2/statistic/timeseries?{query}&interval={interval}&limit=100", headers=AUTH).json
         assert sum(q["count"] for q in series["queries"]) == count
         per_group = client.get(
