@@ -112,5 +112,9 @@ def reclaim_space(pages_per_step: int = 2000):
         db.execute_sql(f"PRAGMA incremental_vacuum({int(pages_per_step)})").fetchall()
         if db.execute_sql("PRAGMA freelist_count").fetchone()[0] >= before:
             break  # not an auto_vacuum database (created before it was set): nothing to do
-    db.execute_sql("PRAGMA optimize")
+    # Planner statistics: PRAGMA optimize only looks at what its own connection queried, so it
+    # may do nothing here; a sampled ANALYZE (analysis_limit) is cheap at any size and always
+    # leaves statistics to plan with.
+    db.execute_sql("PRAGMA analysis_limit = 1000")
+    db.execute_sql("ANALYZE")
     db.execute_sql("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
