@@ -4,9 +4,10 @@ rollup rows instead of millions of records.
 
 Every change to the records updates them in the same transaction: ingestion adds the counts of
 the rows it inserts (`add_rows`), deletion (API, client deletion, retention) subtracts those of
-the rows it removes (`apply`). A query may use them only for whole periods (days, or hours for
-plain counts) and only when its filters are on the endpoint alone (see Filters.endpoint_only);
-the parts of its window that cover part of a period are counted from the records.
+the rows it removes (`apply`); both count with the same code (`_count`). A query may use them
+only for whole periods (days, or hours for plain counts) and only when its filters are on the
+endpoint alone (see Filters.endpoint_only); the parts of its window that cover part of a
+period are counted from the records.
 """
 
 from .columns import COLUMNS
@@ -28,11 +29,6 @@ HOURLY = len(DIMS)
 PERIOD_MS = {**{dim: DAY_MS for dim in range(len(DIMS))}, HOURLY: HOUR_MS}
 
 
-def _period_sql(period_ms: int) -> str:
-    """The period number of `ts` (floor division, also before 1970)."""
-    return f"((ts - (((ts % {period_ms}) + {period_ms}) % {period_ms})) / {period_ms})"
-
-
 _UPSERT = (
     "INSERT INTO rollup (dim, period, endpoint, value, n) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (dim, period, endpoint, value) DO UPDATE SET n = n + excluded.n"
@@ -44,13 +40,39 @@ def rolled_up(column_name: str) -> bool:
 
 
 def add_rows(rows, fields):
-    """Add the counts of rows being inserted (tuples whose fields are named by `fields`).
-    Counted here in Python, from the tuples ingestion has at hand anyway: a GROUP BY per column
-    over the inserted rows would cost several times more."""
+    """Add the counts of rows being inserted (tuples whose fields are named by `fields`),
+    counted from the tuples ingestion has at hand anyway."""
+    _upsert(_count(rows, fields, {}), 1)
+
+
+def apply(condition: str, params: list, sign: int):
+    """Add (sign 1) or subtract (sign -1) the counts of the stored records matching `condition`
+    (SQL on the record table). Deletions call it before they delete, in their transaction; it
+    also builds the rollups of a database that had none.
+
+    The rows are read once and counted in Python: a GROUP BY per column over them cost several
+    times more (seconds for a large client's deletion, all of it under the write lock)."""
+    fields = ("ts", "endpoint", *(column.sql for column in DIMS))
+    cursor = db.execute_sql(f"SELECT {', '.join(fields)} FROM record WHERE {condition}", params)
+    counts: dict[tuple, int] = {}
+    while rows := cursor.fetchmany(10_000):
+        _count(rows, fields, counts)
+    _upsert(counts, sign)
+    if sign < 0 and counts:
+        # Rows counted down to nothing go, so expired periods leave no trace behind.
+        for dim in PERIOD_MS:
+            periods = [key[1] for key in counts if key[0] == dim]
+            db.execute_sql(
+                "DELETE FROM rollup WHERE dim = ? AND period BETWEEN ? AND ? AND n = 0",
+                [dim, min(periods), max(periods)],
+            )
+
+
+def _count(rows, fields, counts: dict) -> dict:
+    """Count rows (tuples whose fields are named by `fields`) into `counts`, by rollup key."""
     at = {name: i for i, name in enumerate(fields)}
     ts_at, endpoint_at = at["ts"], at["endpoint"]
     columns = [(dim, at[column.sql]) for dim, column in enumerate(DIMS)]
-    counts: dict[tuple, int] = {}
     for row in rows:
         ts, endpoint = row[ts_at], row[endpoint_at]
         day = ts // DAY_MS
@@ -60,28 +82,8 @@ def add_rows(rows, fields):
             counts[key] = counts.get(key, 0) + 1
         key = (HOURLY, ts // HOUR_MS, endpoint, 0)
         counts[key] = counts.get(key, 0) + 1
-    db.cursor().executemany(_UPSERT, [(*key, n) for key, n in counts.items()])
+    return counts
 
 
-def apply(condition: str, params: list, sign: int):
-    """Add (sign 1) or subtract (sign -1) the counts of the stored records matching `condition`
-    (SQL on the record table), counted in SQL. Deletions call it before they delete, in their
-    transaction; it also builds the rollups of a database that had none."""
-    values = [f"COALESCE({column.sql}, {NULL_VALUE})" for column in DIMS] + ["0"]
-    for dim, value in enumerate(values):
-        db.execute_sql(
-            "INSERT INTO rollup (dim, period, endpoint, value, n)"
-            f" SELECT {dim}, {_period_sql(PERIOD_MS[dim])}, endpoint, {value}, {int(sign)} * COUNT(*)"
-            f" FROM record WHERE {condition} GROUP BY 2, 3, 4"
-            " ON CONFLICT (dim, period, endpoint, value) DO UPDATE SET n = n + excluded.n",
-            params,
-        )
-    if sign < 0:
-        # Rows counted down to nothing go, so expired periods leave no trace behind.
-        first, last = db.execute_sql(f"SELECT MIN(ts), MAX(ts) FROM record WHERE {condition}", params).fetchone()
-        if first is not None:
-            for dim, period_ms in PERIOD_MS.items():
-                db.execute_sql(
-                    "DELETE FROM rollup WHERE dim = ? AND period BETWEEN ? AND ? AND n = 0",
-                    [dim, first // period_ms, last // period_ms],
-                )
+def _upsert(counts: dict, sign: int):
+    db.cursor().executemany(_UPSERT, [(*key, sign * n) for key, n in counts.items()])
