@@ -8,12 +8,10 @@ from flask import request
 from .errors import ApiError, ErrorCode
 
 
-def json_body(optional: bool = False):
+def json_body():
     """The request body parsed as JSON (any JSON value), or a 400 MALFORMED_BODY."""
     raw = request.get_data(cache=True)
     if not raw.strip():
-        if optional:
-            return None
         raise ApiError(ErrorCode.MALFORMED_BODY, "A JSON request body is required.")
     return parse_json(raw)
 

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 
-from .columns import CLIENT, COLUMNS_BY_NAME, ENDPOINT, INTEGER
+from .columns import CLIENT, COLUMNS_BY_NAME, ENDPOINT, INTEGER, TERM
 from .database import db
 from .utils import placeholders
 
@@ -30,13 +30,9 @@ class Filters:
         """The ids of the endpoints these filters allow (None: all)."""
         allowed = None
         for names in (self.values.get("endpointId") or None, self.endpoint_limit):
-            if names is None:
-                continue
-            found = set()
-            if names:
-                query = f"SELECT id FROM endpoint WHERE name IN ({placeholders(len(names))})"
-                found = {row[0] for row in db.execute_sql(query, list(names))}
-            allowed = found if allowed is None else allowed & found
+            if names is not None:
+                found = set(stored_ids(COLUMNS_BY_NAME["endpointId"], list(names)))
+                allowed = found if allowed is None else allowed & found
         return None if allowed is None else sorted(allowed)
 
     def where(self, alias: str = "r", inline: bool = False) -> tuple[str, list]:
@@ -68,19 +64,29 @@ class Filters:
         return " AND ".join(parts) or "1 = 1", params
 
 
+# How the id of a stored string is found, by the column's storage.
+_LOOKUP = {
+    ENDPOINT: "SELECT id FROM endpoint WHERE name",
+    CLIENT: "SELECT id FROM client WHERE client_id",
+    TERM: "SELECT id FROM term WHERE value",
+}
+
+
+def stored_ids(column, values: list) -> list:
+    """The ids under which the strings `values` of `column` are stored (absent ones: none)."""
+    if not values:
+        return []
+    sql = f"{_LOOKUP[column.storage]} IN ({placeholders(len(values))})"
+    return [row[0] for row in db.execute_sql(sql, list(values))]
+
+
 def _column_condition(column, values, alias, inline=False) -> tuple[str, list]:
     target = f"{alias}.{column.sql}"
     if column.storage == INTEGER:
         return f"{target} IN ({placeholders(len(values))})", list(values)
-    if column.storage == ENDPOINT:
-        lookup = "SELECT id FROM endpoint WHERE name"
-    elif column.storage == CLIENT:
-        lookup = "SELECT id FROM client WHERE client_id"
-    else:
-        lookup = "SELECT id FROM term WHERE value"
     if inline:
-        return f"{target} IN ({lookup} IN ({placeholders(len(values))}))", list(values)
-    ids = [row[0] for row in db.execute_sql(f"{lookup} IN ({placeholders(len(values))})", list(values))]
+        return f"{target} IN ({_LOOKUP[column.storage]} IN ({placeholders(len(values))}))", list(values)
+    ids = stored_ids(column, values)
     # Ids resolved up front let the planner use the record indexes with plain constants.
     if not ids:
         return "0 = 1", []

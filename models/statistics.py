@@ -2,9 +2,9 @@
 
 from dataclasses import replace
 
-from .columns import CLIENT, ENDPOINT, INTEGER, TERM, Column
+from .columns import ENDPOINT, INTEGER, TERM, Column
 from .database import db
-from .filters import Filters
+from .filters import Filters, stored_ids
 from .rollups import DAY_MS, DIM_OF, HOUR_MS, HOURLY, NULL_VALUE, rolled_up
 from .terms import term_values
 from .utils import chunks, placeholders
@@ -172,12 +172,7 @@ def _stored_values(column: Column, values: list[str]) -> list:
         return stored
     if column.storage == INTEGER:
         return stored + [int(v) for v in wanted]
-    lookup = {
-        TERM: "SELECT id FROM term WHERE value",
-        ENDPOINT: "SELECT id FROM endpoint WHERE name",
-        CLIENT: "SELECT id FROM client WHERE client_id",
-    }[column.storage]
-    return stored + [row[0] for row in db.execute_sql(f"{lookup} IN ({placeholders(len(wanted))})", wanted)]
+    return stored + stored_ids(column, wanted)
 
 
 def availability(filters: Filters) -> tuple[int | None, int | None, int]:

@@ -1,14 +1,10 @@
 """Single-use, short-lived tokens for the realtime stream (EventSource cannot send headers)."""
 
-import hashlib
 import json
 import secrets
 
 from .database import db, write_transaction
-
-
-def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+from .keys import secret_hash
 
 
 def create_token(principal: dict, now_ms: int, lifetime_ms: int) -> tuple[str, int]:
@@ -19,7 +15,7 @@ def create_token(principal: dict, now_ms: int, lifetime_ms: int) -> tuple[str, i
         db.execute_sql("DELETE FROM stream_token WHERE expires < ?", [now_ms])
         db.execute_sql(
             "INSERT INTO stream_token (token_hash, expires, principal) VALUES (?, ?, ?)",
-            [_hash(token), expires, json.dumps(principal)],
+            [secret_hash(token), expires, json.dumps(principal)],
         )
     return token, expires
 
@@ -29,7 +25,7 @@ def redeem_token(token: str, now_ms: int) -> dict | None:
     already used or expired."""
     with write_transaction():
         row = db.execute_sql(
-            "DELETE FROM stream_token WHERE token_hash = ? RETURNING expires, principal", [_hash(token)]
+            "DELETE FROM stream_token WHERE token_hash = ? RETURNING expires, principal", [secret_hash(token)]
         ).fetchone()
     if row is None or row[0] < now_ms:
         return None
