@@ -10,12 +10,20 @@ import models
 from . import auth, cli, cors, docs, security
 from .config import load_config
 from .extensions import Api, JSONProvider
+from .requests import refuse_nul_in_path
 
 INSTANCE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "instance")
 
 
 class App(Flask):
     json_provider_class = JSONProvider
+
+    def app_context(self):
+        # The store is one module-level binding. With several apps in one process (tests),
+        # each request, CLI command and background job binds its own app's database first.
+        if "database" in self.extensions:
+            models.bind(self.extensions["database"])
+        return super().app_context()
 
 
 def create_app(test_config=None) -> Flask:
@@ -28,12 +36,13 @@ def create_app(test_config=None) -> Flask:
         count = app.config["ANALYTICS_PROXY_COUNT"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=count, x_proto=count, x_host=count)
 
-    models.open_database(app.config["ANALYTICS_DATABASE"])
+    app.extensions["database"] = models.open_database(app.config["ANALYTICS_DATABASE"])
     with models.connection():
         models.create_schema()
 
     app.before_request(_connect)
     app.before_request(auth.check_request)
+    app.before_request(refuse_nul_in_path)
     app.teardown_request(_close)
     cors.init_app(app)
     security.init_app(app)

@@ -223,4 +223,8 @@ def endpoint_limit():
 
 def actor() -> dict:
     """Who made a change, for the admin-action log."""
-    return {"key_id": g.principal.key_id, "key_name": g.principal.name, "source_ip": request.remote_addr or ""}
+    return {
+        "key_id": g.principal.key_id,
+        "key_name": g.principal.name,
+        "source_ip": (request.remote_addr or "").replace("\x00", ""),
+    }

@@ -12,7 +12,7 @@ from schemas.errors import ErrorResponseSchema
 from schemas.fields import NAMED_FIELD_SCHEMAS, Datetime, named_field_property
 
 from .errors import ApiError, ErrorCode, error_response
-from .requests import loads, parse_json
+from .requests import loads, parse_json, refuse_nul
 
 
 class Parser(FlaskParser):
@@ -28,6 +28,7 @@ class Parser(FlaskParser):
         args = MultiDict()
         for key, value in req.args.items(multi=True):
             args.add(f"{key}[]" if f"{key}[]" in array_keys else key, value)
+        refuse_nul(args.to_dict(flat=False))
         return self._makeproxy(args, schema)
 
     def handle_error(self, error, req, schema, *, error_status_code, error_headers):
@@ -46,7 +47,11 @@ class Parser(FlaskParser):
             return missing
         data = req.get_data(cache=True)
         # An empty body is "no body" (webargs' rule), anything else must be valid JSON.
-        return parse_json(data) if data.strip() else missing
+        if not data.strip():
+            return missing
+        body = parse_json(data)
+        refuse_nul(body)
+        return body
 
     def _handle_invalid_json_error(self, error, req, *args, **kwargs):
         raise ApiError(ErrorCode.MALFORMED_BODY, "The request body is not valid JSON.")

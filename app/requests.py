@@ -1,4 +1,4 @@
-"""Reading request bodies that are not a single marshmallow-shaped JSON object."""
+"""Reading request input beyond marshmallow's reach: raw JSON bodies, and the rules every value obeys."""
 
 import json
 import re
@@ -44,3 +44,24 @@ def loads(text: str):
 
 
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def refuse_nul(value, path="body"):
+    """400 for a NUL character in any string of a parameter or body: nothing stored may hold
+    one (PostgreSQL's text cannot), so the same rule holds on every engine and for lookups."""
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ApiError(ErrorCode.INVALID_PARAMETER, f"Invalid '{path}': must not contain NUL characters.")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            refuse_nul(key, path)
+            refuse_nul(item, key if path == "body" else f"{path}.{key}")
+    elif isinstance(value, list):
+        for item in value:
+            refuse_nul(item, path)
+
+
+def refuse_nul_in_path():
+    """Before every request: the same rule for values in the URL path (endpoint and client
+    ids of the alias operations)."""
+    refuse_nul(request.view_args or {})

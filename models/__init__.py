@@ -1,9 +1,9 @@
-"""The record store: peewee models on SQLite (WAL) and the queries the API needs."""
+"""The record store: peewee models on SQLite (WAL) or PostgreSQL, and the queries the API needs."""
 
 from .activity import ROW_FIELDS, iter_raw_batches, iter_records, newest_id, page_records, records_after
 from .audit import list_actions, record_action, update_metadata
 from .clients import client_names, delete_clients, get_client, list_clients, set_alias
-from .database import connection, db, is_sqlite, open_database, reclaim_space, write_transaction
+from .database import bind, connection, db, is_sqlite, open_database, reclaim_space, write_transaction
 from .filters import Filters
 from .ingestion import store_records
 from .jobs import claim, finish
@@ -17,6 +17,7 @@ from .tokens import create_token, redeem_token
 __all__ = [
     "ROW_FIELDS",
     "iter_raw_batches",
+    "bind",
     "claim",
     "client_names",
     "create_key",

@@ -3,7 +3,7 @@
 import json
 
 from .clients import client_names
-from .database import db
+from .database import query
 from .filters import Filters
 from .ingestion import TERM_COLUMNS, newest_record_id
 from .terms import term_values
@@ -56,7 +56,7 @@ def records_after(filters: Filters, last_id: int, limit: int = 500) -> list[tupl
     # could add a matching client (low id, missed) and records above it (seen), and the
     # stream would move past the missed record for good.
     condition, params = filters.where(inline=True)
-    rows = db.execute_sql(
+    rows = query(
         f"{_SELECT} WHERE r.id > ? AND {condition} ORDER BY r.id LIMIT ?", [last_id, *params, limit]
     ).fetchall()
     return list(zip([row[0] for row in rows], decode(rows), strict=True))
@@ -77,7 +77,7 @@ def _fetch(condition, params, descending, after, limit, offset):
         seek = f" AND r.ts {op}= ? AND (r.ts {op} ? OR r.id {op} ?)"
         seek_params = [ts, ts, ident]
     sql = f"{_SELECT} WHERE {condition}{seek} ORDER BY r.ts {order}, r.id {order} LIMIT ? OFFSET ?"
-    return db.execute_sql(sql, [*params, *seek_params, limit, offset]).fetchall()
+    return query(sql, [*params, *seek_params, limit, offset]).fetchall()
 
 
 def decode(rows) -> list[dict]:

@@ -2,16 +2,17 @@
 
 import json
 
-from .database import db
-from .utils import placeholders
+from .database import db, query
+from .dialect import ascii_lower
+from .utils import like_escape, placeholders
 
 
 def record_action(action: str, actor: dict, metadata: dict, endpoints, now_ms: int) -> int:
     """Append an entry; call inside the change's transaction. `actor` holds key_id, key_name
     and source_ip; `endpoints` the endpoints the change touched (None: not endpoint data)."""
-    cursor = db.execute_sql(
+    row = query(
         "INSERT INTO admin_action (ts, action, key_id, key_name, source_ip, metadata, endpoints)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         [
             now_ms,
             action,
@@ -21,14 +22,14 @@ def record_action(action: str, actor: dict, metadata: dict, endpoints, now_ms: i
             json.dumps(metadata, separators=(",", ":"), sort_keys=True, ensure_ascii=False),
             None if endpoints is None else json.dumps(sorted(set(endpoints))),
         ],
-    )
-    return cursor.lastrowid
+    ).fetchone()
+    return row[0]
 
 
 def update_metadata(action_id: int, metadata: dict):
     """Replace an entry's metadata (a change made in several transactions updates its entry in
     each, so the log always matches what is committed)."""
-    db.execute_sql(
+    query(
         "UPDATE admin_action SET metadata = ? WHERE id = ?",
         [json.dumps(metadata, separators=(",", ":"), sort_keys=True, ensure_ascii=False), action_id],
     )
@@ -42,17 +43,19 @@ def list_actions(start_ms, end_ms, action=None, search=None, endpoint_limit=None
         where.append("a.action = ?")
         params.append(action)
     if search:
-        pattern = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        where.append("(a.action LIKE ? ESCAPE '\\' OR a.metadata LIKE ? ESCAPE '\\')")
+        pattern = "%" + like_escape(ascii_lower(search)) + "%"
+        like = db.obj.dialect.like_ascii_nocase
+        where.append(f"({like('a.action')} OR {like('a.metadata')})")
         params += [pattern, pattern]
     if endpoint_limit is not None:
         allowed = sorted(endpoint_limit)
         where.append(
-            "a.endpoints IS NOT NULL AND NOT EXISTS (SELECT 1 FROM json_each(a.endpoints) e"
+            "a.endpoints IS NOT NULL AND NOT EXISTS"
+            f" (SELECT 1 FROM {db.obj.dialect.json_array_rows('a.endpoints', 'e')}"
             f" WHERE e.value NOT IN ({placeholders(len(allowed))}))"
         )
         params += allowed
-    rows = db.execute_sql(
+    rows = query(
         "SELECT a.id, a.ts, a.action, a.key_id, a.key_name, a.source_ip, a.metadata FROM admin_action a"
         f" WHERE {' AND '.join(where)} ORDER BY a.ts DESC, a.id DESC LIMIT ? OFFSET ?",
         params + [page_size, page * page_size],

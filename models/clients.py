@@ -1,6 +1,6 @@
 """Client entries: listing with last-activity times, deletion, aliases."""
 
-from .database import db, write_transaction
+from .database import query, write_transaction
 from .records import client_selection, delete_records
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
@@ -23,7 +23,7 @@ def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=No
     )
     items: dict[str, dict] = {}
     endpoint_ids = {}
-    for row in db.execute_sql(sql, params):
+    for row in query(sql, params):
         _, endpoint_id, name, client_id = row[:4]
         endpoint_ids[endpoint_id] = name
         item = items.setdefault(name, {"lastActivityTime": None, "clients": {}})
@@ -37,7 +37,7 @@ def endpoint_last_activity(endpoint_ids) -> dict[int, int | None]:
     """max(newest stored record, lost mark) per endpoint id."""
     found = {}
     for part in chunks(endpoint_ids, 500):
-        rows = db.execute_sql(
+        rows = query(
             "SELECT e.id, e.lost_mark, (SELECT MAX(r.ts) FROM record r WHERE r.endpoint = e.id)"
             f" FROM endpoint e WHERE e.id IN ({placeholders(len(part))})",
             part,
@@ -71,7 +71,7 @@ def get_client(endpoint: str, client_id: str) -> dict | None:
 def set_alias(endpoint: str, client_id: str, alias: str) -> dict | None:
     """Set (or with "" clear) a client's alias; the updated entry, None if unknown."""
     with write_transaction():
-        cursor = db.execute_sql(
+        cursor = query(
             "UPDATE client SET alias = ? WHERE client_id = ? AND endpoint = (SELECT id FROM endpoint WHERE name = ?)",
             (alias, client_id, endpoint),
         )
@@ -89,14 +89,14 @@ def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_li
     selection, params = client_selection(endpoints, client_ids, endpoint_limit)
     with write_transaction():
         delete_records(endpoints, client_ids, end_ms, endpoint_limit=endpoint_limit)
-        gone = db.execute_sql(
+        gone = query(
             "SELECT c.id, e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint"
             f" WHERE c.id IN ({selection})"
             " AND NOT EXISTS (SELECT 1 FROM record r WHERE r.client = c.id)",
             params,
         ).fetchall()
         for part in chunks([ident for ident, _, _ in gone], 500):
-            db.execute_sql(f"DELETE FROM client WHERE id IN ({placeholders(len(part))})", part)
+            query(f"DELETE FROM client WHERE id IN ({placeholders(len(part))})", part)
     return sorted((name, client) for _, name, client in gone)
 
 
@@ -105,7 +105,7 @@ def client_names(client_entry_ids) -> dict[int, tuple[str, str]]:
     after a deletion, so callers keep these no longer than one read."""
     found = {}
     for part in chunks(list(client_entry_ids), 500):
-        rows = db.execute_sql(
+        rows = query(
             "SELECT c.id, e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint"
             f" WHERE c.id IN ({placeholders(len(part))})",
             part,

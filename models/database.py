@@ -4,9 +4,11 @@ import os
 import time
 from contextlib import contextmanager
 
-from peewee import DatabaseProxy, OperationalError, SqliteDatabase
+from peewee import DatabaseProxy, OperationalError, PostgresqlDatabase, SqliteDatabase
 from playhouse.db_url import connect as connect_url
-from playhouse.pool import PooledDatabase, PooledSqliteDatabase
+from playhouse.pool import PooledDatabase, PooledPostgresqlDatabase, PooledSqliteDatabase
+
+from .dialect import Postgres, SQLite
 
 db = DatabaseProxy()
 
@@ -31,13 +33,15 @@ SQLITE_PRAGMAS = {
 
 def open_database(target: str):
     """Bind `db` to a SQLite file path or a database URL (sqlite:///..., postgresql://...)."""
-    if "://" in target:
+    if target.startswith(("postgresql://", "postgres://")):
+        database = _postgres("postgresql://" + target.split("://", 1)[1])
+    elif "://" in target:
         if not target.startswith("sqlite"):
-            # A PostgreSQL backend is planned, not built: say so rather than half-work.
-            raise RuntimeError(f"ANALYTICS_DATABASE: only SQLite is supported for now, not {target.split(':')[0]!r}")
-        database = connect_url(target)
-        if isinstance(database, SqliteDatabase):
-            database = _sqlite(database.database)
+            raise RuntimeError(
+                f"ANALYTICS_DATABASE: {target.split(':')[0]!r} is not supported: use a SQLite path or "
+                "sqlite:///path, or postgresql://user@host/database"
+            )
+        database = _sqlite(connect_url(target).database)
     else:
         database = _sqlite(target)
     if isinstance(db.obj, PooledDatabase):
@@ -51,29 +55,53 @@ def open_database(target: str):
     return database
 
 
+def bind(database):
+    """Make `db` (back) into `database`, a result of open_database."""
+    if db.obj is not database:
+        db.initialize(database)
+
+
 def _sqlite(path: str) -> SqliteDatabase:
     # Pooled: a request's close() hands the connection back instead of closing it. Closing the
     # last connection to a WAL database checkpoints and removes the WAL (~5 ms), and a new one
     # runs every pragma again (~4 ms): far more than most requests take.
     # A pooled connection serves one thread at a time, but not always the thread that opened it.
-    return PooledSqliteDatabase(
+    database = PooledSqliteDatabase(
         path, pragmas=SQLITE_PRAGMAS, max_connections=128, stale_timeout=600, check_same_thread=False
     )
+    database.dialect = SQLite()
+    return database
+
+
+def _postgres(url: str) -> PostgresqlDatabase:
+    # psycopg 3: its executemany sends a batch in one round trip (pipeline mode).
+    database = PooledPostgresqlDatabase(url, prefer_psycopg3=True, max_connections=64, stale_timeout=600)
+    database.dialect = Postgres()
+    return database
 
 
 def is_sqlite() -> bool:
     return isinstance(db.obj, SqliteDatabase)
 
 
-def write_transaction():
-    """A transaction that takes the write lock at BEGIN on SQLite.
+def query(sql: str, params=()):
+    """Run one statement written with `?` placeholders (see models.dialect); its cursor."""
+    return db.execute_sql(db.obj.dialect.driver_sql(sql), params)
 
-    A deferred transaction that reads first and writes later fails at once with
-    "database is locked" when another writer got in between; IMMEDIATE waits (busy_timeout).
-    """
-    if is_sqlite():
-        return db.atomic("IMMEDIATE")
-    return db.atomic()
+
+def query_many(sql: str, rows):
+    """Run one statement written with `?` placeholders once per row of parameters."""
+    db.cursor().executemany(db.obj.dialect.driver_sql(sql), rows)
+
+
+@contextmanager
+def write_transaction():
+    """A transaction that holds the database's write lock from its start, so that writers take
+    turns and what a writer reads stays true until it commits (see models.dialect)."""
+    dialect = db.obj.dialect
+    with dialect.begin_write(db) as transaction:
+        dialect.lock_writes(query)
+        yield transaction
 
 
 @contextmanager
@@ -103,18 +131,5 @@ def retry_locked(operation, attempts: int = 20):
 
 
 def reclaim_space(pages_per_step: int = 2000):
-    """Give pages freed by deletions back to the filesystem, a bounded step at a time so that
-    writers are never held up for long, and refresh the planner's statistics."""
-    if not is_sqlite():
-        return
-    while db.execute_sql("PRAGMA freelist_count").fetchone()[0] > 0:
-        before = db.execute_sql("PRAGMA freelist_count").fetchone()[0]
-        db.execute_sql(f"PRAGMA incremental_vacuum({int(pages_per_step)})").fetchall()
-        if db.execute_sql("PRAGMA freelist_count").fetchone()[0] >= before:
-            break  # not an auto_vacuum database (created before it was set): nothing to do
-    # Planner statistics: PRAGMA optimize only looks at what its own connection queried, so it
-    # may do nothing here; a sampled ANALYZE (analysis_limit) is cheap at any size and always
-    # leaves statistics to plan with.
-    db.execute_sql("PRAGMA analysis_limit = 1000")
-    db.execute_sql("ANALYZE")
-    db.execute_sql("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+    """Give space freed by deletions back and refresh the planner's statistics (see models.dialect)."""
+    db.obj.dialect.reclaim_space(query, pages_per_step)

@@ -2,9 +2,9 @@
 
 from dataclasses import dataclass, field
 
-from .columns import CLIENT, COLUMNS_BY_NAME, ENDPOINT, INTEGER, TERM
-from .database import db
-from .utils import placeholders
+from .columns import COLUMNS_BY_NAME, ENDPOINT, INTEGER, TERM
+from .database import db, query
+from .utils import like_escape, placeholders
 
 SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex")
 
@@ -64,20 +64,20 @@ class Filters:
         return " AND ".join(parts) or "1 = 1", params
 
 
-# How the id of a stored string is found, by the column's storage.
-_LOOKUP = {
-    ENDPOINT: "SELECT id FROM endpoint WHERE name",
-    CLIENT: "SELECT id FROM client WHERE client_id",
-    TERM: "SELECT id FROM term WHERE value",
-}
+def lookup(column, values: list) -> tuple[str, list]:
+    """(SELECT of the ids under which the strings `values` of `column` are stored, params)."""
+    if column.storage == TERM:
+        condition, params = db.obj.dialect.term_in(values)
+        return f"SELECT id FROM term WHERE {condition}", params
+    table, name = ("endpoint", "name") if column.storage == ENDPOINT else ("client", "client_id")
+    return f"SELECT id FROM {table} WHERE {name} IN ({placeholders(len(values))})", list(values)
 
 
 def stored_ids(column, values: list) -> list:
     """The ids under which the strings `values` of `column` are stored (absent ones: none)."""
     if not values:
         return []
-    sql = f"{_LOOKUP[column.storage]} IN ({placeholders(len(values))})"
-    return [row[0] for row in db.execute_sql(sql, list(values))]
+    return [row[0] for row in query(*lookup(column, values))]
 
 
 def _column_condition(column, values, alias, inline=False) -> tuple[str, list]:
@@ -85,7 +85,8 @@ def _column_condition(column, values, alias, inline=False) -> tuple[str, list]:
     if column.storage == INTEGER:
         return f"{target} IN ({placeholders(len(values))})", list(values)
     if inline:
-        return f"{target} IN ({_LOOKUP[column.storage]} IN ({placeholders(len(values))}))", list(values)
+        sql, params = lookup(column, values)
+        return f"{target} IN ({sql})", params
     ids = stored_ids(column, values)
     # Ids resolved up front let the planner use the record indexes with plain constants.
     if not ids:
@@ -93,21 +94,17 @@ def _column_condition(column, values, alias, inline=False) -> tuple[str, list]:
     return f"{target} IN ({placeholders(len(ids))})", ids
 
 
-def _like_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
 def _search_condition(text: str, mode: str, alias: str) -> tuple[str, list]:
-    pattern = _like_escape(text)
+    pattern = like_escape(text)
+    like = db.obj.dialect.like_ascii_nocase("value")
     if mode == "apex":
-        names = "SELECT id FROM term WHERE value = ? OR value LIKE ? ESCAPE '\\'"
-        return f"{alias}.question IN ({names})", [text, "%." + pattern]
-    like = {
+        exact, params = db.obj.dialect.term_in([text])
+        return f"{alias}.question IN (SELECT id FROM term WHERE ({exact}) OR {like})", [*params, "%." + pattern]
+    pattern = {
         "includes": f"%{pattern}%",
         "excludes": f"%{pattern}%",
         "startsWith": f"{pattern}%",
         "endsWith": f"%{pattern}",
     }[mode]
-    names = "SELECT id FROM term WHERE value LIKE ? ESCAPE '\\'"
     negate = "NOT " if mode == "excludes" else ""
-    return f"{alias}.question {negate}IN ({names})", [like]
+    return f"{alias}.question {negate}IN (SELECT id FROM term WHERE {like})", [pattern]

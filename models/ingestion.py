@@ -2,7 +2,7 @@
 transaction per batch."""
 
 from . import rollups
-from .database import db, write_transaction
+from .database import db, query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
 from .utils import chunks, placeholders
@@ -72,7 +72,7 @@ def store_records(records: list[dict], in_transaction=None) -> int:
             + tuple(r[c] for c in PLAIN_COLUMNS)
             for r in records
         ]
-        db.cursor().executemany(_INSERT_RECORD, rows)
+        query_many(_INSERT_RECORD, rows)
         rollups.add_rows(rows, _ROW_FIELDS)
         if in_transaction is not None:
             in_transaction()
@@ -83,7 +83,7 @@ def endpoint_ids(names) -> dict[str, int]:
     """Ids of endpoints by name, creating the missing ones. Call inside a write transaction."""
     names = list(names)
     for part in chunks(names, 500):
-        db.execute_sql(
+        query(
             "INSERT INTO endpoint (name) VALUES " + ", ".join(["(?)"] * len(part)) + " ON CONFLICT (name) DO NOTHING",
             part,
         )
@@ -91,9 +91,7 @@ def endpoint_ids(names) -> dict[str, int]:
     for part in chunks(names, 500):
         found.update(
             (name, ident)
-            for ident, name in db.execute_sql(
-                f"SELECT id, name FROM endpoint WHERE name IN ({placeholders(len(part))})", part
-            )
+            for ident, name in query(f"SELECT id, name FROM endpoint WHERE name IN ({placeholders(len(part))})", part)
         )
     return found
 
@@ -116,7 +114,7 @@ def _upsert_clients(records, endpoints) -> dict[tuple[str, str], int]:
             for name in CLIENT_META_FIELDS:
                 ts, value = fields.get(name, (None, ""))
                 params += (value, ts)
-        rows = db.execute_sql(
+        rows = query(
             f"INSERT INTO client ({_CLIENT_COLUMNS}) VALUES "
             + ", ".join([f"({placeholders(width)})"] * len(part))
             + _CLIENT_UPSERT_TAIL,
@@ -129,5 +127,4 @@ def _upsert_clients(records, endpoints) -> dict[tuple[str, str], int]:
 
 def newest_record_id() -> int:
     """The highest record id ever assigned (AUTOINCREMENT: never reused)."""
-    row = db.execute_sql("SELECT seq FROM sqlite_sequence WHERE name = 'record'").fetchone()
-    return row[0] if row else 0
+    return db.obj.dialect.newest_record_id(query)

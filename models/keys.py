@@ -4,7 +4,7 @@ import hashlib
 import json
 import secrets
 
-from .database import db, write_transaction
+from .database import query, write_transaction
 
 SECRET_PREFIX = "dnsa_"
 
@@ -16,40 +16,40 @@ def secret_hash(secret: str) -> str:
 def create_key(name: str, scopes: list[str], endpoints: list[str] | None, now_ms: int) -> tuple[dict, str]:
     """A new key (as list_keys shows it) and its secret, which exists nowhere else afterwards."""
     secret = SECRET_PREFIX + secrets.token_urlsafe(32)
-    cursor = db.execute_sql(
-        "INSERT INTO api_key (name, secret_hash, scopes, endpoints, created) VALUES (?, ?, ?, ?, ?)",
+    (key_id,) = query(
+        "INSERT INTO api_key (name, secret_hash, scopes, endpoints, created) VALUES (?, ?, ?, ?, ?) RETURNING id",
         [name, secret_hash(secret), json.dumps(sorted(scopes)), _json_or_null(endpoints), now_ms],
-    )
-    return find_key_by_id(cursor.lastrowid), secret
+    ).fetchone()
+    return find_key_by_id(key_id), secret
 
 
 def find_key(secret: str) -> dict | None:
     """The live (not revoked) key with this secret."""
-    row = db.execute_sql(
+    row = query(
         f"SELECT {_COLUMNS} FROM api_key WHERE secret_hash = ? AND revoked IS NULL", [secret_hash(secret)]
     ).fetchone()
     return _key(row) if row else None
 
 
 def find_key_by_id(key_id: int) -> dict | None:
-    row = db.execute_sql(f"SELECT {_COLUMNS} FROM api_key WHERE id = ?", [key_id]).fetchone()
+    row = query(f"SELECT {_COLUMNS} FROM api_key WHERE id = ?", [key_id]).fetchone()
     return _key(row) if row else None
 
 
 def list_keys() -> list[dict]:
-    return [_key(row) for row in db.execute_sql(f"SELECT {_COLUMNS} FROM api_key ORDER BY id")]
+    return [_key(row) for row in query(f"SELECT {_COLUMNS} FROM api_key ORDER BY id")]
 
 
 def revoke_key(name_or_id: str, now_ms: int) -> dict | None:
     """Revoke a live key by name or id; the key as it was, or None if there is no such live key."""
     with write_transaction():
-        row = db.execute_sql(
+        row = query(
             f"SELECT {_COLUMNS} FROM api_key WHERE (name = ? OR CAST(id AS TEXT) = ?) AND revoked IS NULL",
             [name_or_id, name_or_id],
         ).fetchone()
         if row is None:
             return None
-        db.execute_sql("UPDATE api_key SET revoked = ? WHERE id = ?", [now_ms, row[0]])
+        query("UPDATE api_key SET revoked = ? WHERE id = ?", [now_ms, row[0]])
     return _key(row)
 
 

@@ -1,7 +1,7 @@
 """Deleting records, always together with the lost-record marks of their endpoints."""
 
 from . import rollups
-from .database import db, write_transaction
+from .database import db, query, write_transaction
 from .utils import placeholders
 
 
@@ -63,22 +63,24 @@ def _delete(victims: str, params: list) -> int:
     """Delete the records `victims` selects, with everything kept beside them: the endpoints'
     lost marks and the rollups. Their ids are taken once, into a temporary table, so that
     every step works on exactly the same rows."""
-    db.execute_sql("CREATE TEMP TABLE IF NOT EXISTS victim (id INTEGER PRIMARY KEY)")
-    db.execute_sql("DELETE FROM temp.victim")
-    db.execute_sql(f"INSERT INTO temp.victim SELECT id FROM ({victims}) AS chosen", params)
-    chosen = "id IN (SELECT id FROM temp.victim)"
-    marks = db.execute_sql(f"SELECT endpoint, MAX(ts) FROM record WHERE {chosen} GROUP BY endpoint").fetchall()
+    dialect = db.obj.dialect
+    query(dialect.victim_table)
+    query("DELETE FROM victim")
+    query(f"INSERT INTO victim SELECT id FROM ({victims}) AS chosen", params)
+    dialect.after_filling_temp_table(query, "victim")
+    chosen = "id IN (SELECT id FROM victim)"
+    marks = query(f"SELECT endpoint, MAX(ts) FROM record WHERE {chosen} GROUP BY endpoint").fetchall()
     raise_lost_marks(dict(marks))
     rollups.apply(chosen, [], -1)
-    deleted = db.execute_sql(f"DELETE FROM record WHERE {chosen}").rowcount
-    db.execute_sql("DELETE FROM temp.victim")
+    deleted = query(f"DELETE FROM record WHERE {chosen}").rowcount
+    query("DELETE FROM victim")
     return deleted
 
 
 def raise_lost_marks(marks: dict[int, int]):
     """Record, per endpoint id, the newest timestamp of records it is losing."""
     for endpoint_id, newest in marks.items():
-        db.execute_sql(
+        query(
             "UPDATE endpoint SET lost_mark = ? WHERE id = ? AND (lost_mark IS NULL OR lost_mark < ?)",
             (newest, endpoint_id, newest),
         )

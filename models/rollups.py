@@ -11,7 +11,7 @@ period are counted from the records.
 """
 
 from .columns import COLUMNS
-from .database import db
+from .database import query, query_many
 
 DAY_MS = 86_400_000
 # Rollups keep no NULLs (they are part of the key): an unknown value is stored as this.
@@ -31,7 +31,7 @@ PERIOD_MS = {**{dim: DAY_MS for dim in range(len(DIMS))}, HOURLY: HOUR_MS}
 
 _UPSERT = (
     "INSERT INTO rollup (dim, period, endpoint, value, n) VALUES (?, ?, ?, ?, ?)"
-    " ON CONFLICT (dim, period, endpoint, value) DO UPDATE SET n = n + excluded.n"
+    " ON CONFLICT (dim, period, endpoint, value) DO UPDATE SET n = rollup.n + excluded.n"
 )
 
 
@@ -53,7 +53,7 @@ def apply(condition: str, params: list, sign: int):
     The rows are read once and counted in Python: a GROUP BY per column over them cost several
     times more (seconds for a large client's deletion, all of it under the write lock)."""
     fields = ("ts", "endpoint", *(column.sql for column in DIMS))
-    cursor = db.execute_sql(f"SELECT {', '.join(fields)} FROM record WHERE {condition}", params)
+    cursor = query(f"SELECT {', '.join(fields)} FROM record WHERE {condition}", params)
     counts: dict[tuple, int] = {}
     while rows := cursor.fetchmany(10_000):
         _count(rows, fields, counts)
@@ -62,7 +62,7 @@ def apply(condition: str, params: list, sign: int):
         # Rows counted down to nothing go, so expired periods leave no trace behind.
         for dim in PERIOD_MS:
             periods = [key[1] for key in counts if key[0] == dim]
-            db.execute_sql(
+            query(
                 "DELETE FROM rollup WHERE dim = ? AND period BETWEEN ? AND ? AND n = 0",
                 [dim, min(periods), max(periods)],
             )
@@ -86,4 +86,4 @@ def _count(rows, fields, counts: dict) -> dict:
 
 
 def _upsert(counts: dict, sign: int):
-    db.cursor().executemany(_UPSERT, [(*key, sign * n) for key, n in counts.items()])
+    query_many(_UPSERT, [(*key, sign * n) for key, n in counts.items()])

@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from .columns import ENDPOINT, INTEGER, TERM, Column
-from .database import db
+from .database import query
 from .filters import Filters, stored_ids
 from .rollups import DAY_MS, DIM_OF, HOUR_MS, HOURLY, NULL_VALUE, rolled_up
 from .terms import term_values
@@ -92,7 +92,7 @@ def _from_records(filters: Filters, interval_ms, column, only) -> list[tuple]:
     keys = [_bucket_sql(interval_ms) if interval_ms else "NULL", f"r.{column.sql}" if column else "NULL"]
     if only is not None:
         condition, params = _only(condition, params, f"r.{column.sql}", only)
-    return db.execute_sql(
+    return query(
         f"SELECT {keys[0]}, {keys[1]}, COUNT(*) FROM record r WHERE {condition} GROUP BY 1, 2", params
     ).fetchall()
 
@@ -113,8 +113,9 @@ def _from_rollups(filters: Filters, dim, period_ms, first, last, interval_ms, co
         bucket = f"({start} - ((({start}) % {i}) + {i}) % {i})"
     else:
         bucket = "NULL"
-    return db.execute_sql(
-        f"SELECT {bucket}, {value if column else 'NULL'}, SUM(n) FROM rollup WHERE {condition} GROUP BY 1, 2",
+    return query(
+        f"SELECT {bucket}, {value if column else 'NULL'}, CAST(SUM(n) AS BIGINT) FROM rollup"
+        f" WHERE {condition} GROUP BY 1, 2",
         params,
     ).fetchall()
 
@@ -160,7 +161,7 @@ def _names(column: Column, stored_values) -> dict:
     table, name = ("endpoint", "name") if column.storage == ENDPOINT else ("client", "client_id")
     found = {}
     for part in chunks(present, 500):
-        found.update(db.execute_sql(f"SELECT id, {name} FROM {table} WHERE id IN ({placeholders(len(part))})", part))
+        found.update(query(f"SELECT id, {name} FROM {table} WHERE id IN ({placeholders(len(part))})", part))
     return found
 
 
@@ -180,7 +181,7 @@ def availability(filters: Filters) -> tuple[int | None, int | None, int]:
     condition, params = filters.where()
     # MIN and MAX alone can each be answered from one end of an index; the count from rollups.
     oldest, newest = (
-        db.execute_sql(f"SELECT {aggregate} FROM record r WHERE {condition}", params).fetchone()[0]
+        query(f"SELECT {aggregate} FROM record r WHERE {condition}", params).fetchone()[0]
         for aggregate in ("MIN(r.ts)", "MAX(r.ts)")
     )
     return oldest, newest, count(filters)

@@ -1,9 +1,8 @@
 """The tables of the record store and how they are created."""
 
-from peewee import SQL, BigIntegerField, CompositeKey, IntegerField, Model, TextField
-from playhouse.sqlite_ext import AutoIncrementField
+from peewee import SQL, BigAutoField, BigIntegerField, CompositeKey, IntegerField, Model, NodeList, TextField
 
-from .database import db, is_sqlite, retry_locked, write_transaction
+from .database import db, is_sqlite, query, retry_locked, write_transaction
 
 # Bumped when the schema changes; start-up migrates older databases forward.
 SCHEMA_VERSION = 5
@@ -16,6 +15,15 @@ CLIENT_META_FIELDS = ("host", "mac", "ip", "vendor", "os_type", "os_arch", "os_v
 def _text():
     """A text column that is '' when unknown, also for rows inserted by raw SQL."""
     return TextField(default="", constraints=[SQL("DEFAULT ''")])
+
+
+class NeverReusedId(BigAutoField):
+    """An id that is never handed out twice, even after the newest rows are deleted: SQLite's
+    AUTOINCREMENT (which keeps a high-water mark); a PostgreSQL sequence does so by itself."""
+
+    def ddl(self, ctx):
+        node = super().ddl(ctx)
+        return NodeList((node, SQL("AUTOINCREMENT"))) if is_sqlite() else node
 
 
 class BaseModel(Model):
@@ -44,7 +52,7 @@ class Client(BaseModel):
     """
 
     # Never reused: a client deleted and seen again is a different entry (and id).
-    id = AutoIncrementField()
+    id = NeverReusedId()
     endpoint = IntegerField()  # Endpoint.id
     client_id = TextField()
     alias = _text()
@@ -71,7 +79,7 @@ class Term(BaseModel):
     """Interned strings: records store the integer id of each repeated string (domains,
     profiles, ISPs, ...). Terms are never deleted, so an id means the same string forever."""
 
-    value = TextField(unique=True)
+    value = TextField()  # unique: see create_schema
 
 
 class StreamToken(BaseModel):
@@ -113,7 +121,7 @@ class Rollup(BaseModel):
     """Record counts per (column, period, endpoint, value): see models/rollups.py."""
 
     dim = IntegerField()
-    period = IntegerField()  # day or hour number since 1970, by dim
+    period = BigIntegerField()  # day or hour number since 1970, by dim (times ms: BIGINT arithmetic)
     endpoint = IntegerField()
     value = BigIntegerField()
     n = BigIntegerField()
@@ -140,7 +148,7 @@ class Record(BaseModel):
     deleted: it orders records with equal timestamps and numbers realtime events.
     """
 
-    id = AutoIncrementField()
+    id = NeverReusedId()
     ts = BigIntegerField()
     endpoint = IntegerField()  # Endpoint.id
     client = IntegerField()  # Client.id
@@ -187,18 +195,21 @@ TABLES = (Endpoint, Client, Term, StreamToken, ApiKey, AdminAction, JobLease, Ro
 
 def create_schema():
     """Create (or migrate) the schema. Safe when several processes start at once."""
+    dialect = db.obj.dialect
+    # A clustered key saves the rowid index on SQLite; PostgreSQL has no such option.
+    Rollup._meta.without_rowid = is_sqlite()
 
     def create():
-        with write_transaction():
-            version = db.execute_sql("PRAGMA user_version").fetchone()[0] if is_sqlite() else SCHEMA_VERSION
+        with write_transaction():  # also keeps two processes from creating tables at once
+            version = dialect.schema_version(query)
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
+            query(dialect.term_index())
             if 0 < version < 5:  # rollups as they are since version 5: count the records there already
                 from . import rollups
 
-                db.execute_sql("DROP TABLE IF EXISTS rollup_day")
-                db.execute_sql("DELETE FROM rollup")
+                query("DROP TABLE IF EXISTS rollup_day")
+                query("DELETE FROM rollup")
                 rollups.apply("1 = 1", [], 1)
-            if is_sqlite():
-                db.execute_sql(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            dialect.set_schema_version(query, SCHEMA_VERSION)
 
     retry_locked(create)

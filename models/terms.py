@@ -1,6 +1,6 @@
 """Interning of repeated strings: value <-> integer id, with a per-process cache."""
 
-from .database import db
+from .database import db, query
 from .utils import chunks, placeholders
 
 # Past this many entries the cache starts over rather than growing without bound.
@@ -29,8 +29,8 @@ def term_ids(values) -> dict[str, int]:
     found.update(existing)
     new = [value for value in missing if value not in existing]
     for part in chunks(new, 500):
-        db.execute_sql(
-            "INSERT INTO term (value) VALUES " + ", ".join(["(?)"] * len(part)) + " ON CONFLICT (value) DO NOTHING",
+        query(
+            "INSERT INTO term (value) VALUES " + ", ".join(["(?)"] * len(part)) + " ON CONFLICT DO NOTHING",
             part,
         )
     if new:
@@ -52,9 +52,7 @@ def term_values(ids) -> dict[int, str]:
         else:
             found[term] = value
     for part in chunks(missing, 500):
-        rows = db.execute_sql(
-            "SELECT id, value FROM term WHERE id IN (" + placeholders(len(part)) + ")", part
-        ).fetchall()
+        rows = query("SELECT id, value FROM term WHERE id IN (" + placeholders(len(part)) + ")", part).fetchall()
         _remember({value: term for term, value in rows})
         found.update(rows)
     return found
@@ -63,11 +61,8 @@ def term_values(ids) -> dict[int, str]:
 def _select_ids(values) -> dict[str, int]:
     found = {}
     for part in chunks(values, 500):
-        rows = db.execute_sql(
-            "SELECT value, id FROM term WHERE value IN (" + placeholders(len(part)) + ")",
-            part,
-        ).fetchall()
-        found.update(rows)
+        condition, params = db.obj.dialect.term_in(part)
+        found.update(query(f"SELECT value, id FROM term WHERE {condition}", params).fetchall())
     return found
 
 

@@ -3,7 +3,7 @@
 import json
 import secrets
 
-from .database import db, write_transaction
+from .database import query, write_transaction
 from .keys import secret_hash
 
 
@@ -12,8 +12,8 @@ def create_token(principal: dict, now_ms: int, lifetime_ms: int) -> tuple[str, i
     token = secrets.token_urlsafe(32)
     expires = now_ms + lifetime_ms
     with write_transaction():
-        db.execute_sql("DELETE FROM stream_token WHERE expires < ?", [now_ms])
-        db.execute_sql(
+        query("DELETE FROM stream_token WHERE expires < ?", [now_ms])
+        query(
             "INSERT INTO stream_token (token_hash, expires, principal) VALUES (?, ?, ?)",
             [secret_hash(token), expires, json.dumps(principal)],
         )
@@ -24,7 +24,7 @@ def redeem_token(token: str, now_ms: int) -> dict | None:
     """The principal of a valid token, which is used up by this call; None if unknown,
     already used or expired."""
     with write_transaction():
-        row = db.execute_sql(
+        row = query(
             "DELETE FROM stream_token WHERE token_hash = ? RETURNING expires, principal", [secret_hash(token)]
         ).fetchone()
     if row is None or row[0] < now_ms:

@@ -10,3 +10,8 @@ def chunks(items, size: int):
 
 def placeholders(count: int) -> str:
     return ", ".join(["?"] * count)
+
+
+def like_escape(text: str) -> str:
+    """`text` as a LIKE pattern that matches it literally (with ESCAPE '\\')."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,26 +1,79 @@
-"""Fixtures: a fresh app on its own SQLite file per test, its client and CLI runner."""
+"""Fixtures: a fresh app on a database of its own per test, its client and CLI runner.
 
+Every test that asks for a database (`database`, `new_database`, or the `app` built on it) runs
+once per engine: SQLite, and PostgreSQL on a throwaway server this session starts (see
+tests/postgres.py). Tests of what only SQLite has do not ask for one, or are `sqlite_only`.
+"""
+
+import postgres
 import pytest
+import stores
 
 from app import create_app
 
 from helpers import API_KEY
 
+ENGINES = ("sqlite", "postgresql")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "sqlite_only: tests something only the SQLite store has")
+    postgres.start_once()
+
+
+def pytest_unconfigure(config):
+    postgres.CLUSTER.stop()
+
+
+def pytest_report_header(config):
+    if postgres.UNAVAILABLE:
+        return [postgres.banner()]
+    return [f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}"]
+
+
+def pytest_terminal_summary(terminalreporter):
+    if postgres.UNAVAILABLE:
+        terminalreporter.section("PostgreSQL NOT TESTED", sep="!", red=True, bold=True)
+        terminalreporter.line(postgres.banner(), red=True, bold=True)
+
+
+def pytest_generate_tests(metafunc):
+    if "engine" in metafunc.fixturenames:
+        only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        metafunc.parametrize("engine", ENGINES[:1] if only_sqlite else ENGINES)
+
 
 @pytest.fixture
-def db_path(tmp_path):
-    return str(tmp_path / "analytics.db")
+def new_database(engine, tmp_path):
+    """A factory of fresh, empty databases of the test's engine (ANALYTICS_DATABASE values)."""
+    if engine == "postgresql" and postgres.UNAVAILABLE:
+        pytest.skip(postgres.banner())
+    made = []
+
+    def make(name: str = "analytics.db") -> str:
+        target = str(tmp_path / name) if engine == "sqlite" else postgres.CLUSTER.new_database()
+        made.append(target)
+        return target
+
+    yield make
+    for target in made:
+        stores.drop(target)
 
 
 @pytest.fixture
-def app(tmp_path, db_path):
+def database(new_database):
+    return new_database()
+
+
+@pytest.fixture
+def app(tmp_path, database):
     return create_app(
         {
             "TESTING": True,
             # Unexpected exceptions go through the error handler, as in production.
             "PROPAGATE_EXCEPTIONS": False,
             "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": db_path,
+            "ANALYTICS_DATABASE": database,
             "ANALYTICS_API_KEY": API_KEY,
         }
     )

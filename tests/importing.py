@@ -1,7 +1,7 @@
-"""What the importer tests read back: the activity log over HTTP, and row counts of the store's
-file for what HTTP does not show (the import positions, duplicates)."""
+"""What the importer tests read back: the activity log over HTTP, and row counts of the store
+for what HTTP does not show (the import positions, duplicates)."""
 
-import sqlite3
+import stores
 
 from helpers import AUTH
 
@@ -24,6 +24,5 @@ def questions(client) -> list[str]:
     return [r["question"] for r in logged(client)]
 
 
-def count_rows(db_path, table: str) -> int:
-    with sqlite3.connect(db_path) as conn:
-        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+def count_rows(database, table: str) -> int:
+    return stores.scalar(database, f"SELECT COUNT(*) FROM {table}")

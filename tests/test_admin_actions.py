@@ -1,8 +1,7 @@
 """GET /v2/admin-action: every change is recorded with who, when, from where and what."""
 
-import sqlite3
-
 import pytest
+import stores
 
 from helpers import AUTH, assert_error, ingest, record
 
@@ -65,13 +64,12 @@ def test_a_stored_key_is_named_in_the_log(data, runner):
     assert entry["sourceIp"] == "127.0.0.1", "X-Forwarded-For is not trusted by default"
 
 
-def test_failed_changes_leave_no_entry(data, db_path):
+def test_failed_changes_leave_no_entry(data, database):
     assert_error(data.put("/v2/client/alias/e1/zz", json="x", headers=AUTH), 404)
     assert_error(data.put("/v2/client/alias/e1/a", json="", headers=AUTH), 400)
     assert_error(data.delete("/v2/client", json={}, headers=AUTH), 400)
     assert_error(data.delete("/v2/activity-log", headers=AUTH), 400)
-    with sqlite3.connect(db_path) as conn:
-        conn.execute("CREATE TRIGGER refuse BEFORE DELETE ON client BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    stores.refuse_deletes(database, "client")
     assert_error(data.delete("/v2/client", json={"endTime": "2030-01-01T00:00:00Z"}, headers=AUTH), 500)
     assert actions(data) == []
 

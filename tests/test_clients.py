@@ -1,6 +1,6 @@
 """The Clients group, rule by rule (API.md, Clients)."""
 
-import sqlite3
+import stores
 
 from helpers import AUTH, assert_error, clients, ingest, record
 
@@ -223,21 +223,16 @@ def test_delete_bad_input_changes_nothing(client):
     assert len(clients(client)) == 2
 
 
-def test_delete_is_one_transaction(client, db_path):
+def test_delete_is_one_transaction(client, database):
     """A failure part-way (here: the entry deletion, after the records went) deletes nothing."""
     two_endpoints(client)
-    with sqlite3.connect(db_path) as conn:
-        conn.execute(
-            "CREATE TRIGGER refuse BEFORE DELETE ON client WHEN old.client_id = 'c'"
-            " BEGIN SELECT RAISE(ABORT, 'refused'); END"
-        )
+    stores.refuse_deletes(database, "client", "old.client_id = 'c'")
     response = client.delete("/v2/client", json={"endTime": T3}, headers=AUTH)
     assert_error(response, 500, 50001)
     items = clients(client)
     assert {e: set(v["clients"]) for e, v in items.items()} == {"ep1": {"a", "b"}, "ep2": {"a", "c"}}
     assert items["ep1"]["clients"]["b"]["lastActivityTime"] == T2, "records are all still there"
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM record").fetchone()[0] == 5
+    assert stores.scalar(database, "SELECT COUNT(*) FROM record") == 5
 
 
 def test_alias_set_replace_and_clear(client):

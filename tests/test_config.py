@@ -28,20 +28,18 @@ def test_default_database_lives_in_the_instance_folder(tmp_path, monkeypatch):
     assert (tmp_path / "inst" / "analytics.db").exists()
 
 
-def test_sqlite_url_and_restart_on_the_same_database(tmp_path):
-    config = {
-        "INSTANCE_PATH": str(tmp_path / "inst"),
-        "ANALYTICS_DATABASE": f"sqlite:///{tmp_path}/url.db",
-        "ANALYTICS_API_KEY": API_KEY,
-    }
+def test_restart_on_the_same_database(tmp_path, database):
+    target = f"sqlite:///{database}" if database.startswith("/") else database.replace("postgresql:", "postgres:")
+    config = {"INSTANCE_PATH": str(tmp_path / "inst"), "ANALYTICS_DATABASE": target, "ANALYTICS_API_KEY": API_KEY}
     ingest(create_app(config).test_client(), record())
     again = create_app(config).test_client()  # schema creation is idempotent
     assert again.get("/v2/client", headers=AUTH).json["items"]["ep1"]["clients"]["cl1"]
-    assert (tmp_path / "url.db").exists()
+    ingest(again, record(question="again.example"))
+    assert again.get("/v2/statistic/count?startTime=2000-01-01T00:00:00Z", headers=AUTH).json["count"] == 2
 
 
 def test_other_database_engines_are_refused_clearly(tmp_path):
     import pytest
 
-    with pytest.raises(RuntimeError, match="only SQLite"):
-        create_app({"INSTANCE_PATH": str(tmp_path), "ANALYTICS_DATABASE": "postgresql://u@localhost/x"})
+    with pytest.raises(RuntimeError, match="'mysql' is not supported"):
+        create_app({"INSTANCE_PATH": str(tmp_path), "ANALYTICS_DATABASE": "mysql://u@localhost/x"})

@@ -73,7 +73,7 @@ def test_formula_cells_are_neutralised(client):
         assert row[name] == "'" + value, name
 
 
-def test_export_imports_back_identically(client, tmp_path):
+def test_export_imports_back_identically(client, tmp_path, new_database):
     ingest(
         client,
         *[
@@ -102,7 +102,7 @@ def test_export_imports_back_identically(client, tmp_path):
     other = create_app(
         {
             "TESTING": True,
-            "ANALYTICS_DATABASE": str(tmp_path / "other.db"),
+            "ANALYTICS_DATABASE": new_database("other.db"),
             "ANALYTICS_API_KEY": API_KEY,
             "INSTANCE_PATH": str(tmp_path / "i"),
         }

@@ -2,7 +2,8 @@
 
 import os
 import re
-import sqlite3
+
+import stores
 
 from app.errors import ErrorCode
 
@@ -39,15 +40,14 @@ def test_405_wrong_method_keeps_allow_header(client):
     assert "GET" in response.headers["Allow"]
 
 
-def test_500_does_not_leak_internals(client, db_path):
+def test_500_does_not_leak_internals(client, database):
     ingest(client, record())
-    with sqlite3.connect(db_path) as conn:
-        conn.execute("DROP TABLE client")
+    stores.run_sql(database, "DROP TABLE client")
     response = client.get("/v2/client", headers=AUTH)
     error = assert_error(response, 500, 50001)
     text = response.get_data(as_text=True)
     assert error["message"] == "Internal server error."
-    for leak in ("Traceback", "SELECT", "sqlite", "no such table", "client c"):
+    for leak in ("Traceback", "SELECT", "sqlite", "psycopg", "no such table", "relation", "client c"):
         assert leak not in text
 
 

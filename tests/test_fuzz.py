@@ -4,6 +4,8 @@ import json
 import os
 import tempfile
 
+import postgres
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
@@ -18,16 +20,16 @@ from app import create_app
 from helpers import API_KEY, ingest, record
 
 
-def fuzz_app():
-    """The app under fuzzing, on its own temporary database with some records in it.
-    (schemathesis parametrizes at import time, so this one app is built then.)"""
+def fuzz_app(database):
+    """The app under fuzzing, on its own database with some records in it. (schemathesis
+    parametrizes at import time, so these apps are built then, one per engine.)"""
     path = tempfile.mkdtemp(prefix="fuzz-")
     app = create_app(
         {
             "TESTING": True,
             "PROPAGATE_EXCEPTIONS": False,
             "INSTANCE_PATH": os.path.join(path, "i"),
-            "ANALYTICS_DATABASE": os.path.join(path, "fuzz.db"),
+            "ANALYTICS_DATABASE": database or os.path.join(path, "fuzz.db"),
             "ANALYTICS_API_KEY": API_KEY,
         }
     )
@@ -35,8 +37,14 @@ def fuzz_app():
     return app
 
 
-# The realtime stream never ends by itself: it has its own tests.
-schema = schemathesis.openapi.from_wsgi("/v2/openapi.json", fuzz_app()).exclude(path="/v2/activity-log/realtime")
+def schema_for(database=None):
+    # The realtime stream never ends by itself: it has its own tests.
+    app = fuzz_app(database)
+    return schemathesis.openapi.from_wsgi("/v2/openapi.json", app).exclude(path="/v2/activity-log/realtime")
+
+
+schema = schema_for()
+postgres_schema = None if postgres.UNAVAILABLE else schema_for(postgres.CLUSTER.new_database())
 
 
 @schemathesis.serializer("application/x-ndjson")
@@ -53,11 +61,31 @@ def error_body_is_an_error_response(ctx, response, case):
         assert str(body["error"]["code"]).startswith(str(response.status_code)), body
 
 
-@schema.parametrize()
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
-def test_every_operation(case):
+def call_and_validate(case):
     case.call_and_validate(
         headers={"Authorization": API_KEY},
         checks=[not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance],
         additional_checks=[schemathesis.check(error_body_is_an_error_response)],
     )
+
+
+FUZZ = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@schema.parametrize()
+@FUZZ
+def test_every_operation(case):
+    call_and_validate(case)
+
+
+if postgres_schema is not None:
+
+    @postgres_schema.parametrize()
+    @FUZZ
+    def test_every_operation_on_postgresql(case):
+        call_and_validate(case)
+
+else:
+
+    def test_every_operation_on_postgresql():
+        pytest.skip(postgres.banner())

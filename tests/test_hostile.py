@@ -2,10 +2,10 @@
 change nothing; parameters never reach SQL as text."""
 
 import socket
-import sqlite3
 import time
 
 import pytest
+import stores
 
 from helpers import API_KEY, AUTH, assert_error, ingest, record
 from servers import Gunicorn
@@ -25,14 +25,13 @@ INJECTIONS = [
 
 
 @pytest.fixture
-def data(client, db_path):
+def data(client, database):
     ingest(client, *[record(f"e{i % 2}", f"c{i % 3}", question=f"q{i}.example.com") for i in range(12)])
     return client
 
 
-def counts(db_path):
-    with sqlite3.connect(db_path) as conn:
-        return [conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("record", "client", "endpoint")]
+def counts(database):
+    return [stores.scalar(database, f"SELECT COUNT(*) FROM {t}") for t in ("record", "client", "endpoint")]
 
 
 def string_parameters(client):
@@ -49,8 +48,8 @@ def string_parameters(client):
     return found
 
 
-def test_injection_shaped_values_in_every_string_parameter(data, db_path):
-    before = counts(db_path)
+def test_injection_shaped_values_in_every_string_parameter(data, database):
+    before = counts(database)
     parameters = string_parameters(data)
     assert len(parameters) > 30
     for path, name in parameters:
@@ -72,7 +71,7 @@ def test_injection_shaped_values_in_every_string_parameter(data, db_path):
         assert data.put(f"/v2/client/alias/{value}/c1", json={"alias": "x"}, headers=AUTH).status_code in (404, 400)
         data.delete("/v2/client", json={"endpointIds": [value], "clientIds": [value]}, headers=AUTH)
         data.delete(f"/v2/activity-log?clientId[]={value}", headers=AUTH)
-    assert counts(db_path) == before
+    assert counts(database) == before
 
 
 def test_search_metacharacters_are_literal(data):
@@ -93,21 +92,24 @@ def test_too_many_filter_values_and_too_long_strings(data):
 
 
 def test_nul_and_invalid_utf8_in_the_query_string(data):
-    assert data.get("/v2/client?endpointId=e1%00x", headers=AUTH).json == {"items": {}}
+    error = assert_error(data.get("/v2/client?endpointId=e1%00x", headers=AUTH), 400, 40001)
+    assert error["message"] == "Invalid 'endpointId': must not contain NUL characters."
+    assert_error(data.put("/v2/client/alias/e1/c%00", json="x", headers=AUTH), 400, 40001)
+    assert_error(data.delete("/v2/client", json={"clientIds": ["c\u0000"]}, headers=AUTH), 400, 40001)
     assert data.get("/v2/client?endpointId=%FF%FE", headers=AUTH).json == {"items": {}}
     body = data.get(f"/v2/activity-log?{WINDOW}&question[]=%C3%28", headers=AUTH).json
     assert body["queries"] == []
 
 
-def test_odd_bodies_on_every_body_taking_operation(data, db_path):
-    before = counts(db_path)
+def test_odd_bodies_on_every_body_taking_operation(data, database):
+    before = counts(database)
     bodies = [b"\x00\x01\x02", b"\xff" * 10, b"[" * 5000, b'{"a":' * 5000, b"null", b"1e999999", b'"\\ud800"']
     for method, path in (("POST", "/v2/ingest"), ("DELETE", "/v2/client"), ("PUT", "/v2/client/alias/e1/c1")):
         for raw in bodies:
             response = data.open(path, method=method, data=raw, content_type="application/json", headers=AUTH)
             assert 400 <= response.status_code < 500, (method, path, raw[:10], response.status_code)
             assert_error(response, response.status_code)
-    assert counts(db_path) == before
+    assert counts(database) == before
 
 
 def test_oversized_body_is_refused_before_it_is_read(tmp_path):

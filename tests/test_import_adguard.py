@@ -245,7 +245,7 @@ def test_a_half_written_last_line_waits_for_the_next_run(runner, client, log_pat
     assert questions(client) == ["a.example", "b.example"]
 
 
-def test_a_rotated_log_is_recognised_and_the_new_one_imported(runner, client, db_path, tmp_path, log_path):
+def test_a_rotated_log_is_recognised_and_the_new_one_imported(runner, client, database, tmp_path, log_path):
     write_log(log_path, *(entry(f"old{i}.example", i) for i in range(3)))
     assert runner.invoke(args=["import-adguard", str(log_path)]).exit_code == 0
     # AdGuard rotates by renaming; the old file may have grown before that.
@@ -258,7 +258,7 @@ def test_a_rotated_log_is_recognised_and_the_new_one_imported(runner, client, db
     assert "Imported 2 records" in runner.invoke(args=["import-adguard", str(log_path)]).output
     assert "Imported 0 records" in runner.invoke(args=["import-adguard", str(rotated)]).output
     assert len(logged(client)) == 6
-    assert count_rows(db_path, "import_progress") == 2  # one position per file
+    assert count_rows(database, "import_progress") == 2  # one position per file
 
 
 def test_an_interrupted_import_resumes_without_duplicates_or_gaps(runner, client, log_path, monkeypatch):

@@ -195,7 +195,7 @@ def test_rows_the_validator_rejects_are_skipped_and_counted(runner, client, ftl)
     assert questions(client) == ["good.example", "also-good.example"]
 
 
-def test_importing_twice_stores_nothing_new_and_new_rows_are_picked_up(runner, client, db_path, ftl):
+def test_importing_twice_stores_nothing_new_and_new_rows_are_picked_up(runner, client, database, ftl):
     for i in range(5):
         add_query(ftl, T0 + i, f"q{i}.example", "192.168.1.10")
     assert runner.invoke(args=["import-pihole", "--batch-size", "2", ftl]).exit_code == 0
@@ -210,7 +210,7 @@ def test_importing_twice_stores_nothing_new_and_new_rows_are_picked_up(runner, c
     more = runner.invoke(args=["import-pihole", ftl])
     assert "Imported 3 records" in more.output
     assert questions(client) == [f"q{i}.example" for i in range(8)]
-    assert count_rows(db_path, "import_progress") == 1
+    assert count_rows(database, "import_progress") == 1
 
 
 def test_an_interrupted_import_resumes_without_duplicates_or_gaps(runner, client, ftl, monkeypatch):

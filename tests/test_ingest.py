@@ -1,32 +1,31 @@
 """POST /v2/ingest: the three body formats, all-or-nothing validation, limits."""
 
 import json
-import sqlite3
 
 import pytest
+import stores
 
 from helpers import AUTH, assert_error, clients, ingest, record
 
 
-def stored(db_path, sql="SELECT COUNT(*) FROM record"):
-    with sqlite3.connect(db_path) as conn:
-        return conn.execute(sql).fetchone()[0]
+def stored(database, sql="SELECT COUNT(*) FROM record"):
+    return stores.scalar(database, sql)
 
 
-def test_json_array(client, db_path):
+def test_json_array(client, database):
     response = ingest(client, record(client_id="a"), record(client_id="b"))
     assert response.json == {"accepted": 2}
     assert set(clients(client)["ep1"]["clients"]) == {"a", "b"}
-    assert stored(db_path) == 2
+    assert stored(database) == 2
 
 
-def test_records_object(client, db_path):
+def test_records_object(client, database):
     response = client.post("/v2/ingest", json={"records": [record(), record()]}, headers=AUTH)
     assert response.json == {"accepted": 2}
-    assert stored(db_path) == 2
+    assert stored(database) == 2
 
 
-def test_ndjson(client, db_path):
+def test_ndjson(client, database):
     body = "\n".join(json.dumps(record(client_id=f"c{i}")) for i in range(3)) + "\n\n"
     response = client.post("/v2/ingest", data=body, content_type="application/x-ndjson", headers=AUTH)
     assert response.json == {"accepted": 3}
@@ -37,12 +36,12 @@ def test_empty_batch_is_fine(client):
     assert ingest(client).json == {"accepted": 0}
 
 
-def test_a_bad_record_in_the_middle_stores_nothing(client, db_path):
+def test_a_bad_record_in_the_middle_stores_nothing(client, database):
     batch = [record(client_id="a"), record(client_id="b"), record(client_id="c", question=""), record()]
     error = assert_error(client.post("/v2/ingest", json=batch, headers=AUTH), 400, 40005)
     assert "Record 2" in error["message"] and "'question'" in error["message"]
     assert clients(client) == {}
-    assert stored(db_path) == 0
+    assert stored(database) == 0
 
 
 @pytest.mark.parametrize(
@@ -70,11 +69,11 @@ def test_a_bad_record_in_the_middle_stores_nothing(client, db_path):
         ({"endpointId": "e" * 257}, "endpointId"),
     ],
 )
-def test_invalid_field_is_named(client, db_path, change, field):
+def test_invalid_field_is_named(client, database, change, field):
     batch = [record(), {**record(), **change}]
     error = assert_error(client.post("/v2/ingest", json=batch, headers=AUTH), 400, 40005)
     assert error["message"].startswith(f"Record 1: field '{field}'"), error["message"]
-    assert stored(db_path) == 0
+    assert stored(database) == 0
 
 
 def test_a_record_that_is_not_an_object(client):
@@ -93,15 +92,15 @@ def test_a_record_that_is_not_an_object(client):
         (b'{"endpointId": "e"}\n{broken', "application/x-ndjson"),
     ],
 )
-def test_malformed_bodies(client, db_path, body, content_type):
+def test_malformed_bodies(client, database, body, content_type):
     response = client.post("/v2/ingest", data=body, content_type=content_type, headers=AUTH)
     assert_error(response, 400, 40004)
-    assert stored(db_path) == 0
+    assert stored(database) == 0
 
 
-def test_question_is_stored_lower_case_without_trailing_dot(client, db_path):
+def test_question_is_stored_lower_case_without_trailing_dot(client, database):
     ingest(client, record(question="WWW.Example.COM."))
-    assert stored(db_path, "SELECT value FROM term t JOIN record r ON r.question = t.id") == "www.example.com"
+    assert stored(database, "SELECT value FROM term t JOIN record r ON r.question = t.id") == "www.example.com"
 
 
 def test_timestamp_defaults_to_receipt(client):
@@ -113,7 +112,7 @@ def test_timestamp_defaults_to_receipt(client):
     assert last > "2026-01-01"
 
 
-def test_full_record_is_accepted(client, db_path):
+def test_full_record_is_accepted(client, database):
     full = record(
         profileId="p1",
         rrType="AAAA",
@@ -142,30 +141,30 @@ def test_full_record_is_accepted(client, db_path):
     assert back["sourceGeoip"] == {"countryCode": "DE", "city": "Berlin", "isp": "ISP", "asn": 3320}
 
 
-def test_batch_of_ten_thousand(client, db_path):
+def test_batch_of_ten_thousand(client, database):
     batch = [record(client_id=f"c{i % 50}", question=f"d{i}.example") for i in range(10_000)]
     assert ingest(client, *batch).json == {"accepted": 10_000}
-    assert stored(db_path) == 10_000
+    assert stored(database) == 10_000
     assert len(clients(client)["ep1"]["clients"]) == 50
 
 
-def test_batch_limit(app, client, db_path):
+def test_batch_limit(app, client, database):
     app.config["ANALYTICS_MAX_BATCH"] = 3
     assert_error(client.post("/v2/ingest", json=[record()] * 4, headers=AUTH), 413, 41302)
-    assert stored(db_path) == 0
+    assert stored(database) == 0
 
 
-def test_body_limit_is_413_without_reading_the_body(app, client, db_path):
+def test_body_limit_is_413_without_reading_the_body(app, client, database):
     app.config["MAX_CONTENT_LENGTH"] = 1000
     body = json.dumps([record(question=f"d{i}.example") for i in range(100)])
     assert len(body) > 1000
     response = client.post("/v2/ingest", data=body, content_type="application/json", headers=AUTH)
     error = assert_error(response, 413, 41301)
     assert "ANALYTICS_MAX_BODY_MB" in error["message"]
-    assert stored(db_path) == 0
+    assert stored(database) == 0
 
 
-def test_validation_does_not_depend_on_what_came_before(client, db_path):
+def test_validation_does_not_depend_on_what_came_before(client, database):
     """true and 1.0 equal 1 in Python: a remembered valid {"asn": 1} must not let them in."""
     ingest(client, record(sourceGeoip={"asn": 1}), record(client={"host": "h", "os": {"type": "t"}}))
     for bad in (
@@ -174,4 +173,4 @@ def test_validation_does_not_depend_on_what_came_before(client, db_path):
         {"client": {"host": "h", "os": {"type": 1}}},
     ):
         assert_error(client.post("/v2/ingest", json=[{**record(), **bad}], headers=AUTH), 400, 40005)
-    assert stored(db_path) == 2
+    assert stored(database) == 2

@@ -158,8 +158,8 @@ class StreamReader(threading.Thread):
 
 
 @pytest.fixture
-def servers(tmp_path):
-    env = {"ANALYTICS_DATABASE": str(tmp_path / "shared.db"), "ANALYTICS_API_KEY": API_KEY}
+def servers(tmp_path, database):
+    env = {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}
     first = Gunicorn(tmp_path, env, workers=2)
     second = Gunicorn(tmp_path, env, workers=2)
     yield first, second

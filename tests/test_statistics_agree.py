@@ -83,13 +83,13 @@ def log_count(client, query) -> int:
     delete_endpoint=st.sampled_from([None, "e2"]),
 )
 def test_counts_agree_with_the_activity_log(
-    tmp_path_factory, data, chosen, group, window, delete_client, delete_endpoint
+    tmp_path_factory, new_database, data, chosen, group, window, delete_client, delete_endpoint
 ):
     path = tmp_path_factory.mktemp("prop")
     app = create_app(
         {
             "TESTING": True,
-            "ANALYTICS_DATABASE": str(path / "p.db"),
+            "ANALYTICS_DATABASE": new_database(f"{path.name}.db"),
             "ANALYTICS_API_KEY": API_KEY,
             "INSTANCE_PATH": str(path / "i"),
         }

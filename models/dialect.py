@@ -1,0 +1,139 @@
+"""What differs between SQLite and PostgreSQL, in one place.
+
+Every query elsewhere in models/ is written once, in SQL both engines run, with `?` placeholders
+(see database.query); what cannot be written once is a method here. The bound database carries
+its dialect (`db.obj.dialect`, set by open_database).
+"""
+
+from .utils import placeholders
+
+_ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# The key of the PostgreSQL advisory lock that serialises writers (see Postgres.lock_writes).
+_WRITE_LOCK_KEY = 0x444E5341  # "DNSA"
+
+
+def ascii_lower(text: str) -> str:
+    """Lower-case ASCII letters only, as SQLite's LIKE compares them."""
+    return text.translate(str.maketrans(_ASCII_UPPER, _ASCII_UPPER.lower()))
+
+
+class SQLite:
+    name = "sqlite"
+    # The ids of the records one deletion removes (see records._delete).
+    victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id INTEGER PRIMARY KEY)"
+
+    def driver_sql(self, sql: str) -> str:
+        return sql  # sqlite3 takes `?` placeholders as they are
+
+    def begin_write(self, db):
+        # Take the write lock at BEGIN: a deferred transaction that reads first and writes later
+        # fails at once with "database is locked" when another writer got in between, while
+        # IMMEDIATE waits its turn (busy_timeout).
+        return db.atomic("IMMEDIATE")
+
+    def lock_writes(self, query):
+        pass  # BEGIN IMMEDIATE already holds the database's one write lock
+
+    def newest_record_id(self, query) -> int:
+        row = query("SELECT seq FROM sqlite_sequence WHERE name = 'record'").fetchone()
+        return row[0] if row else 0
+
+    def term_in(self, values: list) -> tuple[str, list]:
+        """(condition on the term table's `value`, params) matching any of `values`."""
+        return f"value IN ({placeholders(len(values))})", list(values)
+
+    def term_index(self) -> str:
+        return "CREATE UNIQUE INDEX IF NOT EXISTS term_value ON term (value)"
+
+    def like_ascii_nocase(self, expr: str) -> str:
+        """`expr LIKE ?`, ignoring the case of ASCII letters (pass the pattern ascii_lower'ed)."""
+        return f"{expr} LIKE ? ESCAPE '\\'"  # SQLite's LIKE ignores ASCII case by itself
+
+    def json_array_rows(self, expr: str, alias: str) -> str:
+        """A FROM item with one row per element of the JSON text array `expr`, column `value`."""
+        return f"json_each({expr}) {alias}"
+
+    def after_filling_temp_table(self, query, table: str):
+        pass
+
+    def schema_version(self, query) -> int:
+        return query("PRAGMA user_version").fetchone()[0]
+
+    def set_schema_version(self, query, version: int):
+        query(f"PRAGMA user_version = {int(version)}")
+
+    def reclaim_space(self, query, pages_per_step: int):
+        """Give pages freed by deletions back to the filesystem, a bounded step at a time so that
+        writers are never held up for long, and refresh the planner's statistics."""
+        while query("PRAGMA freelist_count").fetchone()[0] > 0:
+            before = query("PRAGMA freelist_count").fetchone()[0]
+            query(f"PRAGMA incremental_vacuum({int(pages_per_step)})").fetchall()
+            if query("PRAGMA freelist_count").fetchone()[0] >= before:
+                break  # not an auto_vacuum database (created before it was set): nothing to do
+        # Planner statistics: PRAGMA optimize only looks at what its own connection queried, so it
+        # may do nothing here; a sampled ANALYZE (analysis_limit) is cheap at any size and always
+        # leaves statistics to plan with.
+        query("PRAGMA analysis_limit = 1000")
+        query("ANALYZE")
+        query("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+class Postgres(SQLite):
+    name = "postgresql"
+    victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id BIGINT PRIMARY KEY)"
+
+    def driver_sql(self, sql: str) -> str:
+        # psycopg's placeholders are %s, so a literal % (the modulo of time buckets) is doubled.
+        # No query here has a `?` or `%` inside a string literal: values are always parameters.
+        return sql.replace("%", "%%").replace("?", "%s")
+
+    def begin_write(self, db):
+        return db.atomic()
+
+    def lock_writes(self, query):
+        # Writers take turns, as on SQLite. This keeps every read-then-write step of the store
+        # (upserts, "is this client left without records", job leases) free of races, and it
+        # makes record ids commit in order: the realtime stream reads "ids above the last one
+        # sent" and would skip a lower id that committed after a higher one.
+        query("SELECT pg_advisory_xact_lock(?)", [_WRITE_LOCK_KEY])
+
+    def newest_record_id(self, query) -> int:
+        # A sequence counts ids handed out, committed or not: read it between writers, so that
+        # no batch in flight has ids below the answer that would commit after it.
+        from .database import write_transaction
+
+        with write_transaction():
+            last, called = query("SELECT last_value, is_called FROM record_id_seq").fetchone()
+        return last if called else 0
+
+    def term_in(self, values: list) -> tuple[str, list]:
+        # Terms can be longer than a B-tree entry may be (answer sets), so they are unique by
+        # their md5; comparing the value too keeps a collision from matching the wrong term.
+        marks = placeholders(len(values))
+        return f"md5(value) IN ({', '.join(['md5(?)'] * len(values))}) AND value IN ({marks})", [*values, *values]
+
+    def term_index(self) -> str:
+        return "CREATE UNIQUE INDEX IF NOT EXISTS term_value_md5 ON term (md5(value))"
+
+    def like_ascii_nocase(self, expr: str) -> str:
+        return f"translate({expr}, '{_ASCII_UPPER}', '{_ASCII_UPPER.lower()}') LIKE ? ESCAPE '\\'"
+
+    def json_array_rows(self, expr: str, alias: str) -> str:
+        return f"json_array_elements_text(CAST({expr} AS json)) AS {alias}(value)"
+
+    def after_filling_temp_table(self, query, table: str):
+        # Temporary tables have no statistics until analysed; without them the planner may scan
+        # the whole record table instead of probing its primary key once per id.
+        query(f"ANALYZE {table}")
+
+    def schema_version(self, query) -> int:
+        query("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        row = query("SELECT MAX(version) FROM schema_version").fetchone()
+        return row[0] or 0
+
+    def set_schema_version(self, query, version: int):
+        query("DELETE FROM schema_version")
+        query("INSERT INTO schema_version (version) VALUES (?)", [version])
+
+    def reclaim_space(self, query, pages_per_step: int):
+        pass  # autovacuum reclaims and analyses on its own schedule

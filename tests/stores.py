@@ -1,0 +1,57 @@
+"""Direct access to a test's database, whichever the engine, for what HTTP does not show
+(row counts, stored forms) and for injecting failures. `database` is an ANALYTICS_DATABASE
+value: a SQLite path, or a PostgreSQL URL whose search_path names the test's own schema."""
+
+import re
+import sqlite3
+from urllib.parse import unquote
+
+
+def is_postgres(database: str) -> bool:
+    return database.startswith("postgresql://")
+
+
+def run_sql(database: str, statement: str, params=()) -> list[tuple]:
+    """Run one statement (`?` placeholders) outside the service; its rows."""
+    if not is_postgres(database):
+        with sqlite3.connect(database, timeout=30) as conn:
+            return conn.execute(statement, params).fetchall()
+    import psycopg
+
+    with psycopg.connect(database, autocommit=True) as conn:
+        cursor = conn.execute(statement.replace("%", "%%").replace("?", "%s"), params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def scalar(database: str, statement: str, params=()):
+    return run_sql(database, statement, params)[0][0]
+
+
+def refuse_deletes(database: str, table: str, when: str = "TRUE"):
+    """Make every deletion of a `table` row matching `when` (SQL on `old`) fail, as a disk or
+    constraint failure part-way through a change would."""
+    if not is_postgres(database):
+        run_sql(
+            database,
+            f"CREATE TRIGGER refuse BEFORE DELETE ON {table} WHEN {when} BEGIN SELECT RAISE(ABORT, 'refused'); END",
+        )
+        return
+    run_sql(
+        database,
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$",
+    )
+    run_sql(
+        database, f"CREATE TRIGGER refuse BEFORE DELETE ON {table} FOR EACH ROW WHEN ({when}) EXECUTE FUNCTION refuse()"
+    )
+
+
+def drop(database: str):
+    """Remove a PostgreSQL test schema (SQLite files go with the test's folder)."""
+    if not is_postgres(database):
+        return
+    schema = re.search(r"search_path%3D(\w+)", database).group(1)
+    base = unquote(database.split("?", 1)[0])
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
