@@ -2,6 +2,7 @@
 
 import flask_smorest
 import marshmallow as ma
+import orjson
 from flask import Response, jsonify
 from flask.json.provider import DefaultJSONProvider
 from marshmallow import missing
@@ -111,14 +112,26 @@ class Api(flask_smorest.Api):
         self.spec.options["security"] = [{"ApiKey": []}]
 
 
+# Integer keys become strings, as with the json module.
+_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
 class JSONProvider(DefaultJSONProvider):
-    """Flask's JSON, reading request bodies with the same rules as everywhere else (see
-    requests.loads): deep nesting and lone surrogates are invalid JSON, a 400, not a 500."""
+    """Flask's JSON with orjson: request bodies read with the same rules as everywhere else
+    (see requests.loads), responses encoded several times faster than by the json module (a
+    full client list or log page is hundreds of kilobytes)."""
 
     sort_keys = False
 
     def loads(self, s, **kwargs):
-        return loads(s.decode("utf-8") if isinstance(s, bytes) else s)
+        return loads(s)
+
+    def dumps(self, obj, **kwargs):
+        return orjson.dumps(obj, default=self.default, option=_OPTIONS).decode("utf-8")
+
+    def response(self, *args, **kwargs):
+        body = orjson.dumps(self._prepare_response_obj(args, kwargs), default=self.default, option=_OPTIONS)
+        return self._app.response_class(body + b"\n", mimetype=self.mimetype)
 
 
 def prebuilt(body) -> Response:

@@ -1,8 +1,6 @@
 """Reading request input beyond marshmallow's reach: raw JSON bodies, and the rules every value obeys."""
 
-import json
-import re
-
+import orjson
 from flask import request
 
 from .errors import ApiError, ErrorCode
@@ -18,32 +16,22 @@ def json_body():
 
 def parse_json(raw: bytes, what: str = "The request body"):
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ApiError(ErrorCode.MALFORMED_BODY, f"{what} is not valid UTF-8.") from None
-    try:
-        return loads(text)
-    # json raises RecursionError on absurdly deep nesting: a malformed body like any other.
-    except (ValueError, RecursionError):
+        return loads(raw)
+    except ValueError:
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ApiError(ErrorCode.MALFORMED_BODY, f"{what} is not valid UTF-8.") from None
         raise ApiError(ErrorCode.MALFORMED_BODY, f"{what} is not valid JSON.") from None
 
 
-def loads(text: str):
-    """json.loads, refusing what cannot be stored as text: deep nesting and lone surrogates
-    (a "\\ud800" escape is valid JSON but no valid Unicode string). Raises ValueError."""
-    try:
-        value = json.loads(text)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
-    if _SURROGATE_ESCAPE.search(text):
-        try:
-            json.dumps(value, ensure_ascii=False).encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError("JSON holds a lone UTF-16 surrogate") from None
-    return value
+def loads(data: bytes | str):
+    """Parse JSON, refusing what cannot be stored as text or is not JSON at all: lone
+    surrogates (a "\\ud800" escape is valid JSON syntax but no valid Unicode string), nesting
+    deeper than 1,024 levels, NaN and Infinity. Raises ValueError.
 
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+    orjson: ingestion parses ~3 MB per batch, and it does so ~4x faster than the json module."""
+    return orjson.loads(data)
 
 
 def refuse_nul(value, path="body"):

@@ -1,7 +1,11 @@
 """Appending records: endpoints, client entries with their metadata, terms and rows in one
 transaction per batch."""
 
+from itertools import chain
+from operator import itemgetter
+
 from . import rollups
+from .columns import CLIENT, ENDPOINT, TERM
 from .database import db, query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
@@ -28,7 +32,6 @@ TERM_COLUMNS = (
     "answers",
 )
 PLAIN_COLUMNS = ("ts", "action", "src_asn", "dst_asn")
-_ROW_FIELDS = ("endpoint", "client", *TERM_COLUMNS, *PLAIN_COLUMNS)  # of the inserted tuples
 
 _INSERT_RECORD = (
     "INSERT INTO record (endpoint, client, "
@@ -54,6 +57,11 @@ _CLIENT_UPSERT_TAIL = (
 _CLIENT_COLUMNS = "endpoint, client_id, " + ", ".join(f"{f}, {f}_ts" for f in CLIENT_META_FIELDS)
 
 
+# The fields of a parsed record (see schemas.records.parse_record) that become record columns.
+_RECORD_FIELDS = ("endpoint_id", "client_id", *TERM_COLUMNS, *PLAIN_COLUMNS)
+_record_values = itemgetter(*_RECORD_FIELDS)
+
+
 def store_records(records: list[dict], in_transaction=None) -> int:
     """Store validated records (see schemas.records.parse_record) all or nothing.
 
@@ -62,18 +70,30 @@ def store_records(records: list[dict], in_transaction=None) -> int:
     """
     if not records:
         return 0
+    # Everything that needs no ids is done before taking the write lock, which writers share:
+    # the batch column by column, its strings, its clients' metadata, its rollup counts.
+    columns = dict(zip(_RECORD_FIELDS, zip(*map(_record_values, records), strict=True), strict=True))
+    client_keys = list(zip(columns["endpoint_id"], columns["client_id"], strict=True))
+    strings = set(chain.from_iterable(columns[column] for column in TERM_COLUMNS))
+    strings.discard(None)
+    metadata = _newest_metadata(records, client_keys, columns["ts"])
+    counts = rollups.count({**columns, "endpoint": columns["endpoint_id"], "client": client_keys})
     with write_transaction():
-        endpoints = endpoint_ids({r["endpoint_id"] for r in records})
-        clients = _upsert_clients(records, endpoints)
-        terms = term_ids(r[column] for r in records for column in TERM_COLUMNS if r[column] is not None)
-        rows = [
-            (endpoints[r["endpoint_id"]], clients[(r["endpoint_id"], r["client_id"])])
-            + tuple(None if r[c] is None else terms[r[c]] for c in TERM_COLUMNS)
-            + tuple(r[c] for c in PLAIN_COLUMNS)
-            for r in records
-        ]
+        endpoints = endpoint_ids(set(columns["endpoint_id"]))
+        clients = _upsert_clients(metadata, endpoints)
+        terms = term_ids(strings)
+        terms[None] = None
+        rows = list(
+            zip(
+                map(endpoints.__getitem__, columns["endpoint_id"]),
+                map(clients.__getitem__, client_keys),
+                *(map(terms.__getitem__, columns[column]) for column in TERM_COLUMNS),
+                *(columns[column] for column in PLAIN_COLUMNS),
+                strict=True,
+            )
+        )
         query_many(_INSERT_RECORD, rows)
-        rollups.add_rows(rows, _ROW_FIELDS)
+        rollups.add(rollups.resolved(counts, {ENDPOINT: endpoints, CLIENT: clients, TERM: terms}))
         if in_transaction is not None:
             in_transaction()
     return len(records)
@@ -96,31 +116,37 @@ def endpoint_ids(names) -> dict[str, int]:
     return found
 
 
-def _upsert_clients(records, endpoints) -> dict[tuple[str, str], int]:
-    """Create or update the client entries of a batch; their ids by (endpoint, client)."""
-    newest: dict[tuple[str, str], dict[str, tuple[int, str]]] = {}
-    for r in records:
-        fields = newest.setdefault((r["endpoint_id"], r["client_id"]), {})
-        for name, value in r["meta"].items():
-            seen = fields.get(name)
-            if seen is None or r["ts"] >= seen[0]:
-                fields[name] = (r["ts"], value)
+def _newest_metadata(records, client_keys, stamps) -> dict[tuple[str, str], tuple[dict, dict]]:
+    """Per client of the batch, the newest value of each metadata field it saw and the time it
+    saw it: ({field: value}, {field: ts}). Ties go to the later record."""
+    newest: dict[tuple[str, str], tuple[dict, dict]] = {}
+    for i in sorted(range(len(records)), key=stamps.__getitem__):  # stable: ties keep batch order
+        meta = records[i]["meta"]
+        values, times = newest.setdefault(client_keys[i], ({}, {}))
+        if meta:
+            values.update(meta)
+            times.update(dict.fromkeys(meta, stamps[i]))
+    return newest
+
+
+def _upsert_clients(metadata, endpoints) -> dict[tuple[str, str], int]:
+    """Create or update the client entries of a batch (see _newest_metadata); their ids by
+    (endpoint, client)."""
     width = 2 + 2 * len(CLIENT_META_FIELDS)
+    by_id = {ident: name for name, ident in endpoints.items()}
     ids = {}
-    for part in chunks(newest.items(), 500):
+    for part in chunks(metadata.items(), 500):
         params = []
-        for (endpoint, client), fields in part:
+        for (endpoint, client), (values, times) in part:
             params += (endpoints[endpoint], client)
             for name in CLIENT_META_FIELDS:
-                ts, value = fields.get(name, (None, ""))
-                params += (value, ts)
+                params += (values.get(name, ""), times.get(name))
         rows = query(
             f"INSERT INTO client ({_CLIENT_COLUMNS}) VALUES "
             + ", ".join([f"({placeholders(width)})"] * len(part))
             + _CLIENT_UPSERT_TAIL,
             params,
         ).fetchall()
-        by_id = {ident: name for name, ident in endpoints.items()}
         ids.update(((by_id[endpoint], client), ident) for ident, endpoint, client in rows)
     return ids
 

@@ -2,10 +2,11 @@
 
 from dataclasses import replace
 
+from . import rollups
 from .columns import ENDPOINT, INTEGER, TERM, Column
 from .database import query
 from .filters import Filters, stored_ids
-from .rollups import DAY_MS, DIM_OF, HOUR_MS, HOURLY, NULL_VALUE, rolled_up
+from .rollups import NULL_VALUE
 from .terms import term_values
 from .utils import chunks, placeholders
 
@@ -47,44 +48,46 @@ def buckets_by(filters: Filters, interval_ms: int, column: Column, values: list[
 
 def _grouped(filters: Filters, interval_ms=None, column=None, only=None) -> dict[tuple, int]:
     """Record counts by (bucket start or None, stored value of `column` or None), `only` those
-    stored values when given. Whole periods come from the rollups when the filters allow it
-    (endpoint filters only; days for columns, hours for plain counts; buckets made of whole
-    periods); the rest of the window is counted from the records."""
+    stored values when given.
+
+    The window is split into the whole periods the rollups can answer and the rest: whole days
+    first, then whole hours of what is left at the edges (where a column has hourly rollups),
+    then the records for the part hours left. Rollups answer only when the filters are on
+    endpoints alone, and only with buckets made of whole periods."""
     counts: dict[tuple, int] = {}
-    raw_parts = [filters]
-    rollup = _rollup_for(filters, interval_ms, column)
-    if rollup is not None:
-        dim, period_ms = rollup
-        first = -((-filters.start_ms) // period_ms) if filters.start_ms is not None else -(2**40)
-        last = (filters.end_ms + 1) // period_ms - 1 if filters.end_ms is not None else 2**40
-        if first <= last:
-            raw_parts = [
-                part
-                for part in (
-                    replace(filters, end_ms=first * period_ms - 1) if filters.start_ms is not None else None,
-                    replace(filters, start_ms=(last + 1) * period_ms) if filters.end_ms is not None else None,
+    parts = [filters]
+    for dim, period_ms in _usable_rollups(filters, interval_ms, column):
+        rest = []
+        for part in parts:
+            first = -((-part.start_ms) // period_ms) if part.start_ms is not None else -(2**40)
+            last = (part.end_ms + 1) // period_ms - 1 if part.end_ms is not None else 2**40
+            if first > last:
+                rest.append(part)
+                continue
+            _add(counts, _from_rollups(part, dim, period_ms, first, last, interval_ms, column, only))
+            rest += [
+                edge
+                for edge in (
+                    replace(part, end_ms=first * period_ms - 1) if part.start_ms is not None else None,
+                    replace(part, start_ms=(last + 1) * period_ms) if part.end_ms is not None else None,
                 )
-                if part is not None and part.start_ms <= part.end_ms
+                if edge is not None and edge.start_ms <= edge.end_ms
             ]
-            _add(counts, _from_rollups(filters, dim, period_ms, first, last, interval_ms, column, only))
-    for part in raw_parts:
+        parts = rest
+    for part in parts:
         _add(counts, _from_records(part, interval_ms, column, only))
     return counts
 
 
-def _rollup_for(filters: Filters, interval_ms, column) -> tuple[int, int] | None:
-    """(dim, period) of the rollup that can answer, or None."""
+def _usable_rollups(filters: Filters, interval_ms, column) -> list[tuple[int, int]]:
+    """(dim, period) of the rollups that can answer, longest periods first."""
     if not filters.endpoint_only():
-        return None
-    if column is None:
-        dim, period_ms = HOURLY, HOUR_MS
-    elif rolled_up(column.name):
-        dim, period_ms = DIM_OF[column.name], DAY_MS
-    else:
-        return None
-    if interval_ms and interval_ms % period_ms:
-        return None
-    return dim, period_ms
+        return []
+    return [
+        (dim, period_ms)
+        for dim, period_ms in rollups.levels(column.name if column else None)
+        if not interval_ms or interval_ms % period_ms == 0
+    ]
 
 
 def _from_records(filters: Filters, interval_ms, column, only) -> list[tuple]:
