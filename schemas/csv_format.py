@@ -50,7 +50,6 @@ class CsvEncoder:
         self._client_names = client_names  # client entry ids -> {id: (endpoint, client id)}
         self._clients: dict = {}  # client entry id -> its "endpoint,client" cells (this export only)
         self._ips: dict = {None: ""}  # answers term id -> ";"-joined IPs, quoted
-        self._days: dict = {}  # day number -> "YYYY-MM-DDT"
 
     def header(self) -> str:
         return ",".join(CSV_COLUMNS) + "\r\n"
@@ -68,7 +67,7 @@ class CsvEncoder:
         return (
             ",".join(
                 (
-                    self._timestamp(row[self._ts]),
+                    format_ms(row[self._ts]),
                     self._clients[row[self._client]],
                     *[cells[row[i]] for i in self._before_action],
                     "" if row[self._action] is None else str(row[self._action]),
@@ -92,16 +91,6 @@ class CsvEncoder:
         for term in {row[self._answers] for row in rows} & missing:
             ips = (ip for answer in json.loads(values[term]) for ip in answer.get("ips", ()))
             self._ips[term] = _quoted(";".join(ips))
-
-    def _timestamp(self, ms: int) -> str:
-        """format_ms, with the date worked out once per day."""
-        seconds, millis = divmod(ms, 1000)
-        day, second = divmod(seconds, 86_400)
-        prefix = self._days.get(day)
-        if prefix is None:
-            prefix = self._days[day] = format_ms(day * 86_400_000)[:11]
-        hours, rest = divmod(second, 3600)
-        return f"{prefix}{hours:02d}:{rest // 60:02d}:{rest % 60:02d}.{millis:03d}Z"
 
 
 def _quoted(text: str) -> str:
