@@ -258,7 +258,7 @@ def planner_statistics(path: str) -> bool:
 
 def housekeeping(server) -> dict:
     """Bring the loaded database to the state a running deployment keeps it in: the hourly
-    retention job ends with PRAGMA optimize, which runs ANALYZE on the record table. Run that
+    retention job ends with a sampled ANALYZE (models.reclaim_space). Run that
     job's command with a retention longer than the data (it deletes nothing); fall back to a
     plain ANALYZE where that leaves no planner statistics, and say so."""
     path = server.env["ANALYTICS_DATABASE"]
@@ -267,7 +267,7 @@ def housekeeping(server) -> dict:
     started = time.perf_counter()
     if has_retention_command(server):
         done = flask(server, env, "retention")
-        steps.append("flask --app wsgi retention with ANALYTICS_RETENTION_DAYS=3650 (deletes nothing; PRAGMA optimize)")
+        steps.append("flask --app wsgi retention with ANALYTICS_RETENTION_DAYS=3650 (deletes nothing; sampled ANALYZE)")
         if done.returncode != 0:
             error = f"flask --app wsgi retention: exit {done.returncode}: {(done.stdout + done.stderr)[-500:]}"
     analyzed = planner_statistics(path)

@@ -5,7 +5,7 @@ from peewee import SQL, BigAutoField, BigIntegerField, CompositeKey, IntegerFiel
 from .database import db, is_sqlite, query, retry_locked, write_transaction
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -204,7 +204,7 @@ def create_schema():
             version = dialect.schema_version(query)
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
             query(dialect.term_index())
-            if 0 < version < 6:  # rollups as they are since version 6: count the records there already
+            if 0 < version < 7:  # rollups as they are since version 7: count the records there already
                 from . import rollups
 
                 query("DROP TABLE IF EXISTS rollup_day")

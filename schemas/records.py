@@ -9,6 +9,7 @@ import functools
 import json
 
 import marshmallow as ma
+import orjson
 from marshmallow import fields
 
 from .datetimes import format_ms, parse_datetime
@@ -224,9 +225,10 @@ def _memoized(validate, value, path: str):
     if value is None:
         return validate(None, path)
     try:
-        key = (validate, _frozen(value))
-        hash(key)
-    except (TypeError, ValueError):
+        # The JSON text is the key: made in C, and it tells true, 1 and 1.0 apart, which
+        # are equal in Python but not to the validators.
+        key = (validate, orjson.dumps(value))
+    except TypeError:  # not JSON (an importer's own objects): validate every time
         return validate(value, path)
     found = _MEMO.get(key)
     if found is None:
@@ -235,17 +237,6 @@ def _memoized(validate, value, path: str):
             _MEMO.clear()
         _MEMO[key] = found
     return found
-
-
-def _frozen(value):
-    """A hashable stand-in for a parsed JSON value, cheap for the flat objects of a record
-    (geoip, client metadata); nested lists (answers) are keyed by their JSON text."""
-    if isinstance(value, dict):
-        # The type is part of the key: true, 1 and 1.0 are equal in Python, not in validation.
-        return tuple(
-            (name, _frozen(item) if isinstance(item, dict) else (type(item), item)) for name, item in value.items()
-        )
-    return _compact_json(value)
 
 
 def _answer_parts(value, path: str = "answers") -> tuple[str | None, dict]:
