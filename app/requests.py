@@ -11,7 +11,9 @@ def json_body():
     raw = request.get_data(cache=True)
     if not raw.strip():
         raise ApiError(ErrorCode.MALFORMED_BODY, "A JSON request body is required.")
-    return parse_json(raw)
+    body = parse_json(raw)
+    refuse_nul(body)
+    return body
 
 
 def parse_json(raw: bytes, what: str = "The request body"):

@@ -1,6 +1,6 @@
 """Client entries: listing with last-activity times, deletion, aliases."""
 
-from .database import query, write_transaction
+from .database import db, query, write_transaction
 from .records import client_selection, delete_records
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
@@ -16,10 +16,11 @@ def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=No
     endpoint's counts all its records, selected clients or not, and its lost-record mark.
     """
     selection, params = client_selection([endpoint] if endpoint is not None else None, client_ids, endpoint_limit)
+    order = db.obj.dialect.binary_order
     sql = (
         f"SELECT {_ENTRY_COLUMNS}, (SELECT MAX(r.ts) FROM record r WHERE r.client = c.id)"
         f" FROM client c JOIN endpoint e ON e.id = c.endpoint WHERE c.id IN ({selection})"
-        " ORDER BY e.name, c.client_id"
+        f" ORDER BY {order('e.name')}, {order('c.client_id')}"
     )
     items: dict[str, dict] = {}
     endpoint_ids = {}

@@ -53,6 +53,10 @@ class SQLite:
         """A FROM item with one row per element of the JSON text array `expr`, column `value`."""
         return f"json_each({expr}) {alias}"
 
+    def binary_order(self, expr: str) -> str:
+        """`expr` for ORDER BY, ordered by code point as SQLite orders text by default."""
+        return expr
+
     def after_filling_temp_table(self, query, table: str):
         pass
 
@@ -120,6 +124,11 @@ class Postgres(SQLite):
 
     def json_array_rows(self, expr: str, alias: str) -> str:
         return f"json_array_elements_text(CAST({expr} AS json)) AS {alias}(value)"
+
+    def binary_order(self, expr: str) -> str:
+        # The database's collation (often en_US) would order "B" after "a"; answers must not
+        # depend on the engine or its locale.
+        return f'{expr} COLLATE "C"'
 
     def after_filling_temp_table(self, query, table: str):
         # Temporary tables have no statistics until analysed; without them the planner may scan

@@ -52,7 +52,14 @@ class Cluster:
         data = os.path.join(self._folder, "data")
         if self._as_user:
             shutil.chown(self._folder, "postgres")
-        self._run("initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
+        initdb = ("initdb", "-D", data, "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
+        try:
+            # A locale collation, as most installations have, so that tests see what its text
+            # ordering does; plain C where the server was built without ICU.
+            self._run(*initdb, "--locale-provider=icu", "--icu-locale=en-US")
+        except Unavailable:
+            shutil.rmtree(data, ignore_errors=True)
+            self._run(*initdb)
         port = free_port()
         # Durability settings off: the tests crash the service, never the database server.
         options = (

@@ -172,6 +172,14 @@ def test_delete_keeps_a_client_active_after_end_time(client):
     assert response.json == {"deletedCount": 1}
 
 
+def test_listing_is_in_code_point_order_on_every_engine(client):
+    # A locale collation (PostgreSQL's en_US, say) would put "a" before "B" and "x-1" after "X2".
+    ingest(client, *[record(e, c) for e in ("a", "B") for c in ("x-1", "X2", "Ä")])
+    items = clients(client)
+    assert list(items) == ["B", "a"]
+    assert all(list(item["clients"]) == ["X2", "x-1", "Ä"] for item in items.values())
+
+
 def test_delete_with_end_time_equal_to_last_activity_deletes(client):
     ingest(client, record("ep1", "a", T1))
     response = client.delete("/v2/client", json={"endpointIds": ["ep1"], "endTime": T1}, headers=AUTH)

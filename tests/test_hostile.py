@@ -96,6 +96,8 @@ def test_nul_and_invalid_utf8_in_the_query_string(data):
     assert error["message"] == "Invalid 'endpointId': must not contain NUL characters."
     assert_error(data.put("/v2/client/alias/e1/c%00", json="x", headers=AUTH), 400, 40001)
     assert_error(data.delete("/v2/client", json={"clientIds": ["c\u0000"]}, headers=AUTH), 400, 40001)
+    assert_error(data.put("/v2/client/alias/e1/c1", json={"alias": "a\u0000b"}, headers=AUTH), 400, 40001)
+    assert_error(data.put("/v2/client/alias/e1/c1", json="a\u0000b", headers=AUTH), 400, 40001)
     assert data.get("/v2/client?endpointId=%FF%FE", headers=AUTH).json == {"items": {}}
     body = data.get(f"/v2/activity-log?{WINDOW}&question[]=%C3%28", headers=AUTH).json
     assert body["queries"] == []
