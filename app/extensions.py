@@ -13,7 +13,7 @@ from schemas.errors import ErrorResponseSchema
 from schemas.fields import NAMED_FIELD_SCHEMAS, Datetime, named_field_property
 
 from .errors import ApiError, ErrorCode, error_response
-from .requests import loads, parse_json, refuse_nul
+from .requests import checked_json, loads, refuse_nul
 
 
 class Parser(FlaskParser):
@@ -48,11 +48,7 @@ class Parser(FlaskParser):
             return missing
         data = req.get_data(cache=True)
         # An empty body is "no body" (webargs' rule), anything else must be valid JSON.
-        if not data.strip():
-            return missing
-        body = parse_json(data)
-        refuse_nul(body)
-        return body
+        return checked_json(data) if data.strip() else missing
 
     def _handle_invalid_json_error(self, error, req, *args, **kwargs):
         raise ApiError(ErrorCode.MALFORMED_BODY, "The request body is not valid JSON.")

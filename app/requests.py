@@ -11,6 +11,12 @@ def json_body():
     raw = request.get_data(cache=True)
     if not raw.strip():
         raise ApiError(ErrorCode.MALFORMED_BODY, "A JSON request body is required.")
+    return checked_json(raw)
+
+
+def checked_json(raw: bytes):
+    """A request body parsed as JSON and held to the rule every value obeys (refuse_nul).
+    Not for ingest bodies: records check their own strings, field by field."""
     body = parse_json(raw)
     refuse_nul(body)
     return body

@@ -6,6 +6,8 @@ import re
 import sqlite3
 from urllib.parse import unquote
 
+from models.dialect import Postgres
+
 
 def is_postgres(database: str) -> bool:
     return database.startswith("postgresql://")
@@ -19,7 +21,7 @@ def run_sql(database: str, statement: str, params=()) -> list[tuple]:
     import psycopg
 
     with psycopg.connect(database, autocommit=True) as conn:
-        cursor = conn.execute(statement.replace("%", "%%").replace("?", "%s"), params)
+        cursor = conn.execute(Postgres().driver_sql(statement), params)
         return cursor.fetchall() if cursor.description else []
 
 
