@@ -49,9 +49,10 @@ def create_app(test_config=None) -> Flask:
     docs.init_app(app)
 
     api = Api(app)
-    from . import activity_log, admin_actions, clients, data_availability, ingest, statistics, tokens
+    from . import activity_log, admin_actions, clients, data_availability, ingest, statistics
+    from .auth import token
 
-    api.register_blueprint(tokens.blp)
+    api.register_blueprint(token.blp)
     api.register_blueprint(ingest.blp)
     api.register_blueprint(activity_log.blp)
     api.register_blueprint(data_availability.blp)

@@ -15,9 +15,9 @@ from schemas.activity_log import (
 from schemas.csv_format import CsvEncoder
 from schemas.datetimes import format_ms
 from schemas.filters import filters_from
-from schemas.records import wire_records
+from schemas.records import query_data
 
-from . import audit, realtime
+from . import admin_actions, realtime
 from .auth import accepts_stream_token, endpoint_limit
 from .errors import ApiError, ErrorCode
 from .extensions import Blueprint, prebuilt
@@ -35,7 +35,7 @@ def list_records(query):
     """One page of the records in the window matching the filters."""
     filters = filters_from(query, endpoint_limit())
     queries = models.page_records(filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc")
-    return prebuilt({"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "queries": wire_records(queries)})
+    return prebuilt({"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "queries": query_data(queries)})
 
 
 @blp.route("", methods=["DELETE"])
@@ -52,7 +52,7 @@ def delete_records(query, body):
             ErrorCode.CONFIRMATION_REQUIRED,
             "Deleting the records of every endpoint needs all=true (or an endpointId/clientId filter).",
         )
-    entry = audit.BatchedEntry("activity_log.delete", endpoints)
+    entry = admin_actions.BatchedEntry("activity_log.delete", endpoints)
     deleted = models.delete_records(
         endpoints,
         client_ids,
@@ -74,7 +74,7 @@ def export_csv(query):
     name = f"activity-log_{format_ms(filters.start_ms)}_{format_ms(filters.end_ms)}.csv".replace(":", "-")
 
     def lines():
-        encoder = CsvEncoder(models.ROW_FIELDS, models.term_values, models.client_names)
+        encoder = CsvEncoder(models.ROW_FIELDS, models.value_texts)
         yield encoder.header()
         with models.connection():
             for rows in models.iter_raw_batches(filters, descending):

@@ -1,13 +1,17 @@
-"""The Admin Actions group: /v2/admin-action."""
+"""The Admin Actions group: /v2/admin-action, and writing its entries for changes made through
+the API (inside the change's transaction, so an entry exists exactly when its change is
+committed)."""
+
+from flask import g, request
 
 import models
+from models.clock import now_ms
 from schemas.admin_actions import AdminActionQuerySchema, GetAdminActionLogResponseSchema
-from schemas.datetimes import now_ms
 
-from .auth import endpoint_limit, requires
+from .auth import actor, endpoint_limit, requires
 from .extensions import Blueprint
 
-blp = Blueprint("admin_actions", __name__, url_prefix="/v2/admin-action", description="The audit log of changes.")
+blp = Blueprint("admin_actions", __name__, url_prefix="/v2/admin-action", description="The log of changes.")
 
 
 @blp.route("", methods=["GET"])
@@ -26,3 +30,41 @@ def list_actions(query):
         page_size=query["pageSize"],
     )
     return {"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "actions": actions}
+
+
+def request_metadata(result: dict) -> dict:
+    """The request's path parameters, query parameters and JSON body, and the result."""
+    body = request.get_json(silent=True) if request.is_json else None
+    return {
+        "path": dict(request.view_args or {}),
+        "query": {name: values if len(values) > 1 else values[0] for name, values in request.args.lists()},
+        "body": body,
+        "result": result,
+    }
+
+
+def touched_endpoints(named) -> list | None:
+    """The endpoints a change concerns: those the request named, else the key's limit, else
+    None (a change across all endpoints, shown only to keys without an endpoint limit)."""
+    if named:
+        return sorted(set(named))
+    limit = g.principal.endpoints
+    return None if limit is None else sorted(limit)
+
+
+def record(action: str, result: dict, named=None) -> int:
+    return models.record_action(action, actor(), request_metadata(result), touched_endpoints(named), now_ms())
+
+
+class BatchedEntry:
+    """One entry for a change committed in several transactions: created in the first,
+    brought up to date in each later one."""
+
+    def __init__(self, action: str, named=None):
+        self.action, self.named, self.entry = action, named, None
+
+    def __call__(self, result: dict):
+        if self.entry is None:
+            self.entry = record(self.action, result, self.named)
+        else:
+            models.update_metadata(self.entry, request_metadata(result))

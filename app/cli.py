@@ -11,13 +11,13 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 import models
+from models.clock import now_ms
 from schemas.csv_format import record_from_csv
-from schemas.datetimes import now_ms
 from schemas.records import RecordError, parse_records
 
+from .auth.keys import keys
 from .backup import backup_command
-from .importers.commands import import_adguard_command, import_pihole_command
-from .keys import keys
+from .feeds.commands import import_adguard_command, import_pihole_command
 from .requests import loads
 from .retention import retention_command
 

@@ -3,6 +3,7 @@
 import marshmallow as ma
 
 import models
+from models.clock import now_ms
 from schemas.clients import (
     AliasRequestSchema,
     ClientActivitySchema,
@@ -10,11 +11,12 @@ from schemas.clients import (
     DeleteClientRequestSchema,
     DeleteClientResponseSchema,
     GetClientResponseSchema,
+    client_activity,
+    client_items,
 )
-from schemas.datetimes import format_ms, now_ms
 from schemas.errors import ErrorResponseSchema
 
-from . import audit
+from . import admin_actions
 from .auth import endpoint_limit
 from .errors import ApiError, ErrorCode
 from .extensions import Blueprint, prebuilt
@@ -42,20 +44,8 @@ _ALIAS_BODY = {
 @blp.response(200, GetClientResponseSchema)
 def list_clients(query):
     """List endpoints and their clients, with last-activity times."""
-    items = models.list_clients(query.get("endpointId"), query.get("clientId"), endpoint_limit())
-    return prebuilt({"items": {name: _wire_endpoint(endpoint) for name, endpoint in items.items()}})
-
-
-def _wire_endpoint(endpoint: dict) -> dict:
-    return {
-        "lastActivityTime": format_ms(endpoint["lastActivityTime"]),
-        "clients": {client_id: _wire_client(entry) for client_id, entry in endpoint["clients"].items()},
-    }
-
-
-def _wire_client(entry: dict) -> dict:
-    last = entry["lastActivityTime"]
-    return {**entry, "lastActivityTime": None if last is None else format_ms(last)}
+    endpoints, rows = models.list_clients(query.get("endpointId"), query.get("clientId"), endpoint_limit())
+    return prebuilt(client_items(endpoints, rows))
 
 
 @blp.route("", methods=["DELETE"])
@@ -75,7 +65,7 @@ def delete_clients(body):
             "deletedCount": len(deleted),
             "deletedClients": [{"endpointId": e, "clientId": c} for e, c in deleted],
         }
-        audit.record("client.delete", result, endpoints)
+        admin_actions.record("client.delete", result, endpoints)
     return result
 
 
@@ -111,5 +101,5 @@ def _change_alias(endpoint: str, client_id: str, alias: str) -> dict:
         entry = models.set_alias(endpoint, client_id, alias)
         if entry is None:
             raise ApiError(ErrorCode.CLIENT_NOT_FOUND, "No such client for this endpoint.")
-        audit.record("client.alias.set" if alias else "client.alias.clear", {"alias": alias}, [endpoint])
-    return entry
+        admin_actions.record("client.alias.set" if alias else "client.alias.clear", {"alias": alias}, [endpoint])
+    return prebuilt(client_activity(entry))

@@ -3,8 +3,7 @@
 from flask import current_app
 
 import models
-from models.columns import COLUMNS
-from schemas.statistics import DataAvailabilitySchema
+from schemas.statistics import COLUMNS, DataAvailabilitySchema
 
 from .auth import endpoint_limit
 from .extensions import Blueprint

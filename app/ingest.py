@@ -3,7 +3,7 @@
 from flask import current_app, request
 
 import models
-from schemas.datetimes import now_ms
+from models.clock import now_ms
 from schemas.records import QueryDataSchema, RecordError, parse_records
 
 from .auth import check_endpoints
@@ -80,6 +80,9 @@ def ingest():
             ErrorCode.BATCH_TOO_LARGE,
             f"A batch holds at most {limit} records (ANALYTICS_MAX_BATCH); got {len(items)}.",
         )
+    # The key's endpoint limit first: a key must not make the service validate what it may
+    # not store anyway (validation is the costly part, and its memo keeps what it saw).
+    check_endpoints({e for item in items if isinstance(item, dict) and isinstance(e := item.get("endpointId"), str)})
     try:
         records = parse_records(items, now_ms())
     except RecordError as exc:
@@ -87,5 +90,4 @@ def ingest():
             ErrorCode.INVALID_RECORD,
             f"Record {exc.index}: field '{exc.field}' {exc.message}. Nothing was stored.",
         ) from None
-    check_endpoints({record["endpoint_id"] for record in records})
     return {"accepted": models.store_records(records)}

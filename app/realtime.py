@@ -15,7 +15,7 @@ import time
 from flask import Response, request
 
 import models
-from schemas.records import wire_records
+from schemas.records import query_data
 
 from .errors import ApiError, ErrorCode
 
@@ -58,13 +58,13 @@ def _events(filters, last_id: int, peer: socket.socket | None):
     last_write = time.monotonic()
     with models.connection():
         while True:
-            batch = models.records_after(filters, last_id)
-            for record_id, record in batch:
-                last_id = record_id
-                data = json.dumps(wire_records([record])[0], separators=(",", ":"))
-                yield f"id: {record_id}\ndata: {data}\n\n"
+            rows, newest = models.records_after(filters, last_id)
+            for row, record in zip(rows, query_data(rows), strict=True):
+                data = json.dumps(record, separators=(",", ":"))
+                yield f"id: {row.id}\ndata: {data}\n\n"
                 last_write = time.monotonic()
-            if batch:
+            if newest != last_id:
+                last_id = newest
                 continue
             if time.monotonic() - last_write >= KEEPALIVE_SECONDS:
                 yield ": keep-alive\n\n"

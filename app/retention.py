@@ -14,7 +14,8 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 import models
-from schemas.datetimes import format_ms, now_ms
+from models.clock import now_ms
+from schemas.datetimes import format_ms
 
 DAY_MS = 86_400_000
 RETENTION_BATCH = 10_000
@@ -40,7 +41,7 @@ def run_retention(actor: dict, now: int | None = None) -> int:
     cutoff = now - days * DAY_MS  # records strictly older than this expire
     entry = None
 
-    def audit(deleted_so_far: int):
+    def log_batch(deleted_so_far: int):
         nonlocal entry
         metadata = {
             "retentionDays": days,
@@ -52,7 +53,7 @@ def run_retention(actor: dict, now: int | None = None) -> int:
         elif entry is not None:
             models.update_metadata(entry, metadata)
 
-    deleted = models.delete_records(end_ms=cutoff - 1, batch_size=RETENTION_BATCH, after_batch=audit)
+    deleted = models.delete_records(end_ms=cutoff - 1, batch_size=RETENTION_BATCH, after_batch=log_batch)
     models.reclaim_space()
     return deleted
 

@@ -1,8 +1,9 @@
 """The Statistics group: /v2/statistic/count, /timeseries and /trend."""
 
 import models
-from models.columns import COLUMNS_BY_NAME
-from schemas.datetimes import MIN_MS, now_ms
+from catalogue import FIELDS_BY_NAME
+from models.clock import now_ms
+from schemas.datetimes import MIN_MS
 from schemas.filters import filters_from
 from schemas.statistics import (
     GROUPS,
@@ -34,7 +35,7 @@ _GROUP_PARAMETER = [
 def _column(group: str):
     if group not in GROUPS:
         raise ApiError(ErrorCode.INVALID_PARAMETER, f"Invalid 'group': must be one of {', '.join(GROUPS)}.")
-    return COLUMNS_BY_NAME[group]
+    return FIELDS_BY_NAME[group].sql
 
 
 @blp.route("/count", methods=["GET"])
@@ -53,7 +54,7 @@ def count_group(query, group):
     """Record counts per value of a column, the most (or least) frequent first."""
     column = _column(group)
     filters = filters_from(query, endpoint_limit())
-    top = models.top_values(models.count_by(filters, column), query["limit"], query["sortOrder"] == "desc")
+    top = models.top(filters, column, query["limit"], query["sortOrder"] == "desc")
     return {
         "startTime": filters.start_ms,
         "endTime": filters.end_ms,
@@ -97,7 +98,7 @@ def _bucket_starts(start_ms: int, end_ms: int, interval_ms: int) -> range:
 @blp.response(200, TimeSeriesResponseSchema)
 def timeseries(query):
     """Record counts per time bucket over the window, empty buckets included."""
-    return _series(query, lambda filters, interval: models.buckets(filters, interval), lambda found: found or 0)
+    return _series(query, models.series, lambda found: found or 0)
 
 
 @blp.route("/timeseries/<group>", methods=["GET"], parameters=_GROUP_PARAMETER)
@@ -109,9 +110,9 @@ def timeseries_group(query, group):
     values = []
 
     def count(filters, interval):
-        top = models.top_values(models.count_by(filters, column), query["groupLimit"])
-        values.extend(value for value, _ in top)
-        return models.buckets_by(filters, interval, column, values)
+        top, counts = models.top_series(filters, interval, column, query["groupLimit"])
+        values.extend(top)
+        return counts
 
     return _series(query, count, lambda found: {value: (found or {}).get(value, 0) for value in values})
 
@@ -150,20 +151,11 @@ def trend(query, group):
     if min(start, baseline_start) < MIN_MS:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'startTime': the windows would begin before the year 1.")
     filters = filters_from({**query, "startTime": start, "endTime": end}, endpoint_limit())
-    top = models.top_values(models.count_by(filters, column), query["limit"])
     baseline_filters = filters_from({**query, "startTime": baseline_start, "endTime": baseline_end}, endpoint_limit())
-    baseline = models.count_by(baseline_filters, column)
-    trends = []
-    for value, n in top:
-        before = baseline.get(value, 0)
-        trends.append(
-            {
-                "value": value,
-                "count": n,
-                "baselineCount": before,
-                "change": (n - before) / before if before else None,
-            }
-        )
+    trends = [
+        {"value": value, "count": n, "baselineCount": before, "change": (n - before) / before if before else None}
+        for value, n, before in models.trend(filters, baseline_filters, column, query["limit"])
+    ]
     return {
         "startTime": start,
         "endTime": end,

@@ -101,7 +101,7 @@ def load_raw(traffic, path: str, code_dir: str) -> dict:
         "rate": done / insert,
         "rate_with_generation": done / (insert + generate),
         "pragmas": layout["pragmas"],
-        "term_columns": layout["terms"],
+        "term_columns": [f["sql"] for f in layout["fields"] if f["storage"] == "term"],
     }
 
 

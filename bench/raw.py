@@ -12,12 +12,13 @@ from datetime import UTC, datetime, timedelta
 _CREATE_SCHEMA = """
 import json, sys
 import models
+from catalogue import FIELDS
 from models.database import SQLITE_PRAGMAS
-from models.ingestion import PLAIN_COLUMNS, TERM_COLUMNS
 models.open_database(sys.argv[1])
 with models.connection():
     models.create_schema()
-print(json.dumps({"pragmas": SQLITE_PRAGMAS, "terms": TERM_COLUMNS, "plain": PLAIN_COLUMNS}))
+fields = [{"name": f.name, "sql": f.sql, "storage": f.storage, "path": f.path} for f in FIELDS]
+print(json.dumps({"pragmas": SQLITE_PRAGMAS, "fields": fields}))
 """
 META = (("host", "host"), ("mac", "mac"), ("ip", "ip"), ("vendor", "vendor"))
 OS_META = (("os_type", "type"), ("os_arch", "arch"), ("os_version", "version"))
@@ -28,28 +29,9 @@ INSERT_CLIENT = (
     + ", ".join(["?"] * (3 + 2 * len(META + OS_META)))
     + ")"
 )
-# Every record column the loader can fill, in the order of its values tuple.
-COLUMN_VALUES = (
-    "profile",
-    "question",
-    "rr_type",
-    "status",
-    "protocol",
-    "trigger_type",
-    "trigger_value",
-    "spoof_target",
-    "src_country",
-    "src_city",
-    "src_isp",
-    "dst_country",
-    "dst_isp",
-    "src_ip",
-    "answers",
-    "ts",
-    "action",
-    "src_asn",
-    "dst_asn",
-)
+# Where the catalogue's fields that are no QueryData field of their own come from: the first
+# answer's geoip. A field that is in neither place stops the run (see RawLoader).
+FROM_FIRST_ANSWER = {"dstCountry": "countryCode", "dstIsp": "isp", "dstAsn": "asn"}
 _compact_json = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
@@ -73,21 +55,22 @@ class RawLoader:
         for name, value in layout["pragmas"].items():
             if name != "auto_vacuum":  # fixed when the schema was created
                 self.conn.execute(f"PRAGMA {name} = {value}")
-        unknown = set(layout["terms"] + layout["plain"]) - set(COLUMN_VALUES)
+        fields = [f for f in layout["fields"] if f["storage"] not in ("time", "endpoint", "client")]
+        unknown = [f["name"] for f in fields if not f["path"] and f["name"] not in FROM_FIRST_ANSWER]
         if unknown:
-            raise RuntimeError(f"the raw loader does not know the record columns {sorted(unknown)}")
-        self.terms_at = [COLUMN_VALUES.index(name) for name in layout["terms"]]
-        self.plain_at = [COLUMN_VALUES.index(name) for name in layout["plain"]]
-        columns = ", ".join(layout["terms"] + layout["plain"])
-        marks = ", ".join(["?"] * (2 + len(layout["terms"]) + len(layout["plain"])))
+            raise RuntimeError(f"the raw loader does not know where the fields {unknown} come from")
+        self.terms = [f for f in fields if f["storage"] == "term"]
+        self.plain = [f for f in fields if f["storage"] != "term"]
+        columns = ", ".join(["ts", *(f["sql"] for f in self.terms + self.plain)])
+        marks = ", ".join(["?"] * (3 + len(fields)))
         self.insert = f"INSERT INTO record (endpoint, client, {columns}) VALUES ({marks})"
-        self.terms: dict[str, int] = {}
+        self.term_ids: dict[str, int] = {}
         self.endpoints: dict[str, int] = {}
         self.clients: dict[tuple[int, str], int] = {}
 
     def store(self, records: list[dict]):
         new_terms, new_endpoints, new_clients = [], [], []
-        terms, endpoints, clients = self.terms, self.endpoints, self.clients
+        terms, endpoints, clients = self.term_ids, self.endpoints, self.clients
 
         def term(value):
             if not value:
@@ -109,35 +92,10 @@ class RawLoader:
             if client is None:
                 client = clients[(endpoint, r["clientId"])] = len(clients) + 1
                 new_clients.append(_client_row(client, endpoint, r, ts))
-            src = r.get("sourceGeoip") or {}
-            answers = r.get("answers") or []
-            dst = (answers[0].get("geoip") or {}) if answers else {}
-            # The values in COLUMN_VALUES order; the schema decides which become term ids.
-            values = (
-                r.get("profileId"),
-                r["question"].lower().rstrip("."),
-                r.get("rrType"),
-                r.get("statusCode"),
-                r.get("protocol"),
-                r.get("trigger"),
-                r.get("triggerValue"),
-                r.get("spoofTarget"),
-                src.get("countryCode"),
-                src.get("city"),
-                src.get("isp"),
-                dst.get("countryCode"),
-                dst.get("isp"),
-                r.get("sourceIp") or None,
-                _compact_json(answers) if answers else None,
-                ts,
-                r.get("action"),
-                src.get("asn"),
-                dst.get("asn"),
-            )
             rows.append(
-                (endpoint, client)
-                + tuple(term(values[i]) for i in self.terms_at)
-                + tuple(values[i] for i in self.plain_at)
+                (endpoint, client, ts)
+                + tuple(term(_value(r, f)) for f in self.terms)
+                + tuple(_value(r, f) for f in self.plain)
             )
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -153,6 +111,21 @@ class RawLoader:
 
     def close(self):
         self.conn.close()
+
+
+def _value(record: dict, field: dict):
+    """A field's value in a wire record, as the service stores it."""
+    if field["name"] in FROM_FIRST_ANSWER:
+        answers = record.get("answers") or [{}]
+        return (answers[0].get("geoip") or {}).get(FROM_FIRST_ANSWER[field["name"]])
+    value = record
+    for key in field["path"]:
+        value = (value or {}).get(key)
+    if field["name"] == "question":
+        return value.lower().rstrip(".")
+    if field["name"] == "answers":
+        return _compact_json(value) if value else None
+    return value
 
 
 def _client_row(ident: int, endpoint: int, record: dict, ts: int) -> tuple:

@@ -1,58 +1,63 @@
-"""The record store: peewee models on SQLite (WAL) or PostgreSQL, and the queries the API needs."""
+"""The record store: peewee models on SQLite (WAL) or PostgreSQL, and the queries the API needs.
 
-from .activity import ROW_FIELDS, iter_raw_batches, iter_records, newest_id, page_records, records_after
-from .audit import list_actions, record_action, update_metadata
-from .clients import client_names, delete_clients, get_client, list_clients, set_alias
+It speaks rows: named tuples with the store's column names. The wire (schemas/) makes JSON."""
+
+from .activity import ROW_FIELDS, RecordRow, iter_raw_batches, newest_id, page_records, records_after
+from .admin_actions import AdminActionRow, list_actions, record_action, update_metadata
+from .clients import ClientRow, delete_clients, get_client, list_clients, set_alias
 from .database import bind, connection, db, is_sqlite, open_database, reclaim_space, write_transaction
-from .filters import Filters
+from .filters import SEARCH_MODES, Filters
 from .ingestion import store_records
 from .jobs import claim, finish
 from .keys import create_key, find_key, list_keys, revoke_key
+from .names import BOOLEAN_TEXT, value_texts
 from .records import delete_records
-from .statistics import availability, buckets, buckets_by, count, count_by, top_values
+from .statistics import availability, count, series, top, top_series, trend
 from .tables import create_schema
-from .terms import term_values
 from .tokens import create_token, redeem_token
 
 __all__ = [
+    "BOOLEAN_TEXT",
     "ROW_FIELDS",
-    "iter_raw_batches",
+    "SEARCH_MODES",
+    "AdminActionRow",
+    "ClientRow",
+    "Filters",
+    "RecordRow",
+    "availability",
     "bind",
     "claim",
-    "client_names",
-    "create_key",
-    "find_key",
-    "finish",
-    "list_actions",
-    "list_keys",
-    "is_sqlite",
-    "reclaim_space",
-    "record_action",
-    "revoke_key",
-    "update_metadata",
-    "Filters",
-    "availability",
-    "buckets",
-    "buckets_by",
-    "count",
-    "count_by",
-    "term_values",
-    "top_values",
-    "create_token",
-    "iter_records",
-    "newest_id",
-    "page_records",
-    "records_after",
-    "redeem_token",
     "connection",
+    "count",
+    "create_key",
     "create_schema",
+    "create_token",
     "db",
     "delete_clients",
     "delete_records",
+    "find_key",
+    "finish",
     "get_client",
+    "is_sqlite",
+    "iter_raw_batches",
+    "list_actions",
     "list_clients",
+    "list_keys",
+    "newest_id",
     "open_database",
+    "page_records",
+    "reclaim_space",
+    "record_action",
+    "records_after",
+    "redeem_token",
+    "revoke_key",
+    "series",
     "set_alias",
     "store_records",
+    "top",
+    "top_series",
+    "trend",
+    "update_metadata",
+    "value_texts",
     "write_transaction",
 ]

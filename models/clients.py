@@ -1,16 +1,21 @@
 """Client entries: listing with last-activity times, deletion, aliases."""
 
+from collections import namedtuple
+
 from .database import db, query, write_transaction
 from .records import client_selection, delete_records
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
 
-_ENTRY_COLUMNS = "c.id, e.id, e.name, c.client_id, c.alias, " + ", ".join(f"c.{f}" for f in CLIENT_META_FIELDS)
+_ENTRY_COLUMNS = "e.name, c.client_id, c.alias, " + ", ".join(f"c.{f}" for f in CLIENT_META_FIELDS)
+# A client entry: its endpoint's name, its client id, alias, metadata, and the time of its
+# newest stored record (None when it has none).
+ClientRow = namedtuple("ClientRow", ["endpoint", "client_id", "alias", *CLIENT_META_FIELDS, "last_ts"])
 
 
-def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=None) -> dict:
-    """Endpoints with their selected clients, as
-    {endpoint: {"lastActivityTime": ms, "clients": {client_id: entry}}}.
+def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=None) -> tuple[dict, list]:
+    """The selected client entries, and the last activity of their endpoints:
+    ({endpoint name: ms or None}, [ClientRow]), ordered by endpoint name then client id.
 
     A client's last activity is its newest stored record (None when it has none); an
     endpoint's counts all its records, selected clients or not, and its lost-record mark.
@@ -18,20 +23,15 @@ def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=No
     selection, params = client_selection([endpoint] if endpoint is not None else None, client_ids, endpoint_limit)
     order = db.obj.dialect.binary_order
     sql = (
-        f"SELECT {_ENTRY_COLUMNS}, (SELECT MAX(r.ts) FROM record r WHERE r.client = c.id)"
+        f"SELECT e.id, {_ENTRY_COLUMNS}, (SELECT MAX(r.ts) FROM record r WHERE r.client = c.id)"
         f" FROM client c JOIN endpoint e ON e.id = c.endpoint WHERE c.id IN ({selection})"
         f" ORDER BY {order('e.name')}, {order('c.client_id')}"
     )
-    items: dict[str, dict] = {}
-    endpoint_ids = {}
-    for row in query(sql, params):
-        _, endpoint_id, name, client_id = row[:4]
-        endpoint_ids[endpoint_id] = name
-        item = items.setdefault(name, {"lastActivityTime": None, "clients": {}})
-        item["clients"][client_id] = _entry(row)
-    for endpoint_id, last in endpoint_last_activity(endpoint_ids).items():
-        items[endpoint_ids[endpoint_id]]["lastActivityTime"] = last
-    return items
+    entries, names = [], {}
+    for endpoint_id, *row in query(sql, params):
+        names[endpoint_id] = row[0]
+        entries.append(ClientRow._make(row))
+    return {names[ident]: last for ident, last in endpoint_last_activity(names).items()}, entries
 
 
 def endpoint_last_activity(endpoint_ids) -> dict[int, int | None]:
@@ -49,24 +49,10 @@ def endpoint_last_activity(endpoint_ids) -> dict[int, int | None]:
     return found
 
 
-def _entry(row) -> dict:
-    alias = row[4]
-    meta = dict(zip(CLIENT_META_FIELDS, row[5 : 5 + len(CLIENT_META_FIELDS)], strict=True))
-    return {
-        "lastActivityTime": row[-1],
-        "alias": alias,
-        "host": meta["host"],
-        "mac": meta["mac"],
-        "ip": meta["ip"],
-        "vendor": meta["vendor"],
-        "os": {"type": meta["os_type"], "arch": meta["os_arch"], "version": meta["os_version"]},
-    }
-
-
-def get_client(endpoint: str, client_id: str) -> dict | None:
-    """One client entry (as in list_clients), or None when it does not exist."""
-    item = list_clients(endpoint, [client_id]).get(endpoint)
-    return item["clients"][client_id] if item else None
+def get_client(endpoint: str, client_id: str) -> ClientRow | None:
+    """One client entry, or None when it does not exist."""
+    _, entries = list_clients(endpoint, [client_id])
+    return entries[0] if entries else None
 
 
 def set_alias(endpoint: str, client_id: str, alias: str) -> dict | None:
@@ -99,17 +85,3 @@ def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_li
         for part in chunks([ident for ident, _, _ in gone], 500):
             query(f"DELETE FROM client WHERE id IN ({placeholders(len(part))})", part)
     return sorted((name, client) for _, name, client in gone)
-
-
-def client_names(client_entry_ids) -> dict[int, tuple[str, str]]:
-    """(endpoint name, client id) of client entries by their ids. Entry ids can be reused
-    after a deletion, so callers keep these no longer than one read."""
-    found = {}
-    for part in chunks(list(client_entry_ids), 500):
-        rows = query(
-            "SELECT c.id, e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint"
-            f" WHERE c.id IN ({placeholders(len(part))})",
-            part,
-        )
-        found.update((ident, (endpoint, client)) for ident, endpoint, client in rows)
-    return found

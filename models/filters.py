@@ -1,18 +1,20 @@
-"""The shared filters of the Activity Log and Statistics operations, as one SQL condition."""
+"""The shared filters of the log and the statistics: a plain value, and its SQL condition."""
 
 from dataclasses import dataclass, field
 
-from .columns import COLUMNS_BY_NAME, ENDPOINT, INTEGER, TERM
+from catalogue import CLIENT, ENDPOINT, FIELDS_BY_SQL, TERM
+
 from .database import db, query
 from .utils import like_escape, placeholders
 
 SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Filters:
-    """Values per column name (ORed within a column, ANDed across), a question search, and
-    the time window [start_ms, end_ms] (either end may be open)."""
+    """Values per record column (ORed within a column, ANDed across), a question search, and
+    the time window [start_ms, end_ms] (either end may be open). Values are what the column
+    holds as text (names, strings), or the numbers of integer and boolean columns."""
 
     values: dict[str, list] = field(default_factory=dict)
     search: str | None = None
@@ -22,46 +24,56 @@ class Filters:
     endpoint_limit: frozenset | None = None  # a key's endpoint limit: always ANDed
 
     def endpoint_only(self) -> bool:
-        """Whether nothing but endpoints (and the window) narrows these filters: then daily
-        rollups, which are kept per endpoint, can answer for whole days."""
-        return not self.search and all(name == "endpointId" for name, values in self.values.items() if values)
+        """Whether nothing but endpoints (and the window) narrows these filters: then rollups,
+        which are kept per endpoint, can answer for whole periods."""
+        return not self.search and all(sql == "endpoint" for sql, values in self.values.items() if values)
+
+
+class Resolved:
+    """Filters with every name looked up as its stored id, once: the statistics ask for
+    several parts of a window, each with the same condition."""
+
+    def __init__(self, filters: Filters, alias: str = "r", inline: bool = False):
+        self.filters = filters
+        self.alias = alias
+        self.parts: list[str] = []
+        self.params: list = []
+        for sql, values in filters.values.items():
+            if values:
+                self._add(*_column_condition(FIELDS_BY_SQL[sql], values, alias, inline))
+        if filters.endpoint_limit is not None:
+            self._add(*_column_condition(FIELDS_BY_SQL["endpoint"], sorted(filters.endpoint_limit), alias, inline))
+        if filters.search:
+            self._add(*_search_condition(filters.search.lower(), filters.search_mode, alias))
+        self._endpoint_ids = ...
+
+    def _add(self, sql: str, params: list):
+        self.parts.append(sql)
+        self.params += params
+
+    def where(self, start_ms=..., end_ms=...) -> tuple[str, list]:
+        """(SQL condition, parameters) for the filters' window, or for [start_ms, end_ms]."""
+        start_ms = self.filters.start_ms if start_ms is ... else start_ms
+        end_ms = self.filters.end_ms if end_ms is ... else end_ms
+        parts, params = [], []
+        if start_ms is not None:
+            parts.append(f"{self.alias}.ts >= ?")
+            params.append(start_ms)
+        if end_ms is not None:
+            parts.append(f"{self.alias}.ts <= ?")
+            params.append(end_ms)
+        return " AND ".join(parts + self.parts) or "1 = 1", params + self.params
 
     def endpoint_ids(self) -> list[int] | None:
         """The ids of the endpoints these filters allow (None: all)."""
-        allowed = None
-        for names in (self.values.get("endpointId") or None, self.endpoint_limit):
-            if names is not None:
-                found = set(stored_ids(COLUMNS_BY_NAME["endpointId"], list(names)))
-                allowed = found if allowed is None else allowed & found
-        return None if allowed is None else sorted(allowed)
-
-    def where(self, alias: str = "r", inline: bool = False) -> tuple[str, list]:
-        """(SQL condition on the record table aliased `alias`, its parameters).
-
-        Values are looked up as ids first, so the planner sees constants; `inline` puts the
-        lookups inside the condition instead, so that the whole query reads one snapshot
-        (the realtime stream needs that: see records_after)."""
-        parts, params = [], []
-        if self.start_ms is not None:
-            parts.append(f"{alias}.ts >= ?")
-            params.append(self.start_ms)
-        if self.end_ms is not None:
-            parts.append(f"{alias}.ts <= ?")
-            params.append(self.end_ms)
-        for name, values in self.values.items():
-            if values:
-                sql, args = _column_condition(COLUMNS_BY_NAME[name], values, alias, inline)
-                parts.append(sql)
-                params += args
-        if self.endpoint_limit is not None:
-            sql, args = _column_condition(COLUMNS_BY_NAME["endpointId"], sorted(self.endpoint_limit), alias, inline)
-            parts.append(sql)
-            params += args
-        if self.search:
-            sql, args = _search_condition(self.search.lower(), self.search_mode, alias)
-            parts.append(sql)
-            params += args
-        return " AND ".join(parts) or "1 = 1", params
+        if self._endpoint_ids is ...:
+            allowed = None
+            for names in (self.filters.values.get("endpoint") or None, self.filters.endpoint_limit):
+                if names is not None:
+                    found = set(stored_ids(FIELDS_BY_SQL["endpoint"], list(names)))
+                    allowed = found if allowed is None else allowed & found
+            self._endpoint_ids = None if allowed is None else sorted(allowed)
+        return self._endpoint_ids
 
 
 def lookup(column, values: list) -> tuple[str, list]:
@@ -82,7 +94,7 @@ def stored_ids(column, values: list) -> list:
 
 def _column_condition(column, values, alias, inline=False) -> tuple[str, list]:
     target = f"{alias}.{column.sql}"
-    if column.storage == INTEGER:
+    if column.storage not in (TERM, ENDPOINT, CLIENT):
         return f"{target} IN ({placeholders(len(values))})", list(values)
     if inline:
         sql, params = lookup(column, values)

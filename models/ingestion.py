@@ -2,42 +2,29 @@
 transaction per batch."""
 
 from itertools import chain
-from operator import itemgetter
+
+from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
 from . import rollups
-from .columns import CLIENT, ENDPOINT, TERM
 from .database import db, query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
 from .utils import chunks, placeholders
 
-# Record columns that hold Term ids (the record dicts carry their strings under these keys).
-TERM_COLUMNS = (
-    "profile",
-    "question",
-    "rr_type",
-    "status",
-    "protocol",
-    "trigger_type",
-    "trigger_value",
-    "spoof_target",
-    "src_country",
-    "src_city",
-    "src_isp",
-    "dst_country",
-    "dst_isp",
-    # Source addresses and whole answer sets repeat too (a client's address; the answers of a
-    # domain), so they are interned like the rest: rows stay a few dozen bytes of small integers.
-    "src_ip",
-    "answers",
-)
-PLAIN_COLUMNS = ("ts", "action", "src_asn", "dst_asn")
-
+# Where each kind of value sits in a new record's values (catalogue order).
+_AT = {field.sql: i for i, field in enumerate(FIELDS)}
+_TS, _ENDPOINT, _CLIENT = _AT["ts"], _AT["endpoint"], _AT["client"]
+# Record columns that hold Term ids: source addresses and whole answer sets repeat too (a
+# client's address; the answers of a domain), so every string is interned: rows stay a few
+# dozen bytes of small integers.
+TERM_COLUMNS = tuple(field.sql for field in FIELDS if field.storage == TERM)
+_TERMS_AT = [_AT[sql] for sql in TERM_COLUMNS]
+_VALUES_AT = [i for i, field in enumerate(FIELDS) if field.storage not in (TERM, ENDPOINT, CLIENT)]
 _INSERT_RECORD = (
-    "INSERT INTO record (endpoint, client, "
-    + ", ".join(TERM_COLUMNS + PLAIN_COLUMNS)
+    "INSERT INTO record ("
+    + ", ".join(["endpoint", "client", *TERM_COLUMNS, *(FIELDS[i].sql for i in _VALUES_AT)])
     + ") VALUES ("
-    + placeholders(2 + len(TERM_COLUMNS) + len(PLAIN_COLUMNS))
+    + placeholders(2 + len(_TERMS_AT) + len(_VALUES_AT))
     + ")"
 )
 
@@ -57,13 +44,10 @@ _CLIENT_UPSERT_TAIL = (
 _CLIENT_COLUMNS = "endpoint, client_id, " + ", ".join(f"{f}, {f}_ts" for f in CLIENT_META_FIELDS)
 
 
-# The fields of a parsed record (see schemas.records.parse_record) that become record columns.
-_RECORD_FIELDS = ("endpoint_id", "client_id", *TERM_COLUMNS, *PLAIN_COLUMNS)
-_record_values = itemgetter(*_RECORD_FIELDS)
-
-
-def store_records(records: list[dict], in_transaction=None) -> int:
-    """Store validated records (see schemas.records.parse_record) all or nothing.
+def store_records(records: list[tuple], in_transaction=None) -> int:
+    """Store new records all or nothing. A new record is (values, client metadata): the
+    values of catalogue.FIELDS in its order (strings for terms, the endpoint's name and the
+    client's id; None: unknown), and {client column: value} of what it says of its client.
 
     `in_transaction`, if given, is called inside the same transaction once the records are
     written: what it writes commits (or rolls back) together with them.
@@ -72,23 +56,24 @@ def store_records(records: list[dict], in_transaction=None) -> int:
         return 0
     # Everything that needs no ids is done before taking the write lock, which writers share:
     # the batch column by column, its strings, its clients' metadata, its rollup counts.
-    columns = dict(zip(_RECORD_FIELDS, zip(*map(_record_values, records), strict=True), strict=True))
-    client_keys = list(zip(columns["endpoint_id"], columns["client_id"], strict=True))
-    strings = set(chain.from_iterable(columns[column] for column in TERM_COLUMNS))
+    columns = list(zip(*(values for values, _ in records), strict=True))
+    client_keys = list(zip(columns[_ENDPOINT], columns[_CLIENT], strict=True))
+    strings = set(chain.from_iterable(columns[i] for i in _TERMS_AT))
     strings.discard(None)
-    metadata = _newest_metadata(records, client_keys, columns["ts"])
-    counts = rollups.count({**columns, "endpoint": columns["endpoint_id"], "client": client_keys})
+    metadata = _newest_metadata(records, client_keys, columns[_TS])
+    by_sql = {field.sql: column for field, column in zip(FIELDS, columns, strict=True)}
+    counts = rollups.count({**by_sql, "client": client_keys})
     with write_transaction():
-        endpoints = endpoint_ids(set(columns["endpoint_id"]))
+        endpoints = endpoint_ids(set(columns[_ENDPOINT]))
         clients = _upsert_clients(metadata, endpoints)
         terms = term_ids(strings)
         terms[None] = None
         rows = list(
             zip(
-                map(endpoints.__getitem__, columns["endpoint_id"]),
+                map(endpoints.__getitem__, columns[_ENDPOINT]),
                 map(clients.__getitem__, client_keys),
-                *(map(terms.__getitem__, columns[column]) for column in TERM_COLUMNS),
-                *(columns[column] for column in PLAIN_COLUMNS),
+                *(map(terms.__getitem__, columns[i]) for i in _TERMS_AT),
+                *(columns[i] for i in _VALUES_AT),
                 strict=True,
             )
         )
@@ -121,7 +106,7 @@ def _newest_metadata(records, client_keys, stamps) -> dict[tuple[str, str], tupl
     saw it: ({field: value}, {field: ts}). Ties go to the later record."""
     newest: dict[tuple[str, str], tuple[dict, dict]] = {}
     for i in sorted(range(len(records)), key=stamps.__getitem__):  # stable: ties keep batch order
-        meta = records[i]["meta"]
+        meta = records[i][1]
         values, times = newest.setdefault(client_keys[i], ({}, {}))
         if meta:
             values.update(meta)

@@ -32,7 +32,7 @@ def delete_records(
     Without `batch_size` it runs as one statement inside the caller's transaction. With it,
     each batch is a transaction of its own, so writers queued behind a huge deletion get their
     turn between batches; every batch leaves records and marks consistent, and
-    `after_batch(deleted_so_far)` runs inside each batch's transaction (to keep an audit
+    `after_batch(deleted_so_far)` runs inside each batch's transaction (to keep an admin-action
     entry in step with what is committed).
     """
     where, params = [], []

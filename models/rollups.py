@@ -12,37 +12,45 @@ from the records (see statistics._grouped).
 
 from collections import Counter
 
-from .columns import COLUMNS, COLUMNS_BY_NAME, ENDPOINT
+from catalogue import DAY, ENDPOINT, FIELDS, HOUR
+
 from .database import query, query_many
 
 DAY_MS = 86_400_000
-# Rollups keep no NULLs (they are part of the key): an unknown value is stored as this.
-NULL_VALUE = -(2**62)
-# The rolled-up columns, by position: a rollup row's `dim`. Not the queried name: with tens of
-# thousands of names a day its rollup would be nearly as big as the records and cost a third of
-# ingestion's time, for little gain; questions are always counted from the records.
-UNROLLED = ("question",)
-DIMS = tuple(column for column in COLUMNS if column.groupable and column.name not in UNROLLED)
-DIM_OF = {column.name: i for i, column in enumerate(DIMS)}
 HOUR_MS = 3_600_000
 QUARTER_MS = 900_000
+# Rollups keep no NULLs (they are part of the key): an unknown value is stored as this.
+NULL_VALUE = -(2**62)
+# The columns counted per day and value, by position: a rollup row's `dim`. The catalogue
+# says which; `question` is not among them: with tens of thousands of names a day its rollup
+# would be nearly as big as the records and cost a third of ingestion's time.
+DIMS = tuple(field for field in FIELDS if DAY in field.rollups)
+DIM_OF = {field.sql: i for i, field in enumerate(DIMS)}
 # Plain counts per hour and endpoint, and per quarter hour and endpoint (value always 0): time
 # series of every length read these (a day's default buckets are quarter hours). Cheap to keep:
 # at most 96 rows a day per endpoint.
 HOURLY = len(DIMS)
 QUARTERLY = HOURLY + 1
 # Columns also counted per hour and value, so that their time series and their counts over
-# windows that start or end mid-day (the last 24 hours) read rollups too: `action` (a handful
-# of values, the usual chart) and `clientId` ("who asked most today"). A row per (hour,
-# endpoint, value) adds up: at 10M records the clientId rows add ~3 bytes per record.
-HOURLY_COLUMNS = ("action", "clientId")
-HOURLY_DIM_OF = {name: QUARTERLY + 1 + i for i, name in enumerate(HOURLY_COLUMNS)}
+# windows that start or end mid-day (the last 24 hours) read rollups too: in the catalogue,
+# `action` (a handful of values, the usual chart) and the client ("who asked most today").
+# A row per (hour, endpoint, value) adds up: at 10M records the client rows add ~3 bytes per
+# record.
+HOURLY_FIELDS = tuple(field for field in FIELDS if HOUR in field.rollups)
+HOURLY_DIM_OF = {field.sql: QUARTERLY + 1 + i for i, field in enumerate(HOURLY_FIELDS)}
 PERIOD_MS = {
     **{dim: DAY_MS for dim in range(len(DIMS))},
     HOURLY: HOUR_MS,
     QUARTERLY: QUARTER_MS,
     **{dim: HOUR_MS for dim in HOURLY_DIM_OF.values()},
 }
+# What the rows mean: a database whose rollups were counted under another layout has them
+# counted anew at start-up (see tables.create_schema).
+LAYOUT = ";".join(
+    [f"{dim}:{field.sql}:day" for dim, field in enumerate(DIMS)]
+    + [f"{HOURLY}:hour", f"{QUARTERLY}:quarter"]
+    + [f"{dim}:{sql}:hour" for sql, dim in HOURLY_DIM_OF.items()]
+)
 
 
 _UPSERT = (
@@ -51,15 +59,15 @@ _UPSERT = (
 )
 
 
-def levels(column_name: str | None) -> list[tuple[int, int]]:
-    """The rollups that count records by `column_name` (None: plain counts), as (dim, period
-    length), longest periods first."""
-    if column_name is None:
+def levels(column: str | None) -> list[tuple[int, int]]:
+    """The rollups that count records by the record column `column` (None: plain counts), as
+    (dim, period length), longest periods first."""
+    if column is None:
         # The endpoint's daily rollup counts every record once a day, like a plain count.
-        return [(DIM_OF["endpointId"], DAY_MS), (HOURLY, HOUR_MS), (QUARTERLY, QUARTER_MS)]
-    found = [(DIM_OF[column_name], DAY_MS)] if column_name in DIM_OF else []
-    if column_name in HOURLY_DIM_OF:
-        found.append((HOURLY_DIM_OF[column_name], HOUR_MS))
+        return [(DIM_OF["endpoint"], DAY_MS), (HOURLY, HOUR_MS), (QUARTERLY, QUARTER_MS)]
+    found = [(DIM_OF[column], DAY_MS)] if column in DIM_OF else []
+    if column in HOURLY_DIM_OF:
+        found.append((HOURLY_DIM_OF[column], HOUR_MS))
     return found
 
 
@@ -81,8 +89,8 @@ def count(columns: dict[str, list]) -> dict[tuple, int]:
     quarters = [ts // QUARTER_MS for ts in columns["ts"]]
     for (quarter, endpoint), n in Counter(zip(quarters, endpoints, strict=True)).items():
         counts[(QUARTERLY, quarter, endpoint, 0)] = n
-    for name, dim in HOURLY_DIM_OF.items():
-        values = columns[COLUMNS_BY_NAME[name].sql]
+    for sql, dim in HOURLY_DIM_OF.items():
+        values = columns[sql]
         for (hour, endpoint, value), n in Counter(zip(hours, endpoints, values, strict=True)).items():
             counts[(dim, hour, endpoint, NULL_VALUE if value is None else value)] = n
     return counts
@@ -93,7 +101,7 @@ def resolved(counts: dict[tuple, int], ids_by_storage: dict) -> dict[tuple, int]
     of their storage (ENDPOINT, CLIENT, TERM; INTEGER values are stored as they are)."""
     endpoint_ids = ids_by_storage[ENDPOINT]
     maps = {dim: ids_by_storage.get(column.storage) for dim, column in enumerate(DIMS)}
-    maps.update((dim, ids_by_storage.get(COLUMNS_BY_NAME[name].storage)) for name, dim in HOURLY_DIM_OF.items())
+    maps.update((HOURLY_DIM_OF[field.sql], ids_by_storage.get(field.storage)) for field in HOURLY_FIELDS)
     maps[HOURLY] = maps[QUARTERLY] = None
     resolved_counts: dict[tuple, int] = {}
     for (dim, period, endpoint, value), n in counts.items():
@@ -117,7 +125,7 @@ def apply(condition: str, params: list, sign: int):
 
     The rows are read once and counted in Python: a GROUP BY per column over them cost several
     times more (seconds for a large client's deletion, all of it under the write lock)."""
-    fields = ("ts", "endpoint", *(column.sql for column in DIMS))
+    fields = tuple(dict.fromkeys(["ts", "endpoint", *(field.sql for field in DIMS + HOURLY_FIELDS)]))
     cursor = query(f"SELECT {', '.join(fields)} FROM record WHERE {condition}", params)
     counts: dict[tuple, int] = {}
     while rows := cursor.fetchmany(10_000):

@@ -1,52 +1,70 @@
 """Aggregates over the records, computed in SQL: counts, counts per group, time buckets."""
 
-from dataclasses import replace
+from catalogue import BOOLEAN, FIELDS_BY_SQL, INTEGER, Field
 
 from . import rollups
-from .columns import ENDPOINT, INTEGER, TERM, Column
 from .database import query
-from .filters import Filters, stored_ids
+from .filters import Filters, Resolved, stored_ids
+from .names import BOOLEAN_TEXT, value_texts
 from .rollups import NULL_VALUE
-from .terms import term_values
-from .utils import chunks, placeholders
+from .utils import placeholders
 
 
 def count(filters: Filters) -> int:
-    return sum(_grouped(filters).values())
+    """The number of records the filters select."""
+    return sum(_grouped(Resolved(filters)).values())
 
 
-def count_by(filters: Filters, column: Column) -> dict[str, int]:
-    """Record counts per value of `column` ("" for unknown), for every value present."""
-    return _merge(column, [(value, n) for (_, value), n in _grouped(filters, column=column).items()])
+def top(filters: Filters, column: str, limit: int, descending: bool = True) -> list[tuple[str, int]]:
+    """The `limit` most (or least) frequent values of the record column `column` as
+    (text, count), ties by text ascending; "" stands for unknown."""
+    return _top(_count_by(Resolved(filters), FIELDS_BY_SQL[column]), limit, descending)
 
 
-def top_values(counts: dict[str, int], limit: int, descending: bool = True) -> list[tuple[str, int]]:
-    """(value, count) ordered by count (descending or ascending), ties by value ascending."""
-    sign = -1 if descending else 1
-    return sorted(counts.items(), key=lambda item: (sign * item[1], item[0]))[:limit]
-
-
-def buckets(filters: Filters, interval_ms: int) -> dict[int, int]:
+def series(filters: Filters, interval_ms: int) -> dict[int, int]:
     """Record counts per time bucket (the bucket's start, a multiple of interval_ms)."""
-    return {start: n for (start, _), n in _grouped(filters, interval_ms=interval_ms).items()}
+    return {start: n for (start, _), n in _grouped(Resolved(filters), interval_ms=interval_ms).items()}
 
 
-def buckets_by(filters: Filters, interval_ms: int, column: Column, values: list[str]) -> dict[int, dict[str, int]]:
-    """Counts per time bucket and value of `column`, for the given values only."""
-    stored = _stored_values(column, values)
+def top_series(filters: Filters, interval_ms: int, column: str, limit: int) -> tuple[list[str], dict]:
+    """The window's `limit` most frequent values of `column`, and their counts per time bucket:
+    (values, {bucket start: {value: count}})."""
+    resolved = Resolved(filters)
+    field = FIELDS_BY_SQL[column]
+    values = [value for value, _ in _top(_count_by(resolved, field), limit, True)]
+    stored = _stored_values(field, values)
     if not stored:
-        return {}
-    grouped = _grouped(filters, interval_ms=interval_ms, column=column, only=stored)
-    names = _names(column, [value for _, value in grouped])
+        return values, {}
+    grouped = _grouped(resolved, interval_ms=interval_ms, column=field, only=stored)
+    names = _names(field, [value for _, value in grouped])
     result: dict[int, dict[str, int]] = {}
     for (start, value), n in grouped.items():
         per_value = result.setdefault(start, {})
         name = names.get(value, "")
         per_value[name] = per_value.get(name, 0) + n
-    return result
+    return values, result
 
 
-def _grouped(filters: Filters, interval_ms=None, column=None, only=None) -> dict[tuple, int]:
+def trend(filters: Filters, baseline: Filters, column: str, limit: int) -> list[tuple[str, int, int]]:
+    """The `limit` most frequent values of `column` in the filters' window, each with its count
+    there and in the baseline's window: (value, count, baseline count)."""
+    field = FIELDS_BY_SQL[column]
+    found = _top(_count_by(Resolved(filters), field), limit, True)
+    before = _count_by(Resolved(baseline), field)
+    return [(value, n, before.get(value, 0)) for value, n in found]
+
+
+def _top(counts: dict[str, int], limit: int, descending: bool) -> list[tuple[str, int]]:
+    sign = -1 if descending else 1
+    return sorted(counts.items(), key=lambda item: (sign * item[1], item[0]))[:limit]
+
+
+def _count_by(resolved: Resolved, column: Field) -> dict[str, int]:
+    """Record counts per value of `column` ("" for unknown), for every value present."""
+    return _merge(column, [(value, n) for (_, value), n in _grouped(resolved, column=column).items()])
+
+
+def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None) -> dict[tuple, int]:
     """Record counts by (bucket start or None, stored value of `column` or None), `only` those
     stored values when given.
 
@@ -55,27 +73,23 @@ def _grouped(filters: Filters, interval_ms=None, column=None, only=None) -> dict
     then the records for the part hours left. Rollups answer only when the filters are on
     endpoints alone, and only with buckets made of whole periods."""
     counts: dict[tuple, int] = {}
-    parts = [filters]
-    for dim, period_ms in _usable_rollups(filters, interval_ms, column):
+    parts = [(resolved.filters.start_ms, resolved.filters.end_ms)]
+    for dim, period_ms in _usable_rollups(resolved.filters, interval_ms, column):
         rest = []
-        for part in parts:
-            first = -((-part.start_ms) // period_ms) if part.start_ms is not None else -(2**40)
-            last = (part.end_ms + 1) // period_ms - 1 if part.end_ms is not None else 2**40
+        for start, end in parts:
+            first = -((-start) // period_ms) if start is not None else -(2**40)
+            last = (end + 1) // period_ms - 1 if end is not None else 2**40
             if first > last:
-                rest.append(part)
+                rest.append((start, end))
                 continue
-            _add(counts, _from_rollups(part, dim, period_ms, first, last, interval_ms, column, only))
-            rest += [
-                edge
-                for edge in (
-                    replace(part, end_ms=first * period_ms - 1) if part.start_ms is not None else None,
-                    replace(part, start_ms=(last + 1) * period_ms) if part.end_ms is not None else None,
-                )
-                if edge is not None and edge.start_ms <= edge.end_ms
-            ]
+            _add(counts, _from_rollups(resolved, dim, period_ms, first, last, interval_ms, column, only))
+            if start is not None and start <= first * period_ms - 1:
+                rest.append((start, first * period_ms - 1))
+            if end is not None and (last + 1) * period_ms <= end:
+                rest.append(((last + 1) * period_ms, end))
         parts = rest
-    for part in parts:
-        _add(counts, _from_records(part, interval_ms, column, only))
+    for start, end in parts:
+        _add(counts, _from_records(resolved, start, end, interval_ms, column, only))
     return counts
 
 
@@ -85,13 +99,13 @@ def _usable_rollups(filters: Filters, interval_ms, column) -> list[tuple[int, in
         return []
     return [
         (dim, period_ms)
-        for dim, period_ms in rollups.levels(column.name if column else None)
+        for dim, period_ms in rollups.levels(column.sql if column else None)
         if not interval_ms or interval_ms % period_ms == 0
     ]
 
 
-def _from_records(filters: Filters, interval_ms, column, only) -> list[tuple]:
-    condition, params = filters.where()
+def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only) -> list[tuple]:
+    condition, params = resolved.where(start_ms, end_ms)
     keys = [_bucket_sql(interval_ms) if interval_ms else "NULL", f"r.{column.sql}" if column else "NULL"]
     if only is not None:
         condition, params = _only(condition, params, f"r.{column.sql}", only)
@@ -100,9 +114,9 @@ def _from_records(filters: Filters, interval_ms, column, only) -> list[tuple]:
     ).fetchall()
 
 
-def _from_rollups(filters: Filters, dim, period_ms, first, last, interval_ms, column, only) -> list[tuple]:
+def _from_rollups(resolved: Resolved, dim, period_ms, first, last, interval_ms, column, only) -> list[tuple]:
     condition, params = "dim = ? AND period BETWEEN ? AND ?", [dim, first, last]
-    endpoints = filters.endpoint_ids()
+    endpoints = resolved.endpoint_ids()
     if endpoints is not None:
         if not endpoints:
             return []
@@ -143,7 +157,7 @@ def _bucket_sql(interval_ms: int) -> str:
     return f"(r.ts - (((r.ts % {i}) + {i}) % {i}))"
 
 
-def _merge(column: Column, rows) -> dict[str, int]:
+def _merge(column: Field, rows) -> dict[str, int]:
     """Stored values -> API strings, summing values that map to the same string (a client id
     seen under several endpoints is one group)."""
     names = _names(column, [stored for stored, _ in rows])
@@ -154,37 +168,31 @@ def _merge(column: Column, rows) -> dict[str, int]:
     return merged
 
 
-def _names(column: Column, stored_values) -> dict:
-    """API strings of stored values of `column` (unknown values are absent: they read "")."""
-    present = [v for v in set(stored_values) if v is not None]
-    if column.storage == INTEGER:
-        return {v: str(v) for v in present}
-    if column.storage == TERM:
-        return term_values(present)
-    table, name = ("endpoint", "name") if column.storage == ENDPOINT else ("client", "client_id")
-    found = {}
-    for part in chunks(present, 500):
-        found.update(query(f"SELECT id, {name} FROM {table} WHERE id IN ({placeholders(len(part))})", part))
-    return found
+def _names(column: Field, stored_values) -> dict:
+    """The text of stored values of `column` (unknown values are absent: they read "")."""
+    return value_texts(column.storage, [v for v in set(stored_values) if v is not None])
 
 
-def _stored_values(column: Column, values: list[str]) -> list:
-    """Stored values (ids or integers; None for "") that read as `values`."""
+def _stored_values(column: Field, values: list[str]) -> list:
+    """Stored values (ids or numbers; None for "") that read as `values`."""
     stored = [None] if "" in values else []
     wanted = [v for v in values if v != ""]
     if not wanted:
         return stored
     if column.storage == INTEGER:
         return stored + [int(v) for v in wanted]
+    if column.storage == BOOLEAN:
+        return stored + [BOOLEAN_TEXT.index(v) for v in wanted]
     return stored + stored_ids(column, wanted)
 
 
 def availability(filters: Filters) -> tuple[int | None, int | None, int]:
     """(oldest timestamp, newest timestamp, record count) of the records the filters allow."""
-    condition, params = filters.where()
+    resolved = Resolved(filters)
+    condition, params = resolved.where()
     # MIN and MAX alone can each be answered from one end of an index; the count from rollups.
     oldest, newest = (
         query(f"SELECT {aggregate} FROM record r WHERE {condition}", params).fetchone()[0]
         for aggregate in ("MIN(r.ts)", "MAX(r.ts)")
     )
-    return oldest, newest, count(filters)
+    return oldest, newest, sum(_grouped(resolved).values())

@@ -1,11 +1,24 @@
 """The tables of the record store and how they are created."""
 
-from peewee import SQL, BigAutoField, BigIntegerField, CompositeKey, IntegerField, Model, NodeList, TextField
+from peewee import (
+    SQL,
+    BigAutoField,
+    BigIntegerField,
+    CompositeKey,
+    DoubleField,
+    IntegerField,
+    Model,
+    NodeList,
+    TextField,
+)
+from playhouse.migrate import SchemaMigrator, migrate
+
+from catalogue import CLIENT, ENDPOINT, FIELDS, NUMBER, TERM, TIME
 
 from .database import db, is_sqlite, query, retry_locked, write_transaction
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -104,7 +117,7 @@ class ApiKey(BaseModel):
 
 
 class AdminAction(BaseModel):
-    """The audit log: one row per change, written in the change's own transaction.
+    """The admin-action log: one row per change, written in the change's own transaction.
     `endpoints` lists the endpoints the change touched (JSON; NULL: not tied to endpoints),
     so that endpoint-limited keys see only entries about their endpoints."""
 
@@ -141,46 +154,52 @@ class JobLease(BaseModel):
     last_run = BigIntegerField(default=0)
 
 
-class Record(BaseModel):
-    """One observed DNS query. Strings are Term ids; NULL means unknown.
+def _record_column(field):
+    """The record column of a catalogue field; NULL means unknown."""
+    if field.storage == TIME:
+        return BigIntegerField()
+    if field.storage in (ENDPOINT, CLIENT):
+        return IntegerField()  # Endpoint.id, Client.id
+    if field.storage == TERM:
+        return IntegerField(null=not field.required)  # Term.id
+    if field.storage == NUMBER:
+        return DoubleField(null=True)
+    return BigIntegerField(null=True)  # integer; boolean as 0 or 1
 
-    `id` is AUTOINCREMENT so that it is never reused, even after the newest records are
-    deleted: it orders records with equal timestamps and numbers realtime events.
-    """
 
-    id = NeverReusedId()
-    ts = BigIntegerField()
-    endpoint = IntegerField()  # Endpoint.id
-    client = IntegerField()  # Client.id
-    profile = IntegerField(null=True)
-    question = IntegerField()
-    rr_type = IntegerField(null=True)
-    status = IntegerField(null=True)
-    protocol = IntegerField(null=True)
-    action = IntegerField(null=True)
-    trigger_type = IntegerField(null=True)
-    trigger_value = IntegerField(null=True)
-    spoof_target = IntegerField(null=True)
-    src_ip = IntegerField(null=True)  # term: the address as text
-    src_country = IntegerField(null=True)
-    src_city = IntegerField(null=True)
-    src_isp = IntegerField(null=True)
-    src_asn = BigIntegerField(null=True)
-    dst_country = IntegerField(null=True)
-    dst_isp = IntegerField(null=True)
-    dst_asn = BigIntegerField(null=True)
-    answers = IntegerField(null=True)  # term: compact JSON of the answers array; NULL when empty
+class _RecordMeta:
+    indexes = (
+        (("client", "ts"), False),  # a client's last activity; client filters; deletion
+        (("endpoint", "ts"), False),  # an endpoint's last activity; endpoint filters
+        (("ts",), False),  # the time window; retention
+    )
 
-    class Meta:
-        indexes = (
-            (("client", "ts"), False),  # a client's last activity; client filters; deletion
-            (("endpoint", "ts"), False),  # an endpoint's last activity; endpoint filters
-            (("ts",), False),  # the time window; retention
-        )
+
+# One observed DNS query: a column per catalogue field. `id` is AUTOINCREMENT so that it is
+# never reused, even after the newest records are deleted: it orders records with equal
+# timestamps and numbers realtime events.
+Record = type(
+    "Record",
+    (BaseModel,),
+    {
+        "__module__": __name__,
+        "__doc__": "One observed DNS query: a column per field of catalogue.FIELDS.",
+        "id": NeverReusedId(),
+        **{field.sql: _record_column(field) for field in FIELDS},
+        "Meta": _RecordMeta,
+    },
+)
+
+
+class StoreSetting(BaseModel):
+    """Facts about the stored data that are not rows of it (e.g. the rollups' layout)."""
+
+    name = TextField(primary_key=True)
+    value = TextField()
 
 
 class ImportProgress(BaseModel):
-    """How far a history import (app/importers) got in one source, keyed by importer, endpoint
+    """How far a history import (app/feeds) got in one source, keyed by importer, endpoint
     and the source's identity. Written in the same transaction as the records it covers."""
 
     source = TextField(unique=True)
@@ -190,7 +209,19 @@ class ImportProgress(BaseModel):
     updated = BigIntegerField()
 
 
-TABLES = (Endpoint, Client, Term, StreamToken, ApiKey, AdminAction, JobLease, Rollup, Record, ImportProgress)
+TABLES = (
+    Endpoint,
+    Client,
+    Term,
+    StreamToken,
+    ApiKey,
+    AdminAction,
+    JobLease,
+    Rollup,
+    Record,
+    ImportProgress,
+    StoreSetting,
+)
 
 
 def create_schema():
@@ -204,12 +235,34 @@ def create_schema():
             version = dialect.schema_version(query)
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
             query(dialect.term_index())
-            if 0 < version < 7:  # rollups as they are since version 7: count the records there already
-                from . import rollups
-
-                query("DROP TABLE IF EXISTS rollup_day")
-                query("DELETE FROM rollup")
-                rollups.apply("1 = 1", [], 1)
+            _add_missing_columns(Record)
+            _count_rollups_if_new_layout(fresh=version == 0)
             dialect.set_schema_version(query, SCHEMA_VERSION)
 
     retry_locked(create)
+
+
+def _add_missing_columns(model):
+    """Columns the catalogue gained since the table was made (all NULL-able: unknown in the
+    rows already stored)."""
+    present = {column.name for column in db.get_columns(model._meta.table_name)}
+    missing = [field for field in model._meta.sorted_fields if field.column_name not in present]
+    if missing:
+        migrator = SchemaMigrator.from_database(db.obj)
+        migrate(*(migrator.add_column(model._meta.table_name, field.column_name, field) for field in missing))
+
+
+def _count_rollups_if_new_layout(fresh: bool):
+    """Count the rollups anew when the stored ones were counted under another layout (a
+    catalogue field gained or lost its rollup): they would be read under wrong meanings."""
+    from . import rollups
+
+    row = query("SELECT value FROM store_setting WHERE name = ?", ["rollup_layout"]).fetchone()
+    if row is not None and row[0] == rollups.LAYOUT:
+        return
+    if not fresh:
+        query("DROP TABLE IF EXISTS rollup_day")  # the daily table of schema versions before 5
+        query("DELETE FROM rollup")
+        rollups.apply("1 = 1", [], 1)
+    query("DELETE FROM store_setting WHERE name = ?", ["rollup_layout"])
+    query("INSERT INTO store_setting (name, value) VALUES (?, ?)", ["rollup_layout", rollups.LAYOUT])

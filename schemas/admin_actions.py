@@ -1,6 +1,7 @@
 """The Admin Actions group on the wire."""
 
 import marshmallow as ma
+import orjson
 from marshmallow import fields
 
 from .activity_log import MAX_PAGE_SIZE, PaginationDataSchema
@@ -19,15 +20,20 @@ class AdminActionQuerySchema(WindowSchema):
 
 
 class AdminActionLogItemSchema(BaseSchema):
+    """Dumped from the store's rows (models.AdminActionRow)."""
+
     id = fields.Integer(required=True)
-    timestamp = Datetime(required=True)
+    timestamp = Datetime(required=True, attribute="ts")
     action = fields.String(required=True)
     keyId = fields.Integer(
-        required=True, allow_none=True, metadata={"description": "null: the operator key or the CLI."}
+        required=True,
+        allow_none=True,
+        attribute="key_id",
+        metadata={"description": "null: the operator key or the CLI."},
     )
-    keyName = fields.String(required=True)
-    sourceIp = fields.String(required=True)
-    metadata = fields.Dict(required=True)
+    keyName = fields.String(required=True, attribute="key_name")
+    sourceIp = fields.String(required=True, attribute="source_ip")
+    metadata = fields.Function(lambda row: orjson.loads(row.metadata), required=True, metadata={"type": "object"})
 
 
 class GetAdminActionLogResponseSchema(BaseSchema):

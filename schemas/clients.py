@@ -3,6 +3,7 @@
 import marshmallow as ma
 from marshmallow import fields
 
+from .datetimes import format_ms
 from .fields import IP, BaseSchema, Datetime
 from .records import ClientOsSchema
 
@@ -65,3 +66,29 @@ class DeleteClientResponseSchema(BaseSchema):
 
 class AliasRequestSchema(BaseSchema):
     alias = fields.String(required=True, validate=ma.validate.Length(min=1, max=64))
+
+
+def client_activity(row) -> dict:
+    """A ClientActivity from a store row (models.ClientRow), ready for JSON."""
+    last = row.last_ts
+    return {
+        "lastActivityTime": None if last is None else format_ms(last),
+        "alias": row.alias,
+        "host": row.host,
+        "mac": row.mac,
+        "ip": row.ip,
+        "vendor": row.vendor,
+        "os": {"type": row.os_type, "arch": row.os_arch, "version": row.os_version},
+    }
+
+
+def client_items(endpoints: dict, rows) -> dict:
+    """GetClientResponse from models.list_clients: {"items": {endpoint: EndpointActivity}}.
+    Built by hand rather than dumped: thousands of clients are listed at once."""
+    items = {
+        name: {"lastActivityTime": None if last is None else format_ms(last), "clients": {}}
+        for name, last in endpoints.items()
+    }
+    for row in rows:
+        items[row.endpoint]["clients"][row.client_id] = client_activity(row)
+    return {"items": items}

@@ -2,54 +2,62 @@
 
 import json
 
-from .datetimes import format_ms
+from catalogue import BOOLEAN, CLIENT, ENDPOINT, FIELDS, INTEGER, NUMBER, TERM, TIME
 
-CSV_COLUMNS = (
-    "timestamp", "endpointId", "clientId", "profileId", "question", "rrType", "statusCode",
-    "protocol", "action", "trigger", "triggerValue", "spoofTarget", "sourceIp",
-    "sourceCountry", "sourceCity", "sourceIsp", "sourceAsn", "answers",
-)  # fmt: skip
-NUMERIC = ("action", "sourceAsn")
+from .datetimes import format_ms
+from .records import JSON_FIELDS
+
+# The exported fields, in catalogue order: one column per QueryData scalar field, the geoip
+# fields flattened, answers as ";"-joined IPs.
+CSV_FIELDS = tuple(field for field in FIELDS if field.csv)
+CSV_COLUMNS = tuple(field.csv for field in CSV_FIELDS)
+NUMERIC = tuple(field.csv for field in CSV_FIELDS if field.storage in (INTEGER, NUMBER))
 
 # A text cell starting with one of these would run as a formula in a spreadsheet; it is
 # written with a leading "'". Cells starting with "'" get one too, so reading strips exactly one.
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 
 
-# The CSV text columns that come straight from one interned string of the record row.
-_TERM_COLUMNS = {
-    "profileId": "profile",
-    "question": "question",
-    "rrType": "rr_type",
-    "statusCode": "status",
-    "protocol": "protocol",
-    "trigger": "trigger_type",
-    "triggerValue": "trigger_value",
-    "spoofTarget": "spoof_target",
-    "sourceIp": "src_ip",
-    "sourceCountry": "src_country",
-    "sourceCity": "src_city",
-    "sourceIsp": "src_isp",
-}
+class _Numbers(dict):
+    """Cells of integer values, made on first sight (a column holds few distinct ones)."""
+
+    def __missing__(self, value):
+        cell = self[value] = str(value)
+        return cell
+
+
+def _number_cell(value) -> str:
+    return "" if value is None else repr(value)
 
 
 class CsvEncoder:
     """Export lines straight from the store's raw rows (models.iter_raw_batches). This is the
-    hot loop of the export, so every string is escaped and quoted once per distinct value,
-    and a line is then a join of cached cells."""
+    hot loop of the export, so every string is escaped and quoted once per distinct value, and
+    a line is a join of cached cells, by a function made from the catalogue once per export."""
 
-    def __init__(self, row_fields, term_values, client_names):
-        at = {name: i for i, name in enumerate(row_fields)}
-        self._ts, self._client = at["ts"], at["client"]
-        self._action, self._asn, self._answers = at["action"], at["src_asn"], at["answers"]
-        self._before_action = [at[_TERM_COLUMNS[n]] for n in CSV_COLUMNS[3:8]]  # profileId..protocol
-        self._before_asn = [at[_TERM_COLUMNS[n]] for n in CSV_COLUMNS[9:16]]  # trigger..sourceIsp
-        self._terms = [i for i, name in enumerate(row_fields) if name in _TERM_COLUMNS.values()] + [self._answers]
-        self._term_values = term_values  # ids -> {id: string}, for ids not seen yet
-        self._cells: dict = {None: ""}  # term id -> its cell, quoted as CSV wants it
-        self._client_names = client_names  # client entry ids -> {id: (endpoint, client id)}
-        self._clients: dict = {}  # client entry id -> its "endpoint,client" cells (this export only)
-        self._ips: dict = {None: ""}  # answers term id -> ";"-joined IPs, quoted
+    def __init__(self, row_fields, value_texts):
+        self._value_texts = value_texts  # (storage, stored ids) -> {id: text}
+        # Cells by stored id, one cache per kind of id: quoted as CSV wants them.
+        self._cells = {TERM: {None: ""}, ENDPOINT: {}, CLIENT: {}, "ips": {None: ""}}
+        self._looked_up = []  # (row position, cache kind, storage) of every cached column
+        parts = []
+        namespace = {"format_ms": format_ms, "number": _number_cell, "ints": _Numbers({None: ""})}
+        namespace.update(booleans={None: "", 0: "false", 1: "true"}, **self._cells)
+        for field in CSV_FIELDS:
+            at = row_fields.index(field.sql)
+            if field.storage == TIME:
+                parts.append(f"format_ms(row[{at}])")
+            elif field.storage == INTEGER:
+                parts.append(f"ints[row[{at}]]")
+            elif field.storage == NUMBER:
+                parts.append(f"number(row[{at}])")
+            elif field.storage == BOOLEAN:
+                parts.append(f"booleans[row[{at}]]")
+            else:
+                kind = "ips" if field.name in JSON_FIELDS else field.storage
+                parts.append(f"{kind}[row[{at}]]")
+                self._looked_up.append((at, kind, field.storage))
+        self._line = eval(f"lambda row: ','.join(({', '.join(parts)},)) + '\\r\\n'", namespace)  # noqa: S307
 
     def header(self) -> str:
         return ",".join(CSV_COLUMNS) + "\r\n"
@@ -58,39 +66,25 @@ class CsvEncoder:
         """The CSV text of a batch of raw rows."""
         try:
             return "".join(map(self._line, rows))
-        except KeyError:  # strings not met before: look them up for the whole batch, once
-            self._learn(rows)
+        except KeyError:  # values not met before: look them up for the whole batch, once
+            rows = self._learn(rows)
             return "".join(map(self._line, rows))
 
-    def _line(self, row) -> str:
-        cells = self._cells
-        return (
-            ",".join(
-                (
-                    format_ms(row[self._ts]),
-                    self._clients[row[self._client]],
-                    *[cells[row[i]] for i in self._before_action],
-                    "" if row[self._action] is None else str(row[self._action]),
-                    *[cells[row[i]] for i in self._before_asn],
-                    "" if row[self._asn] is None else str(row[self._asn]),
-                    self._ips[row[self._answers]],
-                )
-            )
-            + "\r\n"
-        )
-
-    def _learn(self, rows):
-        new_clients = {row[self._client] for row in rows} - self._clients.keys()
-        for ident, names in self._client_names(new_clients).items():
-            self._clients[ident] = ",".join(_quoted(_cell(name)) for name in names)
-        cells = self._cells
-        missing = {row[i] for row in rows for i in self._terms} - cells.keys()
-        values = self._term_values(missing)
-        for term in missing:
-            cells[term] = _quoted(_cell(values[term]))
-        for term in {row[self._answers] for row in rows} & missing:
-            ips = (ip for answer in json.loads(values[term]) for ip in answer.get("ips", ()))
-            self._ips[term] = _quoted(";".join(ips))
+    def _learn(self, rows) -> list:
+        """Cache the cells of the batch's values; the rows left to export: those of client
+        entries deleted since the rows were read are left out (a record whole or not at all)."""
+        for at, kind, storage in self._looked_up:
+            cells = self._cells[kind]
+            missing = {row[at] for row in rows} - cells.keys()
+            texts = self._value_texts(storage, missing)
+            for ident, text in texts.items():
+                if kind == "ips":
+                    cells[ident] = _quoted(";".join(ip for answer in json.loads(text) for ip in answer.get("ips", ())))
+                else:
+                    cells[ident] = _quoted(_cell(text))
+        clients = self._cells[CLIENT]
+        client_at = [at for at, kind, _ in self._looked_up if kind == CLIENT]
+        return [row for row in rows if all(row[at] in clients for at in client_at)]
 
 
 def _quoted(text: str) -> str:
@@ -108,28 +102,24 @@ def _cell(value: str) -> str:
 
 def record_from_csv(row: dict) -> dict:
     """A wire record from an export row (a csv.DictReader dict)."""
-    cells = {name: _uncell(row.get(name)) for name in CSV_COLUMNS}
-    record = {name: cells[name] for name in CSV_COLUMNS[:13] if cells[name] not in ("", None)}
-    for name in NUMERIC:
-        if cells[name] not in ("", None):
+    record: dict = {}
+    for field in CSV_FIELDS:
+        value = _uncell(row.get(field.csv))
+        if value in ("", None):
+            continue
+        if field.csv in NUMERIC:
             try:
-                value = int(cells[name])
+                value = int(value) if field.storage == INTEGER else float(value)
             except ValueError:
-                value = cells[name]  # left for the record validator to reject with its name
-            if name == "action":
-                record["action"] = value
-            else:
-                cells[name] = value
-    geo = {
-        "countryCode": cells["sourceCountry"] or "",
-        "city": cells["sourceCity"] or "",
-        "isp": cells["sourceIsp"] or "",
-        "asn": cells["sourceAsn"] if cells["sourceAsn"] not in ("", None) else None,
-    }
-    if any(value not in ("", None) for value in geo.values()):
-        record["sourceGeoip"] = geo
-    if cells["answers"]:
-        record["answers"] = [{"ips": cells["answers"].split(";")}]
+                pass  # left for the record validator to reject with its name
+        elif field.storage == BOOLEAN:
+            value = {"true": True, "false": False}.get(value, value)
+        elif field.name in JSON_FIELDS:
+            value = [{"ips": value.split(";")}]
+        if len(field.path) == 1:
+            record[field.path[0]] = value
+        else:
+            record.setdefault(field.path[0], {})[field.path[1]] = value
     return record
 
 

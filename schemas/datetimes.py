@@ -89,7 +89,3 @@ def format_ms(ms: int) -> str:
 def _date(day: int) -> str:
     moment = _EPOCH + timedelta(days=day)
     return f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}"
-
-
-def now_ms() -> int:
-    return int(datetime.now(UTC).timestamp() * 1000)

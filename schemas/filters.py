@@ -1,12 +1,12 @@
-"""The shared filters and time window on the wire, generated from models.columns.COLUMNS."""
+"""The shared filters and time window on the wire, generated from the catalogue."""
 
 import marshmallow as ma
 from marshmallow import fields
 
-from models.columns import COLUMNS
+from catalogue import BOOLEAN, FILTERABLE, INTEGER
+from models.clock import now_ms
 from models.filters import SEARCH_MODES, Filters
 
-from .datetimes import now_ms
 from .fields import BaseSchema, Datetime, Trigger
 from .records import ACTIONS
 
@@ -18,8 +18,10 @@ def _value_field(column):
         return Trigger()
     if column.name == "action":
         return fields.Integer(strict=False, validate=ma.validate.OneOf(list(ACTIONS)))
-    if column.type == "integer":
+    if column.storage == INTEGER:
         return fields.Integer(strict=False, validate=ma.validate.Range(min=0, max=2**32 - 1))
+    if column.storage == BOOLEAN:
+        return fields.Boolean()
     return fields.String(validate=ma.validate.Length(min=1, max=1024))
 
 
@@ -31,8 +33,7 @@ def _filter_fields() -> dict:
             validate=ma.validate.Length(max=MAX_FILTER_VALUES),
             metadata={"description": f"Only records whose {column.name} is one of these."},
         )
-        for column in COLUMNS
-        if column.filterable
+        for column in FILTERABLE
     }
     return {
         **columns,
@@ -65,10 +66,15 @@ class OptionalWindowSchema(_WindowSchema):
 def filters_from(args: dict, endpoint_limit=None, window: bool = True) -> Filters:
     """Filters from loaded query arguments; endTime defaults to now when a window applies."""
     return Filters(
-        values={column.name: args[column.name] for column in COLUMNS if args.get(column.name)},
+        values={column.sql: _stored(column, args[column.name]) for column in FILTERABLE if args.get(column.name)},
         search=args.get("searchQuestion"),
         search_mode=args.get("searchQuestionMode", "includes"),
         start_ms=args.get("startTime") if window else None,
         end_ms=args.get("endTime", now_ms()) if window else None,
         endpoint_limit=endpoint_limit,
     )
+
+
+def _stored(column, values: list) -> list:
+    """Filter values as the store compares them (booleans as 0 and 1)."""
+    return [int(value) for value in values] if column.storage == BOOLEAN else values

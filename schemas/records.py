@@ -7,10 +7,13 @@ activity log dumps), and tests hold the two together.
 
 import functools
 import json
+import operator
 
 import marshmallow as ma
 import orjson
 from marshmallow import fields
+
+from catalogue import FIELDS, TERM, TIME
 
 from .datetimes import format_ms, parse_datetime
 from .fields import (
@@ -29,6 +32,10 @@ MAX_ID_LENGTH = 256
 MAX_TEXT_LENGTH = 1024
 MAX_ANSWERS = 64
 MAX_ANSWER_IPS = 64
+# What an unknown value of a field reads as in QueryData, where it is not "" (text) or null.
+UNKNOWN = {"trigger": None, "sourceIp": None, "answers": []}
+# Fields stored as JSON text.
+JSON_FIELDS = ("answers",)
 
 
 class GeoIPDataSchema(BaseSchema):
@@ -94,9 +101,43 @@ class RecordError(ValueError):
         self.index = None
 
 
-def wire_records(records: list[dict]) -> list[dict]:
-    """QueryData as the store decodes it, with its timestamp in the wire's Datetime form."""
-    return [{**record, "timestamp": format_ms(record["timestamp"])} for record in records]
+def query_data(rows) -> list[dict]:
+    """QueryData dicts from the store's record rows (models.RecordRow), ready for JSON."""
+    answer_lists: dict = {}  # one parsed list per distinct answer set (shared, read-only)
+    records = []
+    for row in rows:
+        record: dict = {}
+        for at, name, path, unknown, kind in _OUTPUT:
+            value = row[at]
+            if value is None:
+                value = unknown
+            elif kind == "time":
+                value = format_ms(value)
+            elif kind == "json":
+                if value not in answer_lists:
+                    answer_lists[value] = orjson.loads(value)
+                value = answer_lists[value]
+            if len(path) == 1:
+                record[name] = value
+            else:
+                record.setdefault(path[0], {})[path[1]] = value
+        records.append(record)
+    return records
+
+
+# Where each QueryData field comes from: (position in a record row, key, path in QueryData,
+# what an unknown value reads as, how the stored value becomes JSON).
+_OUTPUT = [
+    (
+        i + 1,
+        field.path[-1],
+        field.path,
+        UNKNOWN.get(field.name, "" if field.storage == TERM else None),
+        "time" if field.storage == TIME else "json" if field.name in JSON_FIELDS else "",
+    )
+    for i, field in enumerate(FIELDS)
+    if field.path is not None
+]
 
 
 def parse_records(items, received_ms: int) -> list[dict]:
@@ -111,8 +152,9 @@ def parse_records(items, received_ms: int) -> list[dict]:
     return records
 
 
-def parse_record(raw, received_ms: int) -> dict:
-    """Validate one wire record and return it in the store's terms (see models.ingestion)."""
+def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
+    """Validate one wire record; return it as the store takes new records (see
+    models.store_records): the values of catalogue.FIELDS, and its client metadata."""
     if not isinstance(raw, dict):
         raise RecordError("record", "must be a JSON object")
     timestamp = raw.get("timestamp")
@@ -139,30 +181,35 @@ def parse_record(raw, received_ms: int) -> dict:
         source_ip = _ip(source_ip, "sourceIp")
     src = _memoized(_geoip, raw.get("sourceGeoip"), "sourceGeoip")
     answers, dst = _memoized(_answer_parts, raw.get("answers"), "answers")
-    return {
-        "ts": ts,
-        "endpoint_id": _text(raw, "endpointId", required=True, limit=MAX_ID_LENGTH),
-        "client_id": _text(raw, "clientId", required=True, limit=MAX_ID_LENGTH),
-        "profile": _text(raw, "profileId", limit=MAX_ID_LENGTH) or None,
-        "question": question,
-        "rr_type": _text(raw, "rrType") or None,
-        "status": _text(raw, "statusCode") or None,
-        "protocol": _text(raw, "protocol") or None,
-        "action": action,
-        "trigger_type": trigger,
-        "trigger_value": _text(raw, "triggerValue") or None,
-        "spoof_target": _text(raw, "spoofTarget") or None,
-        "src_ip": source_ip,
-        "src_country": src["countryCode"] or None,
-        "src_city": src["city"] or None,
-        "src_isp": src["isp"] or None,
-        "src_asn": src["asn"],
-        "dst_country": dst["countryCode"] or None,
-        "dst_isp": dst["isp"] or None,
-        "dst_asn": dst["asn"],
-        "answers": answers,
-        "meta": _memoized(_client_meta, raw.get("client"), "client"),
-    }
+    return _in_catalogue_order(
+        {
+            "timestamp": ts,
+            "endpointId": _text(raw, "endpointId", required=True, limit=MAX_ID_LENGTH),
+            "clientId": _text(raw, "clientId", required=True, limit=MAX_ID_LENGTH),
+            "profileId": _text(raw, "profileId", limit=MAX_ID_LENGTH) or None,
+            "question": question,
+            "rrType": _text(raw, "rrType") or None,
+            "statusCode": _text(raw, "statusCode") or None,
+            "protocol": _text(raw, "protocol") or None,
+            "action": action,
+            "trigger": trigger,
+            "triggerValue": _text(raw, "triggerValue") or None,
+            "spoofTarget": _text(raw, "spoofTarget") or None,
+            "sourceIp": source_ip,
+            "srcCountry": src["countryCode"] or None,
+            "sourceCity": src["city"] or None,
+            "srcIsp": src["isp"] or None,
+            "srcAsn": src["asn"],
+            "dstCountry": dst["countryCode"] or None,
+            "dstIsp": dst["isp"] or None,
+            "dstAsn": dst["asn"],
+            "answers": answers,
+        }
+    ), _memoized(_client_meta, raw.get("client"), "client")
+
+
+# Values by field name -> the tuple of catalogue.FIELDS the store takes (in C).
+_in_catalogue_order = operator.itemgetter(*(field.name for field in FIELDS))
 
 
 def _text(obj: dict, name: str, *, required=False, limit=MAX_TEXT_LENGTH, path=None) -> str:

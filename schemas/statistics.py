@@ -3,12 +3,14 @@
 import marshmallow as ma
 from marshmallow import fields
 
-from models.columns import COLUMNS
+from catalogue import FIELDS, GROUPABLE
 
 from .fields import BaseSchema, Datetime
 from .filters import FiltersSchema, OptionalWindowSchema, WindowSchema
 
-GROUPS = tuple(column.name for column in COLUMNS if column.groupable)
+GROUPS = tuple(column.name for column in GROUPABLE)
+# DataAvailability's columns: the fields the query operations accept, as filters or groups.
+COLUMNS = tuple(field for field in FIELDS if field.filterable or field.groupable)
 INTERVALS = (60, 300, 900, 3600, 10800, 21600, 43200, 86400, 604800)
 _SORT_ORDER = fields.String(load_default="desc", validate=ma.validate.OneOf(["desc", "asc"]))
 
@@ -107,7 +109,7 @@ class TrendResponseSchema(_WindowResponse):
 
 class ColumnSchema(BaseSchema):
     name = fields.String(required=True)
-    type = fields.String(required=True, metadata={"enum": ["string", "integer"]})
+    type = fields.String(required=True, metadata={"enum": ["string", "integer", "boolean"]})
     filterable = fields.Boolean(required=True)
     groupable = fields.Boolean(required=True)
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from models.columns import COLUMNS
+from catalogue import FIELDS
 from schemas.fields import TRIGGERS
 
 from helpers import AUTH, assert_error, clients, ingest, record
@@ -84,7 +84,7 @@ def got(body):
 
 
 def test_the_filters_cover_every_filterable_column():
-    assert set(VALUE_OF) == {c.name for c in COLUMNS if c.filterable}
+    assert set(VALUE_OF) == {f.name for f in FIELDS if f.filterable}
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_OF))

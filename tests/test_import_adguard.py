@@ -9,7 +9,7 @@ import struct
 import pytest
 
 import models
-from app.importers.dns_message import parse_response
+from app.feeds.dns_message import parse_response
 
 from helpers import AUTH, clients
 from importing import count_rows, logged, questions

@@ -8,7 +8,8 @@ import pytest
 
 import models
 from app import create_app
-from schemas.datetimes import format_ms, now_ms
+from models.clock import now_ms
+from schemas.datetimes import format_ms
 
 from helpers import API_KEY, AUTH, clients, ingest, record
 from servers import Gunicorn

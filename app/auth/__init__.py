@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from flask import current_app, g, request
 
 import models
-from schemas.datetimes import now_ms
+from models.clock import now_ms
 
-from .errors import ApiError, ErrorCode
+from ..errors import ApiError, ErrorCode
 
 SCOPES = ("read", "write", "ingest", "admin")
 STREAM_TOKEN_LIFETIME_MS = 60_000

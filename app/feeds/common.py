@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import click
 
 import models
+from models.clock import now_ms
 from models.imports import save_progress
-from schemas.datetimes import now_ms
 from schemas.records import RecordError, parse_record
 
 

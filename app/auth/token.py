@@ -4,8 +4,8 @@ from flask import g
 
 from schemas.auth import TokenResponseSchema
 
-from .auth import issue_stream_token, requires
-from .extensions import Blueprint
+from ..extensions import Blueprint
+from . import issue_stream_token, requires
 
 blp = Blueprint("auth", __name__, url_prefix="/v2/auth", description="Tokens for the realtime stream.")
 

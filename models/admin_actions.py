@@ -1,10 +1,14 @@
 """The admin-action log: appended in the transaction of each change, read back with filters."""
 
 import json
+from collections import namedtuple
 
 from .database import db, query
 from .dialect import ascii_lower
 from .utils import like_escape, placeholders
+
+# An entry as stored; `metadata` is its JSON text.
+AdminActionRow = namedtuple("AdminActionRow", "id ts action key_id key_name source_ip metadata")
 
 
 def record_action(action: str, actor: dict, metadata: dict, endpoints, now_ms: int) -> int:
@@ -60,15 +64,4 @@ def list_actions(start_ms, end_ms, action=None, search=None, endpoint_limit=None
         f" WHERE {' AND '.join(where)} ORDER BY a.ts DESC, a.id DESC LIMIT ? OFFSET ?",
         params + [page_size, page * page_size],
     )
-    return [
-        {
-            "id": ident,
-            "timestamp": ts,
-            "action": name,
-            "keyId": key_id,
-            "keyName": key_name,
-            "sourceIp": source_ip,
-            "metadata": json.loads(metadata),
-        }
-        for ident, ts, name, key_id, key_name, source_ip, metadata in rows
-    ]
+    return [AdminActionRow._make(row) for row in rows]

@@ -4,9 +4,10 @@ import click
 from flask.cli import AppGroup
 
 import models
-from schemas.datetimes import format_ms, now_ms
+from models.clock import now_ms
+from schemas.datetimes import format_ms
 
-from .auth import SCOPES
+from . import SCOPES
 
 keys = AppGroup("keys", help="Create, list and revoke API keys.")
 

@@ -1,0 +1,124 @@
+"""The layers' import rules and the store's vocabulary, read from the source (see README "Layout")."""
+
+import ast
+import inspect
+import pathlib
+
+import marshmallow as ma
+import pytest
+
+import models
+from catalogue import FIELDS
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PROJECT = {"app", "models", "schemas", "catalogue", "wsgi"}
+WEB = {"flask", "flask_smorest", "werkzeug", "webargs", "flask_swagger_ui", "gunicorn"}
+
+
+def modules(*parts) -> list[pathlib.Path]:
+    found = []
+    for part in parts:
+        path = ROOT / part
+        found += sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return found
+
+
+def imported(path: pathlib.Path) -> set[str]:
+    """Top-level names of the packages a module imports (relative imports as their package)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                names.add(path.relative_to(ROOT).parts[0].removesuffix(".py"))
+            else:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def offenders(paths, forbidden) -> dict:
+    return {str(p.relative_to(ROOT)): sorted(imported(p) & forbidden) for p in paths if imported(p) & forbidden}
+
+
+def test_the_catalogue_imports_nothing_of_the_project():
+    assert imported(ROOT / "catalogue.py") & PROJECT == set()
+
+
+def test_the_store_imports_neither_the_web_nor_the_wire():
+    assert offenders(modules("models"), WEB | {"schemas", "app", "marshmallow"}) == {}
+
+
+def test_the_wire_imports_neither_the_web_nor_the_app():
+    assert offenders(modules("schemas"), WEB | {"app"}) == {}
+
+
+def test_feeds_touch_flask_only_to_register_their_commands():
+    feeds = [p for p in modules("app/feeds") if p.name != "commands.py"]
+    assert feeds, "the feeds package exists"
+    assert offenders(feeds, WEB) == {}
+
+
+def _wire_names() -> set[str]:
+    """Every key the API reads or writes: schema fields (by their data keys) and catalogue names."""
+    import schemas.activity_log
+    import schemas.admin_actions
+    import schemas.auth
+    import schemas.clients
+    import schemas.errors
+    import schemas.records
+    import schemas.statistics
+
+    names = set()
+    for module in (
+        schemas.activity_log,
+        schemas.admin_actions,
+        schemas.auth,
+        schemas.clients,
+        schemas.errors,
+        schemas.records,
+        schemas.statistics,
+    ):
+        for _, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, ma.Schema):
+                for name, field in cls._declared_fields.items():
+                    names.add((field.data_key or name).removesuffix("[]"))
+    for field in FIELDS:
+        names.add(field.name)
+        names.update(field.path or ())
+        names.add(field.csv or field.name)
+    return names
+
+
+def _store_names() -> set[str]:
+    """Table and column names: where the store's words and the wire's coincide, the store
+    may of course use them."""
+    names = set()
+    for table in models.tables.TABLES:
+        names.add(table._meta.table_name)
+        names.update(field.column_name for field in table._meta.sorted_fields)
+    return names
+
+
+def test_the_store_uses_no_wire_names():
+    wire_only = _wire_names() - _store_names()
+    assert {"items", "clients", "clientId", "sourceGeoip", "countryCode", "lastActivityTime"} <= wire_only
+    found = {}
+    for path in modules("models"):
+        tree = ast.parse(path.read_text())
+        exported = {
+            id(constant)
+            for node in tree.body
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets)
+            for constant in ast.walk(node)
+        }  # __all__ names the store's own functions
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in wire_only and id(node) not in exported:
+                found.setdefault(str(path.relative_to(ROOT)), set()).add(node.value)
+    assert found == {}
+
+
+@pytest.mark.parametrize("field", FIELDS, ids=lambda f: f.name)
+def test_every_catalogue_field_has_its_column(field):
+    columns = {f.column_name: f for f in models.tables.Record._meta.sorted_fields}
+    assert field.sql in columns
