@@ -38,6 +38,7 @@ class Field:
     groupable: bool = False
     rollups: tuple = ()  # the periods its counts are rolled up by (groupable fields only)
     required: bool = False  # on ingest
+    doc: str = ""  # its description in the OpenAPI document, where its name does not say enough
 
     @property
     def type(self) -> str:
@@ -49,6 +50,7 @@ def _grouping(*rollups):
     return {"filterable": True, "groupable": True, "rollups": rollups}
 
 
+# fmt: off
 FIELDS = (
     Field("timestamp", "ts", TIME, ("timestamp",), "timestamp"),
     Field("endpointId", "endpoint", ENDPOINT, ("endpointId",), "endpointId", required=True, **_grouping(DAY)),
@@ -62,6 +64,15 @@ FIELDS = (
     Field("trigger", "trigger_type", TERM, ("trigger",), "trigger", **_grouping(DAY)),
     Field("triggerValue", "trigger_value", TERM, ("triggerValue",), "triggerValue", **_grouping(DAY)),
     Field("spoofTarget", "spoof_target", TERM, ("spoofTarget",), "spoofTarget", **_grouping(DAY)),
+    # What resolvers report of how they answered.
+    Field("upstream", "upstream", TERM, ("upstream",), "upstream", **_grouping(DAY),
+          doc="The server the resolver forwarded the query to (e.g. 9.9.9.9#53); '' if none or unknown."),
+    Field("responseTimeMs", "response_time_ms", NUMBER, ("responseTimeMs",), "responseTimeMs",
+          doc="How long the answer took, in milliseconds; null if unknown."),
+    Field("cached", "cached", BOOLEAN, ("cached",), "cached", **_grouping(DAY),
+          doc="Whether the answer came from the resolver's cache; null if unknown."),
+    Field("dnssec", "dnssec", TERM, ("dnssec",), "dnssec", **_grouping(DAY),
+          doc="The answer's DNSSEC status as the resolver reports it (secure, insecure, bogus, ...); '' if unknown."),
     Field("sourceIp", "src_ip", TERM, ("sourceIp",), "sourceIp"),
     Field("srcCountry", "src_country", TERM, ("sourceGeoip", "countryCode"), "sourceCountry", **_grouping(DAY)),
     Field("sourceCity", "src_city", TERM, ("sourceGeoip", "city"), "sourceCity"),
@@ -74,6 +85,7 @@ FIELDS = (
     Field("dstAsn", "dst_asn", INTEGER, None, None, **_grouping(DAY)),
     Field("answers", "answers", TERM, ("answers",), "answers"),  # the compact JSON of the array
 )
+# fmt: on
 FIELDS_BY_NAME = {field.name: field for field in FIELDS}
 FIELDS_BY_SQL = {field.sql: field for field in FIELDS}
 FILTERABLE = tuple(field for field in FIELDS if field.filterable)

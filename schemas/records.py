@@ -13,7 +13,7 @@ import marshmallow as ma
 import orjson
 from marshmallow import fields
 
-from catalogue import FIELDS, TERM, TIME
+from catalogue import BOOLEAN, FIELDS, INTEGER, NUMBER, TERM, TIME
 
 from .datetimes import format_ms, parse_datetime
 from .fields import (
@@ -32,6 +32,8 @@ MAX_ID_LENGTH = 256
 MAX_TEXT_LENGTH = 1024
 MAX_ANSWERS = 64
 MAX_ANSWER_IPS = 64
+MAX_DNSSEC_LENGTH = 32
+MAX_DURATION_MS = 86_400_000
 # What an unknown value of a field reads as in QueryData, where it is not "" (text) or null.
 UNKNOWN = {"trigger": None, "sourceIp": None, "answers": []}
 # Fields stored as JSON text.
@@ -64,7 +66,7 @@ class ClientMetadataSchema(BaseSchema):
     os = fields.Nested(ClientOsSchema)
 
 
-class QueryDataSchema(BaseSchema):
+class _DeclaredQueryData(BaseSchema):
     timestamp = Datetime(metadata={"description": "When answered; on ingest defaults to receipt."})
     endpointId = fields.String(required=True)
     clientId = fields.String(required=True)
@@ -91,6 +93,24 @@ class QueryDataSchema(BaseSchema):
     )
 
 
+def _wire_field(field):
+    kind = {INTEGER: fields.Integer, NUMBER: fields.Float, BOOLEAN: fields.Boolean}.get(field.storage, fields.String)
+    return kind(allow_none=field.storage != TERM, metadata={"description": field.doc} if field.doc else {})
+
+
+# QueryData: the fields above, with their own types and rules, and every other QueryData field
+# of the catalogue typed by its storage.
+QueryDataSchema = type(
+    "QueryDataSchema",
+    (_DeclaredQueryData,),
+    {
+        field.name: _wire_field(field)
+        for field in FIELDS
+        if field.path and len(field.path) == 1 and field.name not in _DeclaredQueryData._declared_fields
+    },
+)
+
+
 class RecordError(ValueError):
     """A record failed validation; `field` is the path of the offending field."""
 
@@ -113,6 +133,8 @@ def query_data(rows) -> list[dict]:
                 value = unknown
             elif kind == "time":
                 value = format_ms(value)
+            elif kind == "boolean":
+                value = bool(value)
             elif kind == "json":
                 if value not in answer_lists:
                     answer_lists[value] = orjson.loads(value)
@@ -133,7 +155,7 @@ _OUTPUT = [
         field.path[-1],
         field.path,
         UNKNOWN.get(field.name, "" if field.storage == TERM else None),
-        "time" if field.storage == TIME else "json" if field.name in JSON_FIELDS else "",
+        "time" if field.storage == TIME else "json" if field.name in JSON_FIELDS else field.storage,
     )
     for i, field in enumerate(FIELDS)
     if field.path is not None
@@ -195,6 +217,10 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
             "trigger": trigger,
             "triggerValue": _text(raw, "triggerValue") or None,
             "spoofTarget": _text(raw, "spoofTarget") or None,
+            "upstream": _text(raw, "upstream") or None,
+            "responseTimeMs": _duration(raw, "responseTimeMs"),
+            "cached": _flag(raw, "cached"),
+            "dnssec": _text(raw, "dnssec", limit=MAX_DNSSEC_LENGTH) or None,
             "sourceIp": source_ip,
             "srcCountry": src["countryCode"] or None,
             "sourceCity": src["city"] or None,
@@ -229,6 +255,26 @@ def _text(obj: dict, name: str, *, required=False, limit=MAX_TEXT_LENGTH, path=N
     if "\x00" in value:
         raise RecordError(path, "must not contain NUL characters")
     return value
+
+
+def _duration(obj: dict, name: str) -> float | None:
+    """Milliseconds: a finite number from 0 to a day."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    if type(value) not in (int, float) or not 0 <= value <= MAX_DURATION_MS:
+        raise RecordError(name, f"must be a number of milliseconds from 0 to {MAX_DURATION_MS}")
+    return float(value)
+
+
+def _flag(obj: dict, name: str) -> int | None:
+    """A boolean, stored as 0 or 1."""
+    value = obj.get(name)
+    if value is None:
+        return None
+    if type(value) is not bool:
+        raise RecordError(name, "must be true or false")
+    return int(value)
 
 
 def _ip(value: str, path: str) -> str:

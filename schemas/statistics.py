@@ -15,10 +15,6 @@ INTERVALS = (60, 300, 900, 3600, 10800, 21600, 43200, 86400, 604800)
 _SORT_ORDER = fields.String(load_default="desc", validate=ma.validate.OneOf(["desc", "asc"]))
 
 
-class GroupPathSchema(BaseSchema):
-    group = fields.String(required=True, validate=ma.validate.OneOf(GROUPS))
-
-
 class CountQuerySchema(FiltersSchema, WindowSchema):
     pass
 
