@@ -1,6 +1,6 @@
 """POST /v2/ingest: records in as a JSON array, {"records": [...]}, or NDJSON."""
 
-from flask import current_app, request
+from flask import current_app, g, request
 
 import models
 from models.clock import now_ms
@@ -13,6 +13,7 @@ from .requests import parse_json
 
 blp = Blueprint("ingest", __name__, url_prefix="/v2/ingest", description="Feeding records in.")
 
+MAX_IDEMPOTENCY_KEY = 200
 NDJSON_TYPES = (
     "application/x-ndjson",
     "application/ndjson",
@@ -90,4 +91,23 @@ def ingest():
             ErrorCode.INVALID_RECORD,
             f"Record {exc.index}: field '{exc.field}' {exc.message}. Nothing was stored.",
         ) from None
-    return {"accepted": models.store_records(records)}
+    key = _idempotency_key()
+    if key is None:
+        return {"accepted": models.store_records(records)}
+    try:
+        return {"accepted": models.store_once(records, key, now_ms())}
+    except models.AlreadyStored as stored:
+        return {"accepted": stored.accepted}, 200, {"Idempotency-Replayed": "true"}
+
+
+def _idempotency_key() -> str | None:
+    """The batch's Idempotency-Key header, scoped by the API key that sent it (None: none)."""
+    value = request.headers.get("Idempotency-Key")
+    if value is None:
+        return None
+    if not 1 <= len(value) <= MAX_IDEMPOTENCY_KEY or not value.isprintable():
+        raise ApiError(
+            ErrorCode.INVALID_PARAMETER,
+            f"Invalid 'Idempotency-Key': 1 to {MAX_IDEMPOTENCY_KEY} printable characters.",
+        )
+    return f"{g.principal.name}\n{value}"

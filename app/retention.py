@@ -17,6 +17,7 @@ import models
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
+BATCH_KEY_DAYS = 7
 DAY_MS = 86_400_000
 RETENTION_BATCH = 10_000
 JOB = "retention"
@@ -33,6 +34,8 @@ def run_retention(actor: dict, now: int | None = None) -> int:
     endpoints keep their last activity (delete_records raises their lost marks). A run that
     deleted something is recorded in the admin-action log, kept up to date batch by batch.
     """
+    # A feed re-sends a batch within minutes or, after an outage, days: a week covers both.
+    models.forget_batch_keys((now_ms() if now is None else now) - BATCH_KEY_DAYS * DAY_MS)
     days = current_app.config["ANALYTICS_RETENTION_DAYS"]
     if days <= 0:
         models.reclaim_space()  # still the hourly housekeeping: fresh planner statistics

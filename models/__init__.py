@@ -7,7 +7,7 @@ from .admin_actions import AdminActionRow, list_actions, record_action, update_m
 from .clients import ClientRow, delete_clients, get_client, list_clients, set_alias
 from .database import bind, connection, db, is_sqlite, open_database, reclaim_space, write_transaction
 from .filters import SEARCH_MODES, Filters
-from .ingestion import store_records
+from .ingestion import AlreadyStored, forget_batch_keys, store_once, store_records
 from .jobs import claim, finish
 from .keys import create_key, find_key, list_keys, revoke_key
 from .names import BOOLEAN_TEXT, value_texts
@@ -21,6 +21,7 @@ __all__ = [
     "ROW_FIELDS",
     "SEARCH_MODES",
     "AdminActionRow",
+    "AlreadyStored",
     "ClientRow",
     "Filters",
     "RecordRow",
@@ -37,6 +38,7 @@ __all__ = [
     "delete_records",
     "find_key",
     "finish",
+    "forget_batch_keys",
     "get_client",
     "is_sqlite",
     "iter_raw_batches",
@@ -53,6 +55,7 @@ __all__ = [
     "revoke_key",
     "series",
     "set_alias",
+    "store_once",
     "store_records",
     "top",
     "top_series",

@@ -84,6 +84,41 @@ def store_records(records: list[tuple], in_transaction=None) -> int:
     return len(records)
 
 
+class AlreadyStored(Exception):
+    """The batch's idempotency key was used before: nothing was stored this time."""
+
+    def __init__(self, accepted: int):
+        super().__init__(accepted)
+        self.accepted = accepted
+
+
+def store_once(records: list[tuple], key: str, now_ms: int) -> int:
+    """store_records, remembering `key` in the same transaction; AlreadyStored (and nothing
+    stored) when a batch with this key was stored before."""
+
+    def remember():
+        if (
+            query(
+                "INSERT INTO ingest_batch (key, created, accepted) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                [key, now_ms, len(records)],
+            ).rowcount
+            == 0
+        ):
+            raise AlreadyStored(query("SELECT accepted FROM ingest_batch WHERE key = ?", [key]).fetchone()[0])
+
+    if not records:
+        with write_transaction():
+            remember()
+        return 0
+    return store_records(records, in_transaction=remember)
+
+
+def forget_batch_keys(before_ms: int) -> int:
+    """Forget the idempotency keys of batches stored before `before_ms`."""
+    with write_transaction():
+        return query("DELETE FROM ingest_batch WHERE created < ?", [before_ms]).rowcount
+
+
 def endpoint_ids(names) -> dict[str, int]:
     """Ids of endpoints by name, creating the missing ones. Call inside a write transaction."""
     names = list(names)

@@ -191,6 +191,15 @@ Record = type(
 )
 
 
+class IngestBatch(BaseModel):
+    """Batches stored under an idempotency key (by the API key that sent them), with what
+    their answer was, so that a batch sent again is answered without being stored again."""
+
+    key = TextField(primary_key=True)
+    created = BigIntegerField(index=True)
+    accepted = BigIntegerField()
+
+
 class StoreSetting(BaseModel):
     """Facts about the stored data that are not rows of it (e.g. the rollups' layout)."""
 
@@ -220,6 +229,7 @@ TABLES = (
     Rollup,
     Record,
     ImportProgress,
+    IngestBatch,
     StoreSetting,
 )
 

@@ -236,6 +236,12 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
 
 # Values by field name -> the tuple of catalogue.FIELDS the store takes (in C).
 _in_catalogue_order = operator.itemgetter(*(field.name for field in FIELDS))
+_TIME_AT = [field.name for field in FIELDS].index("timestamp")
+
+
+def parsed_time(record: tuple) -> int:
+    """The timestamp (ms) of a record as parse_record returns it."""
+    return record[0][_TIME_AT]
 
 
 def _text(obj: dict, name: str, *, required=False, limit=MAX_TEXT_LENGTH, path=None) -> str:

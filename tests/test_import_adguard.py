@@ -325,11 +325,12 @@ def test_the_dns_reader_follows_the_wire_format_and_rejects_broken_messages():
     message = base64.b64decode(dns_response("a.example", ips=["192.0.2.1", "2001:db8::5"]))
     assert parse_response(message) == ("NOERROR", ["192.0.2.1", "2001:db8::5"])
     assert parse_response(base64.b64decode(dns_response("x.example", rcode="NXDOMAIN"))) == ("NXDOMAIN", [])
+    # AdGuard Home's own test data logs answers with the QR bit clear: still the answer.
+    assert parse_response(message[:2] + bytes([message[2] & 0x7F]) + message[3:]) == parse_response(message)
     for broken in (
         message[:11],  # shorter than a header
         message[:20],  # the question's name cut short
         message[:-3],  # the last answer's data cut short
-        b"\x12\x34\x01\x00" + message[4:],  # a query, not a response
         message[:12] + b"\xc0",  # half a compression pointer
         message[:12] + b"\x41abc",  # an extended label type
     ):

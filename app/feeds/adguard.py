@@ -12,9 +12,12 @@ import base64
 import binascii
 import hashlib
 import json
+import os
 from collections.abc import Iterator
 
-from .common import Batch, SkipRow, SourceError, compact, ip_or_none, text_or_none
+import click
+
+from .common import Batch, SkipRow, SourceError, Summary, compact, feed, ip_or_none, text_or_none
 from .dns_message import RCODES, parse_response
 
 # CP -> protocol. DNSCrypt has no protocol of ours, and AdGuard logs DoH over HTTP/3 as "doh"
@@ -46,6 +49,65 @@ BUILT_IN_LISTS = {
     -5: ("filter", "safesearch"),
 }
 UNSPECIFIED = {"0.0.0.0", "::"}
+# Enough for any query log entry; a longer first "line" is no query log (and is not read whole).
+FIRST_LINE_LIMIT = 1 << 20
+
+
+def source_keys(path: str, endpoint: str) -> list[str]:
+    """The keys of the positions of the log and of its rotated predecessor."""
+    found = []
+    for name in (path, path + ".1"):
+        if os.path.exists(name):
+            with open(name, "rb") as stream:
+                first = stream.readline(FIRST_LINE_LIMIT)
+            if first:
+                found.append(_key(first, endpoint))
+    return found
+
+
+def _key(first_line: bytes, endpoint: str) -> str:
+    return f"adguard:{endpoint}:{identity(first_line)}"
+
+
+def import_pass(
+    path: str, endpoint: str, size: int, sink, horizon_ms=None, stop=None, announce=True, rotated=False
+) -> Summary:
+    """Import the lines added to the log since the position `sink` holds for it; with
+    `rotated`, first the rest of PATH.1 (where AdGuard Home moves the log when it rotates it),
+    so that lines written just before a rotation are not lost. A file is known by its first
+    line, so each keeps its own position whatever its name."""
+    summary = Summary()
+    for name in ([path + ".1"] if rotated else []) + [path]:
+        if name != path and not os.path.exists(name):
+            continue
+        summary.add(_import_file(name, endpoint, size, sink, horizon_ms, stop, announce))
+    return summary
+
+
+def _import_file(path, endpoint, size, sink, horizon_ms, stop, announce) -> Summary:
+    with open(path, "rb") as stream:
+        first = stream.readline(FIRST_LINE_LIMIT)
+        if not first:
+            if announce:
+                click.echo(f"{path} is empty: nothing to import.", err=True)
+            return Summary()
+        check_first_line(first)
+        key = _key(first, endpoint)
+        position = sink.position(key)
+        offset = resume_offset(stream, position)
+        end = os.fstat(stream.fileno()).st_size
+        if offset and announce:
+            click.echo(f"Resuming after line {position['line']}.", err=True)
+        return feed(
+            key,
+            batches(stream, offset, position.get("line", 0), end, size, endpoint),
+            sink,
+            start=offset,
+            end=end,
+            label=f"Importing {os.path.basename(path)}",
+            horizon_ms=horizon_ms,
+            stop=stop,
+        )
 
 
 def identity(first_line: bytes) -> str:
@@ -144,10 +206,23 @@ def to_record(entry, endpoint: str) -> dict:
             "triggerValue": trigger_value,
             "spoofTarget": target,
             "sourceIp": ip,
+            "upstream": text_or_none(entry.get("Upstream")),
+            "responseTimeMs": _milliseconds(entry.get("Elapsed")),
+            "cached": entry["Cached"] if isinstance(entry.get("Cached"), bool) else None,
+            # AD set: the upstream validated the answer. Clear says nothing (no validation, or
+            # an insecure zone), so it stays unknown.
+            "dnssec": "secure" if entry.get("AD") is True else None,
             "answers": [{"ips": answer_ips}] if answer_ips else None,
             "client": compact({"ip": ip}),
         }
     )
+
+
+def _milliseconds(elapsed) -> float | None:
+    """AdGuard writes Elapsed as a Go duration: integer nanoseconds."""
+    if isinstance(elapsed, bool) or not isinstance(elapsed, int) or not 0 <= elapsed <= 86_400 * 10**9:
+        return None
+    return elapsed / 1e6
 
 
 def _decision(result: dict, rewrite: dict, answer_ips: list, rcode) -> tuple:

@@ -1,20 +1,24 @@
-"""The importers' commands: `flask --app wsgi import-pihole PATH` and `import-adguard PATH`."""
+"""The feeds' commands: `flask --app wsgi import-pihole PATH` and `import-adguard PATH`, once or
+following the source, into this installation's store or pushed to another one."""
 
-import contextlib
+import functools
 import os
+import signal
+import threading
 
 import click
+from flask import current_app
 from flask.cli import with_appcontext
 
 import models
-from models.imports import forget_progress, get_progress
+from models.clock import now_ms
 from schemas.records import MAX_ID_LENGTH
 
 from . import adguard, pihole
-from .common import SourceError, Summary, import_batches
+from .common import SourceError, Summary
+from .sinks import FeedError, LocalSink, make_sink
 
-# Enough for any query log entry; a longer first "line" is no query log (and is not read whole).
-FIRST_LINE_LIMIT = 1 << 20
+DAY_MS = 86_400_000
 
 
 def _endpoint(ctx, param, value: str) -> str:
@@ -23,107 +27,157 @@ def _endpoint(ctx, param, value: str) -> str:
     return value
 
 
-def _options(default_endpoint: str):
-    """PATH and the options both commands take."""
+def feed_options(default_endpoint: str, default_interval: float):
+    """The options of every feed command: the endpoint, batches, following, and the sink."""
 
     def decorate(command):
-        command = click.option(
-            "--restart",
-            is_flag=True,
-            help="Forget the saved position and import from the start: records already "
-            "imported are then stored a second time.",
-        )(command)
-        command = click.option(
-            "--batch-size",
-            default=5000,
-            show_default=True,
-            type=click.IntRange(min=1),
-            help="Records per transaction (and per saved position).",
-        )(command)
-        command = click.option(
-            "--endpoint",
-            default=default_endpoint,
-            show_default=True,
-            callback=_endpoint,
-            help="endpointId of the imported records.",
-        )(command)
-        return click.argument("path", type=click.Path(exists=True, dir_okay=False))(command)
+        for option in reversed(
+            [
+                click.option(
+                    "--endpoint",
+                    default=default_endpoint,
+                    show_default=True,
+                    callback=_endpoint,
+                    help="endpointId of the records.",
+                ),
+                click.option(
+                    "--batch-size",
+                    default=5000,
+                    show_default=True,
+                    type=click.IntRange(min=1, max=10_000),
+                    help="Records per transaction (and per saved position).",
+                ),
+                click.option("--follow", is_flag=True, help="Keep running and pick up what the source adds."),
+                click.option(
+                    "--interval",
+                    default=default_interval,
+                    show_default=True,
+                    type=click.FloatRange(min=0.05),
+                    help="With --follow: seconds between two looks at the source.",
+                ),
+                click.option("--url", help="Push to the service at this base URL instead of the local store."),
+                click.option(
+                    "--key",
+                    envvar="ANALYTICS_FEED_KEY",
+                    help="With --url: an API key with the ingest scope (or set ANALYTICS_FEED_KEY).",
+                ),
+                click.option(
+                    "--spool",
+                    type=click.Path(file_okay=False),
+                    help="With --url: where batches wait until delivered [default: instance/spool].",
+                ),
+            ]
+        ):
+            command = option(command)
+        return command
 
     return decorate
 
 
+def _restart_option(command):
+    return click.option(
+        "--restart",
+        is_flag=True,
+        help="Forget the saved position and import from the start: records already "
+        "imported are then stored a second time.",
+    )(command)
+
+
 @click.command("import-pihole")
-@_options("pihole")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@feed_options("pihole", 60.0)
+@_restart_option
 @with_appcontext
-def import_pihole_command(path, endpoint, batch_size, restart):
+def import_pihole_command(path, endpoint, batch_size, follow, interval, url, key, spool, restart):
     """Import query history from Pi-hole's FTL database (pihole-FTL.db), opened read-only.
 
-    Re-running it imports only the queries added since (it resumes after the last query id
-    it stored), also after an interruption.
+    Re-running it imports only the queries added since (it resumes after the last query it
+    stored), also after an interruption or after FTL's table was flushed. FTL writes its
+    database once a minute, hence --interval's default.
     """
-    try:
-        with contextlib.closing(pihole.open_database(path)) as source, models.connection():
-            key = f"pihole:{endpoint}:{pihole.identity(source, path)}"
-            after = _start(key, restart).get("id", 0)
-            last = pihole.last_query_id(source)
-            if after:
-                click.echo(f"Resuming after query id {after}.", err=True)
-            summary = import_batches(
-                key,
-                pihole.batches(source, after, last, batch_size, endpoint, pihole.read_network(source)),
-                start=after,
-                end=last,
-                label=f"Importing {os.path.basename(path)}",
-            )
-    except SourceError as exc:
-        raise click.ClickException(f"{path}: {exc}") from None
-    _report(summary, path, endpoint)
+    run_pass = functools.partial(pihole.import_pass, path, endpoint, batch_size)
+    _run(run_pass, pihole.source_keys, path, endpoint, follow, interval, (url, key, spool), restart)
 
 
 @click.command("import-adguard")
-@_options("adguard")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@feed_options("adguard", 10.0)
+@_restart_option
 @with_appcontext
-def import_adguard_command(path, endpoint, batch_size, restart):
+def import_adguard_command(path, endpoint, batch_size, follow, interval, url, key, spool, restart):
     """Import query history from AdGuard Home's query log (querylog.json), line by line.
 
     Re-running it imports only the lines added since, also after an interruption or after
-    AdGuard rotated the file to querylog.json.1 (a file is known by its first line).
+    AdGuard rotated the file to querylog.json.1 (a file is known by its first line). With
+    --follow it also finishes querylog.json.1 first on each look, so nothing written just
+    before a rotation is lost.
     """
+    run_pass = functools.partial(adguard.import_pass, path, endpoint, batch_size, rotated=follow)
+    _run(run_pass, adguard.source_keys, path, endpoint, follow, interval, (url, key, spool), restart)
+
+
+def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
+    """Run `run_pass(sink, horizon_ms, stop, announce)` once, or with `follow` until SIGTERM/SIGINT;
+    `keys(path, endpoint)`: the source's keys, whose positions --restart forgets."""
+    url, key, spool = remote
+    stop = _stop_on_signals() if follow else threading.Event()
+    total = Summary()
     try:
-        with open(path, "rb") as stream, models.connection():
-            first = stream.readline(FIRST_LINE_LIMIT)
-            if not first:
-                click.echo(f"{path} is empty: nothing to import.")
-                return
-            adguard.check_first_line(first)
-            key = f"adguard:{endpoint}:{adguard.identity(first)}"
-            position = _start(key, restart)
-            offset = adguard.resume_offset(stream, position)
-            if offset:
-                click.echo(f"Resuming after line {position['line']}.", err=True)
-            size = os.fstat(stream.fileno()).st_size
-            summary = import_batches(
-                key,
-                adguard.batches(stream, offset, position.get("line", 0), size, batch_size, endpoint),
-                start=offset,
-                end=size,
-                label=f"Importing {os.path.basename(path)}",
-            )
-    except OSError as exc:
-        raise click.ClickException(f"{path}: {exc.strerror or exc}") from None
+        sink = make_sink(url, key, spool, os.path.join(current_app.instance_path, "spool"))
+        with models.connection(), sink:
+            if restart:
+                for source in keys(path, endpoint):
+                    sink.forget(source)
+            announce = True
+            while True:
+                try:
+                    summary = run_pass(sink, _horizon(sink), stop, announce)
+                    announce = False
+                except SourceError as exc:
+                    if not follow:
+                        raise
+                    # A source can be briefly unreadable (FTL holding a lock, a rotation in
+                    # progress): the next look tries again.
+                    click.echo(f"{path}: {exc}; trying again in {interval:g} s", err=True)
+                    summary = Summary()
+                total.add(summary)
+                if follow and summary.stored:
+                    click.echo(f"Imported {summary.stored} new records into '{endpoint}'.", err=True)
+                if not follow or stop.wait(interval):
+                    break
+            waiting = sink.pending()
     except SourceError as exc:
         raise click.ClickException(f"{path}: {exc}") from None
-    _report(summary, path, endpoint)
+    except FeedError as exc:
+        raise click.ClickException(f"{path}: {exc}") from None
+    except OSError as exc:
+        raise click.ClickException(f"{path}: {exc.strerror or exc}") from None
+    _report(total, path, endpoint, url, waiting)
 
 
-def _start(key: str, restart: bool) -> dict:
-    """The saved position of `key` ({} for none), after forgetting it on --restart."""
-    if restart:
-        with models.write_transaction():
-            forget_progress(key)
-    saved = get_progress(key)
-    return saved["position"] if saved else {}
+def _horizon(sink) -> int | None:
+    """The retention horizon of the local store (None: no retention, or a remote service)."""
+    days = current_app.config["ANALYTICS_RETENTION_DAYS"]
+    if not isinstance(sink, LocalSink) or days <= 0:
+        return None
+    return now_ms() - days * DAY_MS
 
 
-def _report(summary: Summary, path: str, endpoint: str) -> None:
-    click.echo(f"Imported {summary.stored} records from {path} into endpoint '{endpoint}'; {summary.describe()}.")
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda *_: stop.set())
+    return stop
+
+
+def _report(summary: Summary, path: str, endpoint: str, url: str | None, waiting: int) -> None:
+    target = f"the service at {url}" if url else f"endpoint '{endpoint}'"
+    click.echo(f"Imported {summary.stored} records from {path} into {target}; {summary.describe()}.")
+    if summary.past_retention:
+        days = current_app.config["ANALYTICS_RETENTION_DAYS"]
+        click.echo(
+            f"{summary.past_retention} of them are older than the retention horizon "
+            f"(ANALYTICS_RETENTION_DAYS={days}): the next retention run deletes them."
+        )
+    if waiting:
+        click.echo(f"{waiting} batches wait in the spool: the next run sends them first.")

@@ -1,18 +1,15 @@
-"""What both importers share: validation of their wire records, batches stored together with
-the import's position, the progress bar and the closing summary."""
+"""What every feed shares: validation of its wire records, batches committed to a sink together
+with the source's position, the progress bar and the closing summary."""
 
 import collections
-import functools
 import ipaddress
 import sys
 from dataclasses import dataclass, field
 
 import click
 
-import models
 from models.clock import now_ms
-from models.imports import save_progress
-from schemas.records import RecordError, parse_record
+from schemas.records import RecordError, parse_record, parsed_time
 
 
 class SourceError(Exception):
@@ -36,10 +33,17 @@ class Summary:
     stored: int = 0
     unreadable: int = 0
     rejected: collections.Counter = field(default_factory=collections.Counter)  # by field
+    past_retention: int = 0  # stored records already older than the retention horizon
 
     @property
     def skipped(self) -> int:
         return self.unreadable + sum(self.rejected.values())
+
+    def add(self, other: "Summary"):
+        self.stored += other.stored
+        self.unreadable += other.unreadable
+        self.rejected.update(other.rejected)
+        self.past_retention += other.past_retention
 
     def describe(self) -> str:
         if not self.skipped:
@@ -50,35 +54,27 @@ class Summary:
         return f"skipped {self.skipped}: " + ", ".join(parts)
 
 
-def import_batches(source: str, batches, *, start: int, end: int, label: str) -> Summary:
-    """Validate and store each batch, moving `source`'s saved position in the same transaction.
+def feed(source: str, batches, sink, *, start: int, end: int, label: str, horizon_ms=None, stop=None) -> Summary:
+    """Validate each batch and commit it to `sink` with the position the source reaches.
 
     Records the validator rejects are skipped and counted, never fatal: one bad row in years
-    of history must not stop the import.
-    """
+    of history must not stop the import. `horizon_ms`: the retention horizon, to count the
+    records that are older; `stop`, an event that ends the feed between two batches."""
     summary = Summary()
     bar = click.progressbar(length=max(end - start, 1), label=label, file=sys.stderr)
     shown = start
     with bar:
         for batch in batches:
-            received = now_ms()
-            records, rejected = _validate(batch.records, received)
-            save = functools.partial(
-                save_progress,
-                source,
-                batch.position,
-                len(records),
-                batch.unreadable + sum(rejected.values()),
-                received,
-            )
-            if records:
-                models.store_records(records, in_transaction=save)
-            else:
-                with models.write_transaction():
-                    save()
+            if stop is not None and stop.is_set():
+                break
+            sink.check()
+            records, wire, rejected = _validate(batch.records, now_ms())
+            sink.commit(source, records, wire, batch.position, batch.unreadable + sum(rejected.values()))
             summary.stored += len(records)
             summary.unreadable += batch.unreadable
             summary.rejected.update(rejected)
+            if horizon_ms is not None:
+                summary.past_retention += sum(1 for record in records if parsed_time(record) < horizon_ms)
             reached = min(batch.done, end)
             if reached > shown:
                 bar.update(reached - shown)
@@ -86,16 +82,18 @@ def import_batches(source: str, batches, *, start: int, end: int, label: str) ->
     return summary
 
 
-def _validate(items, received_ms: int) -> tuple[list[dict], collections.Counter]:
-    """The records the validator accepts (in the store's terms), and the rejections by field."""
-    records = []
+def _validate(items, received_ms: int) -> tuple[list, list[dict], collections.Counter]:
+    """The records the validator accepts (as the store takes them, and as they came), and the
+    rejections by field."""
+    records, wire = [], []
     rejected = collections.Counter()
     for item in items:
         try:
             records.append(parse_record(item, received_ms))
+            wire.append(item)
         except RecordError as exc:
             rejected[exc.field.split(".")[0].split("[")[0]] += 1
-    return records, rejected
+    return records, wire, rejected
 
 
 def compact(record: dict) -> dict:

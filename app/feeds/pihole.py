@@ -13,7 +13,9 @@ import sqlite3
 import urllib.parse
 from collections.abc import Iterator
 
-from .common import Batch, SkipRow, SourceError, compact, ip_or_none, text_or_none
+import click
+
+from .common import Batch, SkipRow, SourceError, Summary, compact, feed, ip_or_none, text_or_none
 from .dns_message import rr_type_name
 
 # FTL's query types (docs.pi-hole.net, "Supported query types"). 14 is OTHER: the type is
@@ -79,6 +81,10 @@ REPLY_STATUS = {
     13: "NOERROR",  # BLOB
 }
 FAILED_STATUS = {"SERVFAIL", "REFUSED"}
+# Statuses that say whether the answer came from FTL's cache (others say nothing of it).
+CACHED = {2: False, 3: True, 12: False, 13: False, 14: False, 17: True}
+# FTL's DNSSEC status (enum dnssec_status); 0 is unknown.
+DNSSEC = {1: "secure", 2: "insecure", 3: "bogus", 4: "abandoned", 5: "truncated"}
 
 # FTL's `ftl` table: property 2 is the Unix time the database was created.
 FTL_CREATED = 2
@@ -115,7 +121,58 @@ def identity(conn: sqlite3.Connection, path: str) -> str:
 
 
 def last_query_id(conn: sqlite3.Connection) -> int:
-    return _fetch(conn, f"SELECT MAX(id) FROM {_query_table(conn)}")[0][0] or 0
+    """The newest query's id; -1 when there is none (FTL numbers the first query 0)."""
+    newest = _fetch(conn, f"SELECT MAX(id) FROM {_query_table(conn)}")[0][0]
+    return -1 if newest is None else newest
+
+
+def resume_point(conn: sqlite3.Connection, position: dict) -> tuple[int, float | None]:
+    """(the id to go on after, the timestamp the rows must be newer than, or None).
+
+    FTL numbers its queries from 0 again once its table is empty (flushed, or every row aged
+    out). The saved position holds the id and the time of the last query imported: when the
+    table no longer reaches that id, or the row with that id is another query, the numbering
+    started over, and the rows to import are all those newer than the last one imported."""
+    if not position:
+        return -1, None
+    after, stamp = position["id"], position.get("ts")
+    row = _fetch(conn, f"SELECT timestamp FROM {_query_table(conn)} WHERE id = ?", [after])
+    if last_query_id(conn) < after or (row and stamp is not None and row[0][0] != stamp):
+        return -1, stamp
+    return after, None
+
+
+def source_keys(path: str, endpoint: str) -> list[str]:
+    """The key of this database's position."""
+    with contextlib.closing(open_database(path)) as conn:
+        return [_key(conn, path, endpoint)]
+
+
+def _key(conn, path: str, endpoint: str) -> str:
+    return f"pihole:{endpoint}:{identity(conn, path)}"
+
+
+def import_pass(path: str, endpoint: str, size: int, sink, horizon_ms=None, stop=None, announce=True) -> Summary:
+    """Import the queries FTL stored since the position `sink` holds for this database
+    (`announce`: say where it resumes)."""
+    with contextlib.closing(open_database(path)) as conn:
+        key = _key(conn, path, endpoint)
+        after, newer_than = resume_point(conn, sink.position(key))
+        last = last_query_id(conn)
+        if newer_than is not None:
+            click.echo("FTL numbered its queries anew (its table was emptied): importing the newer ones.", err=True)
+        elif after >= 0 and announce:
+            click.echo(f"Resuming after query id {after}.", err=True)
+        return feed(
+            key,
+            batches(conn, after, last, size, endpoint, read_network(conn), newer_than),
+            sink,
+            start=max(after, 0),
+            end=last,
+            label=f"Importing {os.path.basename(path)}",
+            horizon_ms=horizon_ms,
+            stop=stop,
+        )
 
 
 def read_network(conn: sqlite3.Connection) -> dict[str, dict]:
@@ -153,16 +210,23 @@ def read_network(conn: sqlite3.Connection) -> dict[str, dict]:
 
 
 def batches(
-    conn: sqlite3.Connection, after_id: int, up_to_id: int, size: int, endpoint: str, network: dict
+    conn: sqlite3.Connection,
+    after_id: int,
+    up_to_id: int,
+    size: int,
+    endpoint: str,
+    network: dict,
+    newer_than: float | None = None,
 ) -> Iterator[Batch]:
-    """Batches of wire records for the queries with after_id < id <= up_to_id.
+    """Batches of wire records for the queries with after_id < id <= up_to_id (and, when
+    given, a timestamp above `newer_than`: see resume_point).
 
     Each batch is its own short SELECT (keyset on the id), so FTL is never locked out of its
     database for longer than one batch takes to read, and memory holds one batch at most.
     """
     sql = _select(conn)
     while after_id < up_to_id:
-        rows = _fetch(conn, sql, [after_id, up_to_id, size])
+        rows = _fetch(conn, sql, [after_id, up_to_id, newer_than, newer_than, size])
         if not rows:
             return
         records, unreadable = [], 0
@@ -172,12 +236,13 @@ def batches(
             except SkipRow:
                 unreadable += 1
         after_id = rows[-1][0]
-        yield Batch(records, unreadable, {"id": after_id}, after_id)
+        yield Batch(records, unreadable, {"id": after_id, "ts": rows[-1][1]}, after_id)
 
 
 def to_record(row, endpoint: str, network: dict) -> dict:
     """The wire record of one row of _select's columns."""
-    _, timestamp, query_type, status, domain, client_ip, client_name, reply_type, list_id = row
+    (_, timestamp, query_type, status, domain, client_ip, client_name, reply_type, list_id, upstream, reply_time,
+     dnssec) = row  # fmt: skip
     if isinstance(timestamp, bool) or not isinstance(timestamp, int | float):
         raise SkipRow("no timestamp")
     if not math.isfinite(timestamp):
@@ -200,6 +265,11 @@ def to_record(row, endpoint: str, network: dict) -> dict:
             "trigger": trigger,
             "triggerValue": trigger_value,
             "sourceIp": ip,
+            "upstream": text_or_none(upstream),
+            # FTL keeps the reply time in seconds.
+            "responseTimeMs": _milliseconds(reply_time),
+            "cached": CACHED.get(status),
+            "dnssec": DNSSEC.get(dnssec),
             "client": compact(
                 {
                     "ip": ip,
@@ -215,16 +285,31 @@ def to_record(row, endpoint: str, network: dict) -> dict:
 def _decision(status, list_id, status_code) -> tuple[int | None, str | None, str | None]:
     """action, trigger and triggerValue of a status (see STATUSES)."""
     action, trigger, value, prefix = STATUSES.get(status, (None, None, None, None))
-    has_list = isinstance(list_id, int) and not isinstance(list_id, bool) and list_id >= 0
+    if not isinstance(list_id, int) or isinstance(list_id, bool):
+        list_id = None
+    # Since FTL v6 a match in an adlist (gravity, or antigravity for allow-adlists) is stored
+    # as -(adlist id + 2); a domainlist entry (exact or regex) by its own id, from 0 up.
+    adlist = -list_id - 2 if list_id is not None and list_id <= -2 else None
+    domainlist = list_id if list_id is not None and list_id >= 0 else None
     if action == 1:
         if status_code in FAILED_STATUS:
             return -1, trigger, None
-        if has_list:  # let through by an allow entry (exact, regex or antigravity)
-            return 1, "custom", f"allowlist:{list_id}"
+        if adlist is not None:  # let through by an allow-adlist
+            return 1, "filter", f"antigravity:{adlist}"
+        if domainlist is not None:  # let through by an allow entry (exact or regex)
+            return 1, "custom", f"allowlist:{domainlist}"
         return action, trigger, None
-    if prefix and has_list:
-        value = f"{prefix}:{list_id}"
+    if adlist is not None and prefix == "adlist":
+        value = f"adlist:{adlist}"
+    elif prefix and domainlist is not None:
+        value = f"{prefix}:{domainlist}"
     return action, trigger, value
+
+
+def _milliseconds(seconds) -> float | None:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not math.isfinite(seconds):
+        return None
+    return seconds * 1000 if 0 <= seconds <= 86_400 else None
 
 
 def _query_type(number) -> str | None:
@@ -243,6 +328,9 @@ def _select(conn: sqlite3.Connection) -> str:
     reply_type = "q.reply_type" if "reply_type" in columns else "NULL"
     # list_id was called regex_id before FTL v5.14.
     list_id = "q.list_id" if "list_id" in columns else "q.regex_id" if "regex_id" in columns else "NULL"
+    reply_time = "q.reply_time" if "reply_time" in columns else "NULL"
+    dnssec = "q.dnssec" if "dnssec" in columns else "NULL"
+    upstream = "q.forward" if "forward" in columns else "NULL"
     domain, client_ip, client_name, joins = "q.domain", "q.client", "NULL", ""
     # As in FTL's own view: an integer points into the linking table, text is the value itself.
     if table == "query_storage" and "domain_by_id" in tables:
@@ -252,10 +340,13 @@ def _select(conn: sqlite3.Connection) -> str:
         client_ip = "CASE typeof(q.client) WHEN 'integer' THEN c.ip ELSE q.client END"
         client_name = "CASE typeof(q.client) WHEN 'integer' THEN c.name END"
         joins += " LEFT JOIN client_by_id c ON c.id = q.client"
+    if table == "query_storage" and "forward_by_id" in tables and upstream != "NULL":
+        upstream = "CASE typeof(q.forward) WHEN 'integer' THEN f.forward ELSE q.forward END"
+        joins += " LEFT JOIN forward_by_id f ON f.id = q.forward"
     return (
         f"SELECT q.id, q.timestamp, q.type, q.status, {domain}, {client_ip}, {client_name},"
-        f" {reply_type}, {list_id} FROM {table} q{joins}"
-        " WHERE q.id > ? AND q.id <= ? ORDER BY q.id LIMIT ?"
+        f" {reply_type}, {list_id}, {upstream}, {reply_time}, {dnssec} FROM {table} q{joins}"
+        " WHERE q.id > ? AND q.id <= ? AND (? IS NULL OR q.timestamp > ?) ORDER BY q.id LIMIT ?"
     )
 
 

@@ -1,0 +1,262 @@
+"""Where a feed's records go: the local store, or a remote service through an on-disk spool.
+
+A feed reads its source from a resume point and hands each batch to a sink with the point the
+source stands at after it. The sink commits both at once: the local store in one transaction
+(records and position), the remote sink in one spool file (records and position), which a
+sender thread then delivers in order to POST /v2/ingest with an idempotency key, so a batch
+sent again after a crash or a time-out is never stored twice. The resume point advances only
+with the commit: a feed killed at any moment resumes without loss or doubling.
+"""
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+
+import models
+from models.clock import now_ms
+from models.imports import ProgressMoved, forget_progress, get_progress, save_progress
+
+log = logging.getLogger(__name__)
+
+# How long a remote batch may wait between tries at most, and how long one try may take.
+MAX_BACKOFF_SECONDS = 30.0
+SEND_TIMEOUT_SECONDS = 60.0
+
+
+class FeedError(Exception):
+    """The feed cannot go on (another run owns the source, the service refused the batches);
+    its message says why and what to do. What was committed stays committed."""
+
+
+class LocalSink:
+    """Records into this installation's store, the source's position in the same transaction."""
+
+    def __init__(self):
+        self._tokens: dict[str, str | None] = {}
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def position(self, source: str) -> dict:
+        saved = get_progress(source)
+        self._tokens[source] = saved["text"] if saved else None
+        return saved["position"] if saved else {}
+
+    def forget(self, source: str):
+        with models.write_transaction():
+            forget_progress(source)
+
+    def commit(self, source: str, records: list, wire: list[dict], position: dict, skipped: int):
+        """Store `records` (validated, see schemas.records.parse_record) and move `source` to
+        `position`, all or nothing."""
+        token = self._tokens.get(source)
+
+        def save():
+            self._tokens[source] = save_progress(source, token, position, len(records), skipped, now_ms())
+
+        try:
+            if records:
+                models.store_records(records, in_transaction=save)
+            else:
+                with models.write_transaction():
+                    save()
+        except ProgressMoved:
+            raise FeedError(
+                "another run of this import moved its position meanwhile; this run stopped without storing "
+                "its last batch (nothing is stored twice)"
+            ) from None
+
+    def pending(self) -> int:
+        return 0
+
+    def check(self):
+        pass
+
+
+class RemoteSink:
+    """Records posted to another installation's POST /v2/ingest, through a spool directory.
+
+    Layout: one folder per source (named by a hash of its key), holding `state.json` (the
+    spool's id, the last batch number and the source's position) and one `NNNNNNNNNNNN.json`
+    per batch not yet delivered. A folder is used by one feed at a time (a lock file)."""
+
+    def __init__(self, url: str, key: str, spool: str, *, wait_seconds: float = 30.0):
+        self.url = url.rstrip("/") + "/v2/ingest"
+        self.key = key
+        self.spool = spool
+        self.wait_seconds = wait_seconds  # how long closing waits for the spool to drain
+        self._folders: dict[str, str] = {}
+        self._locks = []
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._error: str | None = None
+        self._sender = threading.Thread(target=self._send_loop, name="spool-sender", daemon=True)
+
+    def __enter__(self):
+        os.makedirs(self.spool, exist_ok=True)
+        self._sender.start()
+        return self
+
+    def __exit__(self, *exc):
+        deadline = time.monotonic() + self.wait_seconds
+        while self.pending() and self._error is None and time.monotonic() < deadline:
+            self._wake.set()
+            time.sleep(0.05)
+        self._stop.set()
+        self._wake.set()
+        self._sender.join(timeout=SEND_TIMEOUT_SECONDS)
+        for handle in self._locks:
+            handle.close()
+        return False
+
+    def position(self, source: str) -> dict:
+        folder = self._folder(source)
+        state = _read_state(folder)
+        newest = _batch_files(folder)
+        if newest and int(newest[-1].split(".")[0]) > state["batch"]:
+            # Written just before a crash kept its state from being written: the newer one.
+            with open(os.path.join(folder, newest[-1]), encoding="utf-8") as handle:
+                return json.load(handle)["position"]
+        return state["position"]
+
+    def forget(self, source: str):
+        folder = self._folder(source)
+        _write_atomically(os.path.join(folder, "state.json"), {**_read_state(folder), "position": {}})
+
+    def commit(self, source: str, records: list, wire: list[dict], position: dict, skipped: int):
+        """Write the batch with `position` to the spool (durably), for the sender to deliver."""
+        self.check()
+        folder = self._folder(source)
+        state = _read_state(folder)
+        files = _batch_files(folder)
+        number = max(state["batch"], int(files[-1].split(".")[0]) if files else 0) + 1
+        if wire:
+            batch = {"idempotencyKey": f"{state['spool']}-{number}", "records": wire, "position": position}
+            _write_atomically(os.path.join(folder, f"{number:012d}.json"), batch)
+        _write_atomically(os.path.join(folder, "state.json"), {**state, "batch": number, "position": position})
+        self._wake.set()
+
+    def pending(self) -> int:
+        """Batches in the spool not yet delivered."""
+        return sum(len(_batch_files(folder)) for folder in self._folders.values())
+
+    def check(self):
+        """FeedError if the service refused a batch for good (it stays in the spool)."""
+        if self._error is not None:
+            raise FeedError(self._error)
+
+    def _folder(self, source: str) -> str:
+        folder = self._folders.get(source)
+        if folder is None:
+            folder = os.path.join(self.spool, hashlib.sha256(source.encode()).hexdigest()[:24])
+            os.makedirs(folder, exist_ok=True)
+            handle = open(os.path.join(folder, "lock"), "a")  # noqa: SIM115 - held while the sink lives
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                raise FeedError(f"another feed is using the spool {folder}; this one stopped") from None
+            self._locks.append(handle)
+            if not os.path.exists(os.path.join(folder, "state.json")):
+                _write_atomically(
+                    os.path.join(folder, "state.json"),
+                    {"source": source, "spool": uuid.uuid4().hex, "batch": 0, "position": {}},
+                )
+            self._folders[source] = folder
+        return folder
+
+    def _send_loop(self):
+        backoff = 0.5
+        while not self._stop.is_set():
+            sent_any = False
+            for folder in list(self._folders.values()):
+                for name in _batch_files(folder):
+                    outcome = self._send(os.path.join(folder, name))
+                    if outcome == "sent":
+                        sent_any, backoff = True, 0.5
+                        continue
+                    if outcome == "refused":
+                        return
+                    self._wake.wait(backoff)  # unreachable: try the same batch again later
+                    self._wake.clear()
+                    backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
+                    break
+            if not sent_any:
+                self._wake.wait(1.0)
+                self._wake.clear()
+
+    def _send(self, path: str) -> str:
+        with open(path, encoding="utf-8") as handle:
+            batch = json.load(handle)
+        body = json.dumps({"records": batch["records"]}, separators=(",", ":")).encode()
+        request = urllib.request.Request(
+            self.url,
+            data=body,
+            method="POST",
+            headers={
+                "Authorization": self.key,
+                "Content-Type": "application/json",
+                "Idempotency-Key": batch["idempotencyKey"],
+            },
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=SEND_TIMEOUT_SECONDS) as response:
+                response.read()
+        except urllib.error.HTTPError as exc:
+            if exc.code in (408, 429) or exc.code >= 500:
+                log.warning("the service answered %s; the batch waits in the spool", exc.code)
+                return "later"
+            detail = exc.read().decode("utf-8", "replace")[:300]
+            self._error = (
+                f"the service refused a batch with HTTP {exc.code}: {detail}; it stays in the spool "
+                f"({path}) and is sent again when the feed restarts"
+            )
+            return "refused"
+        except (OSError, ValueError) as exc:
+            log.warning("the service is unreachable (%s); batches wait in the spool", exc)
+            return "later"
+        os.remove(path)
+        return "sent"
+
+
+def make_sink(url: str | None, key: str | None, spool: str | None, default_spool: str):
+    """The local store, or with `url` the remote service through the spool."""
+    if not url:
+        return LocalSink()
+    if not key:
+        raise FeedError("--url needs --key: an API key with the ingest scope on that service")
+    return RemoteSink(url, key, spool or default_spool)
+
+
+def _batch_files(folder: str) -> list[str]:
+    return sorted(name for name in os.listdir(folder) if name.endswith(".json") and name[0].isdigit())
+
+
+def _read_state(folder: str) -> dict:
+    with open(os.path.join(folder, "state.json"), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _write_atomically(path: str, data: dict):
+    """Replace `path` with `data` so that a crash leaves either the old or the new file whole."""
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, separators=(",", ":"))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    directory = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
