@@ -1,6 +1,7 @@
 """Command-line tools: `flask --app wsgi init`, `ingest`, and the registry of every other command."""
 
 import csv
+import hashlib
 import itertools
 import os
 import secrets
@@ -18,6 +19,8 @@ from schemas.records import RecordError, parse_records
 from .auth.keys import keys
 from .backup import backup_command
 from .feeds.commands import import_adguard_command, import_pihole_command
+from .feeds.common import Batch, Summary, feed
+from .feeds.sinks import FeedError, make_sink
 from .requests import loads
 from .retention import retention_command
 
@@ -55,13 +58,23 @@ def init_command():
 @click.command("ingest")
 @click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
 @click.option("--batch-size", default=5000, show_default=True, help="Records per transaction.")
+@click.option("--url", help="Push to the service at this base URL instead of the local store.")
+@click.option(
+    "--key", envvar="ANALYTICS_FEED_KEY", help="With --url: an API key with the ingest scope (or ANALYTICS_FEED_KEY)."
+)
+@click.option("--spool", type=click.Path(file_okay=False), help="With --url: where batches wait [instance/spool].")
 @with_appcontext
-def ingest_command(files, batch_size):
+def ingest_command(files, batch_size, url, key, spool):
     """Store records from NDJSON, JSON or CSV-export files ('-' or nothing: standard input).
 
     Each batch is stored all or nothing; at a bad record the import stops, and the batches
-    before it stay stored (the message says how many records that is).
+    before it stay stored (the message says how many records that is). With --url the files
+    are pushed as a feed: bad records are skipped and counted, and a re-run of the same file
+    goes on after the records already spooled.
     """
+    if url:
+        _push_files(files or ("-",), batch_size, url, key, spool)
+        return
     total = 0
     for name in files or ("-",):
         stream = click.open_file(name, "rb")
@@ -82,6 +95,41 @@ def ingest_command(files, batch_size):
         if size > 1 << 20 or name == "-":
             click.echo("", err=True)
     click.echo(f"Stored {total} records.")
+
+
+def _push_files(names, batch_size, url, key, spool):
+    """The files as a feed to another service (see app/feeds/sinks.py): a file is known by
+    its path and first line, its position is the number of records read from it."""
+    total = Summary()
+    try:
+        sink = make_sink(url, key, spool, os.path.join(current_app.instance_path, "spool"))
+        with sink:
+            for name in names:
+                with click.open_file(name, "rb") as stream:
+                    if name == "-":
+                        source = f"stdin:{secrets.token_hex(8)}"  # standard input cannot be read again
+                    else:
+                        first = stream.readline()
+                        stream.seek(0)
+                        source = f"file:{os.path.abspath(name)}:{hashlib.sha256(first).hexdigest()[:32]}"
+                    done = sink.position(source).get("records", 0)
+                    batches = _file_batches(_read_records(stream), batch_size, done)
+                    total.add(feed(source, batches, sink, start=0, end=0, label=name, announce=False))
+            waiting = sink.pending()
+    except FeedError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Sent {total.stored} records to {url}; {total.describe()}.")
+    if waiting:
+        click.echo(f"{waiting} batches wait in the spool: the next run sends them first.")
+
+
+def _file_batches(items, size, done):
+    """Batches (app.feeds.common.Batch) of a file's records after the first `done`."""
+    for index, batch in enumerate(_batches(items, size)):
+        reached = (index + 1) * size if len(batch) == size else index * size + len(batch)
+        if reached <= done:
+            continue
+        yield Batch(batch[max(done - index * size, 0) :], 0, {"records": reached}, reached)
 
 
 def _read_records(stream):

@@ -12,12 +12,17 @@ from schemas.statistics import (
     CountGroupResponseSchema,
     CountQuerySchema,
     CountResponseSchema,
+    LatencyGroupQuerySchema,
+    LatencyGroupResponseSchema,
+    LatencyQuerySchema,
+    LatencyResponseSchema,
     TimeSeriesGroupQuerySchema,
     TimeSeriesGroupResponseSchema,
     TimeSeriesQuerySchema,
     TimeSeriesResponseSchema,
     TrendQuerySchema,
     TrendResponseSchema,
+    latency_summary,
 )
 
 from .auth import endpoint_limit
@@ -59,6 +64,31 @@ def count_group(query, group):
         "startTime": filters.start_ms,
         "endTime": filters.end_ms,
         "counts": [{"value": value, "count": n} for value, n in top],
+    }
+
+
+@blp.route("/latency", methods=["GET"])
+@blp.arguments(LatencyQuerySchema, location="query")
+@blp.response(200, LatencyResponseSchema)
+def latency(query):
+    """Response times of the records in the window that have one: mean, median, p95, max."""
+    filters = filters_from(query, endpoint_limit())
+    (row,) = models.latency(filters)
+    return {"startTime": filters.start_ms, "endTime": filters.end_ms, **latency_summary(row)}
+
+
+@blp.route("/latency/<group>", methods=["GET"], parameters=_GROUP_PARAMETER)
+@blp.arguments(LatencyGroupQuerySchema, location="query")
+@blp.response(200, LatencyGroupResponseSchema)
+def latency_group(query, group):
+    """Response times per value of a column, for the values with the most (or fewest) of them."""
+    column = _column(group)
+    filters = filters_from(query, endpoint_limit())
+    rows = models.latency(filters, column, query["limit"], query["sortOrder"] == "desc")
+    return {
+        "startTime": filters.start_ms,
+        "endTime": filters.end_ms,
+        "latencies": [{"value": row.value, **latency_summary(row)} for row in rows],
     }
 
 

@@ -12,7 +12,7 @@ from .jobs import claim, finish
 from .keys import create_key, find_key, list_keys, revoke_key
 from .names import BOOLEAN_TEXT, value_texts
 from .records import delete_records
-from .statistics import availability, count, series, top, top_series, trend
+from .statistics import LatencyRow, availability, count, latency, series, top, top_series, trend
 from .tables import create_schema
 from .tokens import create_token, redeem_token
 
@@ -23,6 +23,7 @@ __all__ = [
     "AdminActionRow",
     "AlreadyStored",
     "ClientRow",
+    "LatencyRow",
     "Filters",
     "RecordRow",
     "availability",
@@ -41,6 +42,7 @@ __all__ = [
     "forget_batch_keys",
     "get_client",
     "is_sqlite",
+    "latency",
     "iter_raw_batches",
     "list_actions",
     "list_clients",

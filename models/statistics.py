@@ -1,6 +1,8 @@
 """Aggregates over the records, computed in SQL: counts, counts per group, time buckets."""
 
-from catalogue import BOOLEAN, FIELDS_BY_SQL, INTEGER, Field
+from collections import namedtuple
+
+from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
 
 from . import rollups
 from .database import query
@@ -196,3 +198,37 @@ def availability(filters: Filters) -> tuple[int | None, int | None, int]:
         for aggregate in ("MIN(r.ts)", "MAX(r.ts)")
     )
     return oldest, newest, sum(_grouped(resolved).values())
+
+
+# A summary of response times: how many records have one, their mean, median, 95th percentile
+# (nearest rank) and maximum, in milliseconds.
+LatencyRow = namedtuple("LatencyRow", "value count mean p50 p95 max")
+
+
+def latency(filters: Filters, column: str | None = None, limit: int = 1, descending: bool = True) -> list[LatencyRow]:
+    """Response-time summaries of the records that have one: of them all (`column` None: one
+    row, value None), or of the `limit` values of `column` with the most (or fewest) of them,
+    ties by value. Percentiles need every time of the window: read from the records."""
+    resolved = Resolved(filters)
+    condition, params = resolved.where()
+    field = FIELDS_BY_SQL[column] if column else None
+    group, join = "NULL", ""
+    if field is not None and field.storage == CLIENT:  # one group per client id, whatever its endpoint
+        group, join = "c.client_id", " JOIN client c ON c.id = r.client"
+    elif field is not None:
+        group = f"r.{field.sql}"
+    rows = query(
+        f"WITH t AS (SELECT {group} AS g, r.response_time_ms AS ms FROM record r{join}"
+        f" WHERE {condition} AND r.response_time_ms IS NOT NULL),"
+        " ranked AS (SELECT g, ms, ROW_NUMBER() OVER (PARTITION BY g ORDER BY ms) AS rn,"
+        " COUNT(*) OVER (PARTITION BY g) AS n FROM t)"
+        " SELECT g, MAX(n), AVG(ms), MAX(CASE WHEN rn = (n * 50 + 99) / 100 THEN ms END),"
+        " MAX(CASE WHEN rn = (n * 95 + 99) / 100 THEN ms END), MAX(ms) FROM ranked GROUP BY g",
+        params,
+    ).fetchall()
+    if field is None:
+        return [LatencyRow(None, *rows[0][1:]) if rows else LatencyRow(None, 0, None, None, None, None)]
+    names = {} if field.storage == CLIENT else _names(field, [row[0] for row in rows])
+    found = [LatencyRow(row[0] if field.storage == CLIENT else names.get(row[0], ""), *row[1:]) for row in rows]
+    sign = -1 if descending else 1
+    return sorted(found, key=lambda row: (sign * row.count, row.value))[:limit]

@@ -52,6 +52,14 @@ class TrendQuerySchema(FiltersSchema, OptionalWindowSchema):
             raise ma.ValidationError("baselineStartTime is after baselineEndTime.", field_name="baselineStartTime")
 
 
+class LatencyQuerySchema(FiltersSchema, WindowSchema):
+    pass
+
+
+class LatencyGroupQuerySchema(CountGroupQuerySchema):
+    pass
+
+
 class _WindowResponse(BaseSchema):
     startTime = Datetime(required=True)
     endTime = Datetime(required=True)
@@ -88,6 +96,31 @@ class TimeSeriesGroupPointSchema(BaseSchema):
 class TimeSeriesGroupResponseSchema(_WindowResponse):
     interval = fields.Integer(required=True)
     queries = fields.List(fields.Nested(TimeSeriesGroupPointSchema), required=True)
+
+
+class _LatencySummary(BaseSchema):
+    count = fields.Integer(required=True, metadata={"description": "Records with a responseTimeMs."})
+    meanMs = fields.Float(required=True, allow_none=True)
+    p50Ms = fields.Float(required=True, allow_none=True, metadata={"description": "Median (nearest rank)."})
+    p95Ms = fields.Float(required=True, allow_none=True, metadata={"description": "95th percentile (nearest rank)."})
+    maxMs = fields.Float(required=True, allow_none=True)
+
+
+class LatencyResponseSchema(_WindowResponse, _LatencySummary):
+    pass
+
+
+class GroupLatencySchema(_LatencySummary):
+    value = fields.String(required=True)
+
+
+class LatencyGroupResponseSchema(_WindowResponse):
+    latencies = fields.List(fields.Nested(GroupLatencySchema), required=True)
+
+
+def latency_summary(row) -> dict:
+    """The wire form of a models.LatencyRow."""
+    return {"count": row.count, "meanMs": row.mean, "p50Ms": row.p50, "p95Ms": row.p95, "maxMs": row.max}
 
 
 class TrendItemSchema(BaseSchema):

@@ -120,3 +120,31 @@ def test_a_database_without_the_columns_gains_them(tmp_path):
     # The rollups were counted anew for the new layout: whole days answer from them.
     counts = client.get(f"/v2/statistic/count/clientId?{WINDOW}", headers=AUTH).json["counts"]
     assert counts == [{"value": "b", "count": 1}, {"value": "c", "count": 1}, {"value": "cl1", "count": 1}]
+
+
+def test_latency_summaries_overall_and_per_group(client):
+    times = {"a": [1, 2, 3, 4, 100], "b": [10, 20], "c": []}
+    records = [
+        record(client_id=name, question=f"{name}{i}.example", upstream=f"up-{name}", responseTimeMs=ms)
+        for name, values in times.items()
+        for i, ms in enumerate(values)
+    ]
+    ingest(client, *records, record(client_id="c", question="none.example"))
+    body = client.get(f"/v2/statistic/latency?{WINDOW}", headers=AUTH).json
+    # Nearest rank over 1 2 3 4 10 20 100: the median is the 4th, the 95th percentile the 7th.
+    assert {k: body[k] for k in ("count", "meanMs", "p50Ms", "p95Ms", "maxMs")} == {
+        "count": 7,
+        "meanMs": pytest.approx(140 / 7),
+        "p50Ms": 4.0,
+        "p95Ms": 100.0,
+        "maxMs": 100.0,
+    }
+    groups = client.get(f"/v2/statistic/latency/clientId?{WINDOW}", headers=AUTH).json["latencies"]
+    assert groups == [
+        {"value": "a", "count": 5, "meanMs": 22.0, "p50Ms": 3.0, "p95Ms": 100.0, "maxMs": 100.0},
+        {"value": "b", "count": 2, "meanMs": 15.0, "p50Ms": 10.0, "p95Ms": 20.0, "maxMs": 20.0},
+    ]
+    fewest = client.get(f"/v2/statistic/latency/upstream?{WINDOW}&sortOrder=asc&limit=1", headers=AUTH).json
+    assert fewest["latencies"] == [{**groups[1], "value": "up-b"}]
+    nothing = client.get(f"/v2/statistic/latency?{WINDOW}&clientId[]=c", headers=AUTH).json
+    assert nothing["count"] == 0 and nothing["p95Ms"] is None

@@ -107,6 +107,7 @@ def _import_file(path, endpoint, size, sink, horizon_ms, stop, announce) -> Summ
             label=f"Importing {os.path.basename(path)}",
             horizon_ms=horizon_ms,
             stop=stop,
+            announce=announce,
         )
 
 

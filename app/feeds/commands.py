@@ -140,6 +140,7 @@ def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
                     # progress): the next look tries again.
                     click.echo(f"{path}: {exc}; trying again in {interval:g} s", err=True)
                     summary = Summary()
+                sink.check()
                 total.add(summary)
                 if follow and summary.stored:
                     click.echo(f"Imported {summary.stored} new records into '{endpoint}'.", err=True)

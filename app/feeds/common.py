@@ -2,6 +2,7 @@
 with the source's position, the progress bar and the closing summary."""
 
 import collections
+import contextlib
 import ipaddress
 import sys
 from dataclasses import dataclass, field
@@ -54,16 +55,19 @@ class Summary:
         return f"skipped {self.skipped}: " + ", ".join(parts)
 
 
-def feed(source: str, batches, sink, *, start: int, end: int, label: str, horizon_ms=None, stop=None) -> Summary:
+def feed(
+    source: str, batches, sink, *, start: int, end: int, label: str, horizon_ms=None, stop=None, announce=True
+) -> Summary:
     """Validate each batch and commit it to `sink` with the position the source reaches.
 
     Records the validator rejects are skipped and counted, never fatal: one bad row in years
     of history must not stop the import. `horizon_ms`: the retention horizon, to count the
     records that are older; `stop`, an event that ends the feed between two batches."""
     summary = Summary()
-    bar = click.progressbar(length=max(end - start, 1), label=label, file=sys.stderr)
+    # Following a source, each look is short and frequent: no bar, or the log fills with them.
+    bar = click.progressbar(length=max(end - start, 1), label=label, file=sys.stderr) if announce else None
     shown = start
-    with bar:
+    with bar or contextlib.nullcontext():
         for batch in batches:
             if stop is not None and stop.is_set():
                 break
@@ -76,7 +80,7 @@ def feed(source: str, batches, sink, *, start: int, end: int, label: str, horizo
             if horizon_ms is not None:
                 summary.past_retention += sum(1 for record in records if parsed_time(record) < horizon_ms)
             reached = min(batch.done, end)
-            if reached > shown:
+            if bar is not None and reached > shown:
                 bar.update(reached - shown)
                 shown = reached
     return summary

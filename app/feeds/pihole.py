@@ -172,6 +172,7 @@ def import_pass(path: str, endpoint: str, size: int, sink, horizon_ms=None, stop
             label=f"Importing {os.path.basename(path)}",
             horizon_ms=horizon_ms,
             stop=stop,
+            announce=announce,
         )
 
 

@@ -1,0 +1,196 @@
+"""Feeds as the processes users run: following a source, pushing to a remote service through the
+spool while the service comes and goes and the feed is killed, and overlapping runs."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from test_feed_sources import add_row
+from test_import_adguard import entry, write_log
+from test_import_pihole import T0, make_ftl_db
+
+from app import create_app
+
+from helpers import API_KEY, AUTH
+from servers import ROOT, Gunicorn
+
+WHOLE = "startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z"
+
+
+def feed(tmp_path, *args, store="feeder.db") -> subprocess.Popen:
+    """`flask --app wsgi ARGS` as its own process, on its own local database."""
+    env = {**os.environ, "ANALYTICS_DATABASE": str(tmp_path / store), "ANALYTICS_API_KEY": API_KEY}
+    log_path = tmp_path / f"feed-{time.monotonic_ns()}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "flask", "--app", "wsgi", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    process.log_path = log_path
+    return process
+
+
+def questions_in(database: str) -> list[str]:
+    client = create_app({"TESTING": True, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}).test_client()
+    found, page = [], 0
+    while True:
+        body = client.get(f"/v2/activity-log?{WHOLE}&sortOrder=asc&pageSize=500&page={page}", headers=AUTH).json
+        found += [r["question"] for r in body["queries"]]
+        if len(body["queries"]) < 500:
+            return found
+        page += 1
+
+
+def wait_for(condition, timeout=30.0, what="the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def stop(process: subprocess.Popen, sig=signal.SIGTERM) -> int:
+    if process.poll() is None:
+        os.killpg(process.pid, sig)
+    return process.wait(timeout=30)
+
+
+def test_following_an_adguard_log_across_rotation_then_stopping_cleanly(tmp_path):
+    path = tmp_path / "querylog.json"
+    store = str(tmp_path / "store.db")
+    write_log(path, entry("one.example", 1))
+    follower = feed(tmp_path, "import-adguard", str(path), "--follow", "--interval", "0.1", store="store.db")
+    try:
+        wait_for(lambda: questions_in(store) == ["one.example"], what="the first line")
+        write_log(path, entry("two.example", 2), mode="a")
+        write_log(path, entry("three.example", 3), mode="a")
+        path.rename(tmp_path / "querylog.json.1")  # AdGuard Home rotates the log
+        write_log(path, entry("four.example", 4))
+        expected = ["one.example", "two.example", "three.example", "four.example"]
+        wait_for(lambda: questions_in(store) == expected, what="the rotated and the new lines")
+    finally:
+        assert stop(follower) == 0
+
+
+def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_ends_exact(tmp_path):
+    service_db = str(tmp_path / "service.db")
+    service = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": service_db, "ANALYTICS_API_KEY": API_KEY})
+    path, spool = tmp_path / "querylog.json", str(tmp_path / "spool")
+    args = ["import-adguard", str(path), "--follow", "--interval", "0.05", "--batch-size", "7"]
+    args += ["--url", service.base, "--spool", spool]
+    os.environ["ANALYTICS_FEED_KEY"] = API_KEY  # the key stays out of the process list
+    rng = random.Random(7)
+    written = 0
+
+    def write(count):
+        nonlocal written
+        lines = [entry(f"q{written + i}.example", (written + i) % 60) for i in range(count)]
+        write_log(path, *lines, mode="a")
+        written += count
+
+    try:
+        write(30)
+        process = feed(tmp_path, *args)
+        for round_ in range(6):
+            write(rng.randint(10, 60))
+            time.sleep(rng.uniform(0.05, 0.4))
+            if round_ == 2:
+                service.kill_all()  # the service goes away: batches wait in the spool
+                write(40)
+                time.sleep(0.5)
+            if round_ == 3:
+                path.rename(str(path) + ".1")  # and AdGuard rotates its log meanwhile
+                write(25)
+                service.start()  # back, on the same address
+            stop(process, signal.SIGKILL)  # at whatever point it had reached
+            process = feed(tmp_path, *args)
+
+        def delivered():
+            status, body = service.call("GET", f"/v2/statistic/count?{WHOLE}", headers=AUTH)
+            return status == 200 and body["count"] >= written
+
+        wait_for(delivered, timeout=60, what=f"{written} records at the service")
+        assert stop(process) == 0
+        stored = questions_in(service_db)
+        assert len(stored) == written, "nothing lost, nothing stored twice"
+        assert sorted(stored) == sorted(f"q{i}.example" for i in range(written))
+        assert not [name for _, _, names in os.walk(spool) for name in names if name[0].isdigit()], "spool drained"
+    finally:
+        os.environ.pop("ANALYTICS_FEED_KEY", None)
+        service.stop()
+
+
+def test_overlapping_runs_of_one_import_never_store_a_row_twice(tmp_path):
+    ftl = make_ftl_db(str(tmp_path / "pihole-FTL.db"))
+    for i in range(400):
+        add_row(ftl, i, T0 + i, f"q{i}.example")
+    store = str(tmp_path / "store.db")
+    questions_in(store)  # the schema exists before both start
+    args = ["import-pihole", ftl, "--batch-size", "5", "--follow", "--interval", "0.05"]
+    first, second = feed(tmp_path, *args, store="store.db"), feed(tmp_path, *args, store="store.db")
+    try:
+        for i in range(400, 600):
+            add_row(ftl, i, T0 + i, f"q{i}.example")
+            if i % 50 == 0:
+                time.sleep(0.05)
+        wait_for(lambda: len(questions_in(store)) >= 600, timeout=60, what="600 records")
+        time.sleep(0.5)
+    finally:
+        codes = [stop(first), stop(second)]
+    stored = questions_in(store)
+    assert len(stored) == 600 and len(set(stored)) == 600
+    for process, code in zip((first, second), codes, strict=True):
+        text = process.log_path.read_text()
+        assert code == 0 or "another run of this import moved its position" in text, text
+
+
+@pytest.mark.parametrize("key", ["", "x" * 201, "a\tb"])
+def test_a_bad_idempotency_key_is_refused(client, key):
+    response = client.post("/v2/ingest", json=[], headers={**AUTH, "Idempotency-Key": key})
+    assert response.status_code == 400
+    assert "Idempotency-Key" in response.json["error"]["message"]
+
+
+def test_a_batch_sent_again_with_its_idempotency_key_is_stored_once(client, runner):
+    batch = [{"endpointId": "e", "clientId": "c", "question": f"q{i}.example"} for i in range(3)]
+    first = client.post("/v2/ingest", json=batch, headers={**AUTH, "Idempotency-Key": "spool-1"})
+    again = client.post("/v2/ingest", json=batch, headers={**AUTH, "Idempotency-Key": "spool-1"})
+    assert first.json == again.json == {"accepted": 3}
+    assert again.headers["Idempotency-Replayed"] == "true" and "Idempotency-Replayed" not in first.headers
+    other = client.post("/v2/ingest", json=batch, headers={**AUTH, "Idempotency-Key": "spool-2"})
+    assert other.json == {"accepted": 3}
+    # Keys are per API key: another feed's "spool-1" is another batch.
+    secret = runner.invoke(args=["keys", "create", "--name", "feeder", "--scope", "ingest"]).output.split()[-1]
+    theirs = client.post("/v2/ingest", json=batch, headers={"Authorization": secret, "Idempotency-Key": "spool-1"})
+    assert theirs.json == {"accepted": 3} and "Idempotency-Replayed" not in theirs.headers
+    count = client.get(f"/v2/statistic/count?{WHOLE}", headers=AUTH).json["count"]
+    assert count == 9
+
+
+def test_files_pushed_to_a_service_resume_after_what_was_sent(runner, tmp_path, monkeypatch):
+    service = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY})
+    monkeypatch.setenv("ANALYTICS_FEED_KEY", API_KEY)
+    path = tmp_path / "records.ndjson"
+    lines = [{"endpointId": "files", "clientId": "c", "question": f"q{i}.example"} for i in range(25)]
+    lines[3]["question"] = "not a domain"
+    write_log(path, *lines)
+    args = ["ingest", str(path), "--url", service.base, "--spool", str(tmp_path / "spool"), "--batch-size", "10"]
+    try:
+        first = runner.invoke(args=args)
+        assert "Sent 24 records" in first.output and "1 rejected (question)" in first.output, first.output
+        assert "Sent 0 records" in runner.invoke(args=args).output
+        write_log(path, *[{**lines[0], "question": f"more{i}.example"} for i in range(5)], mode="a")
+        assert "Sent 5 records" in runner.invoke(args=args).output
+        status, body = service.call("GET", f"/v2/statistic/count?{WHOLE}", headers=AUTH)
+        assert (status, body["count"]) == (200, 29)
+    finally:
+        service.stop()

@@ -1,0 +1,129 @@
+"""What the Pi-hole and AdGuard Home importers read as their sources write it: FTL's ids from 0,
+v6 list ids, a flushed table, the upstream/latency/cache/DNSSEC columns; AdGuard answers with
+QR clear, its Upstream/Elapsed/Cached/AD keys; records past retention said at import time."""
+
+import base64
+import sqlite3
+
+import pytest
+from test_import_adguard import dns_response, entry, write_log
+from test_import_pihole import IP, T0, make_ftl_db
+
+from app import create_app
+
+from helpers import API_KEY
+from importing import logged, questions
+
+
+def add_row(path, ident, ts, domain, status=2, *, list_id=None, forward=None, reply_time=None, dnssec=None):
+    """One query as FTL v6 writes it, with FTL's own id (FTL numbers them itself, from 0)."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT OR IGNORE INTO domain_by_id (domain) VALUES (?)", [domain])
+        domain_id = conn.execute("SELECT id FROM domain_by_id WHERE domain = ?", [domain]).fetchone()[0]
+        conn.execute("INSERT OR IGNORE INTO client_by_id (ip, name) VALUES ('192.168.1.10', NULL)")
+        client_id = conn.execute("SELECT id FROM client_by_id WHERE ip = '192.168.1.10'").fetchone()[0]
+        forward_id = None
+        if forward is not None:
+            conn.execute("INSERT OR IGNORE INTO forward_by_id (forward) VALUES (?)", [forward])
+            forward_id = conn.execute("SELECT id FROM forward_by_id WHERE forward = ?", [forward]).fetchone()[0]
+        conn.execute(
+            "INSERT INTO query_storage (id, timestamp, type, status, domain, client, forward, reply_type,"
+            " reply_time, dnssec, list_id) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [ident, ts, status, domain_id, client_id, forward_id, IP, reply_time, dnssec, list_id],
+        )
+
+
+@pytest.fixture
+def ftl(tmp_path):
+    return make_ftl_db(str(tmp_path / "pihole-FTL.db"))
+
+
+def test_the_first_query_of_a_database_is_id_0(runner, client, ftl):
+    add_row(ftl, 0, T0, "first.example")
+    result = runner.invoke(args=["import-pihole", ftl])
+    assert result.exit_code == 0, result.output
+    assert "Imported 1 records" in result.output
+    assert questions(client) == ["first.example"]
+    add_row(ftl, 1, T0 + 1, "second.example")
+    assert "Imported 1 records" in runner.invoke(args=["import-pihole", ftl]).output
+    assert questions(client) == ["first.example", "second.example"]
+
+
+def test_v6_adlist_ids_say_which_list_blocked_or_allowed(runner, client, ftl):
+    add_row(ftl, 0, T0, "blocked-by-adlist.example", status=1, list_id=-(7 + 2))
+    add_row(ftl, 1, T0 + 1, "allowed-by-allow-adlist.example", status=2, list_id=-(3 + 2))
+    add_row(ftl, 2, T0 + 2, "allowed-by-domainlist.example", status=2, list_id=4)
+    add_row(ftl, 3, T0 + 3, "cname-blocked.example", status=9, list_id=-2)
+    assert runner.invoke(args=["import-pihole", ftl]).exit_code == 0
+    got = [(r["question"], r["action"], r["trigger"], r["triggerValue"]) for r in logged(client)]
+    assert got == [
+        ("blocked-by-adlist.example", 0, "filter", "adlist:7"),
+        ("allowed-by-allow-adlist.example", 1, "filter", "antigravity:3"),
+        ("allowed-by-domainlist.example", 1, "custom", "allowlist:4"),
+        ("cname-blocked.example", 0, "filter", "adlist:0"),
+    ]
+
+
+def test_a_flushed_table_numbered_from_0_again_loses_nothing(runner, client, ftl):
+    for i in range(4):
+        add_row(ftl, i, T0 + i, f"before{i}.example")
+    assert runner.invoke(args=["import-pihole", "--batch-size", "3", ftl]).exit_code == 0
+    with sqlite3.connect(ftl) as conn:  # pihole -f, or every row aged out
+        conn.execute("DELETE FROM query_storage")
+    # Empty: nothing to do, and the position must survive the empty look.
+    assert "Imported 0 records" in runner.invoke(args=["import-pihole", ftl]).output
+    for i in range(2):  # fewer rows than before: ids 0 and 1 exist again, as other queries
+        add_row(ftl, i, T0 + 100 + i, f"after{i}.example")
+    result = runner.invoke(args=["import-pihole", ftl])
+    assert "numbered its queries anew" in result.output
+    assert "Imported 2 records" in result.output
+    for i in range(2, 7):  # and past the old numbering
+        add_row(ftl, i, T0 + 100 + i, f"after{i}.example")
+    assert "Imported 5 records" in runner.invoke(args=["import-pihole", ftl]).output
+    assert questions(client) == [f"before{i}.example" for i in range(4)] + [f"after{i}.example" for i in range(7)]
+
+
+def test_upstream_reply_time_cache_and_dnssec_are_kept(runner, client, ftl):
+    add_row(ftl, 0, T0, "forwarded.example", status=2, forward="9.9.9.9#53", reply_time=0.0125, dnssec=1)
+    add_row(ftl, 1, T0 + 1, "cached.example", status=3, reply_time=0.0001, dnssec=2)
+    add_row(ftl, 2, T0 + 2, "blocked.example", status=1, dnssec=0)
+    assert runner.invoke(args=["import-pihole", ftl]).exit_code == 0
+    got = [(r["upstream"], r["responseTimeMs"], r["cached"], r["dnssec"]) for r in logged(client)]
+    assert got == [("9.9.9.9#53", 12.5, False, "secure"), ("", 0.1, True, "insecure"), ("", None, None, "")]
+
+
+def test_an_answer_with_qr_clear_keeps_its_answers(runner, client, tmp_path):
+    answer = base64.b64decode(dns_response("a.example", ips=["192.0.2.7"]))
+    cleared = base64.b64encode(answer[:2] + bytes([answer[2] & 0x7F]) + answer[3:]).decode()
+    log = write_log(tmp_path / "querylog.json", entry("a.example", Answer=cleared))
+    assert runner.invoke(args=["import-adguard", log]).exit_code == 0
+    (record,) = logged(client)
+    assert record["statusCode"] == "NOERROR"
+    assert record["answers"] == [{"ips": ["192.0.2.7"]}]
+
+
+def test_adguard_upstream_elapsed_cached_and_ad_are_kept(runner, client, tmp_path):
+    log = write_log(
+        tmp_path / "querylog.json",
+        entry("a.example", 1, Elapsed=2_500_000, Cached=False, AD=True),
+        entry("b.example", 2, Elapsed=40_000, Cached=True, Upstream=""),
+    )
+    assert runner.invoke(args=["import-adguard", log]).exit_code == 0
+    got = [(r["upstream"], r["responseTimeMs"], r["cached"], r["dnssec"]) for r in logged(client)]
+    assert got == [("https://dns10.quad9.net:443/dns-query", 2.5, False, "secure"), ("", 0.04, True, "")]
+
+
+def test_the_summary_says_how_many_records_retention_will_delete(tmp_path):
+    config = {
+        "TESTING": True,
+        "INSTANCE_PATH": str(tmp_path / "instance"),
+        "ANALYTICS_DATABASE": str(tmp_path / "store.db"),
+        "ANALYTICS_API_KEY": API_KEY,
+        "ANALYTICS_RETENTION_DAYS": 33,
+    }
+    app = create_app(config)
+    lines = [entry("old.example", 1), {**entry("new.example", 2), "T": "2999-01-01T00:00:00Z"}]
+    log = write_log(tmp_path / "querylog.json", *lines)
+    result = app.test_cli_runner().invoke(args=["import-adguard", log])
+    assert "Imported 2 records" in result.output
+    assert "1 of them are older than the retention horizon (ANALYTICS_RETENTION_DAYS=33)" in result.output
