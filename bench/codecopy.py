@@ -18,7 +18,9 @@ def snapshot(dest: str, commit: str | None = None) -> str:
     os.makedirs(dest, exist_ok=True)
     if commit:
         with tempfile.TemporaryFile() as archive:
-            subprocess.run(["git", "archive", commit, *SERVICE], cwd=ROOT, stdout=archive, check=True)
+            present = set(_git("ls-tree", "--name-only", commit).split())
+            paths = [name for name in SERVICE if name in present]  # older commits lack some
+            subprocess.run(["git", "archive", commit, *paths], cwd=ROOT, stdout=archive, check=True)
             archive.seek(0)
             with tarfile.open(fileobj=archive) as tar:
                 tar.extractall(dest, filter="data")

@@ -123,43 +123,53 @@ class RecordError(ValueError):
 
 def query_data(rows) -> list[dict]:
     """QueryData dicts from the store's record rows (models.RecordRow), ready for JSON."""
-    answer_lists: dict = {}  # one parsed list per distinct answer set (shared, read-only)
-    records = []
-    for row in rows:
-        record: dict = {}
-        for at, name, path, unknown, kind in _OUTPUT:
-            value = row[at]
-            if value is None:
-                value = unknown
-            elif kind == "time":
-                value = format_ms(value)
-            elif kind == "boolean":
-                value = bool(value)
-            elif kind == "json":
-                if value not in answer_lists:
-                    answer_lists[value] = orjson.loads(value)
-                value = answer_lists[value]
-            if len(path) == 1:
-                record[name] = value
-            else:
-                record.setdefault(path[0], {})[path[1]] = value
-        records.append(record)
-    return records
+    parsed: dict = {}  # one parsed answer list per distinct answer set (shared, read-only)
+
+    def answers(text):
+        if text is None:
+            return []
+        found = parsed.get(text)
+        if found is None:
+            found = parsed[text] = orjson.loads(text)
+        return found
+
+    return [_QUERY_DATA(row, answers) for row in rows]
 
 
-# Where each QueryData field comes from: (position in a record row, key, path in QueryData,
-# what an unknown value reads as, how the stored value becomes JSON).
-_OUTPUT = [
-    (
-        i + 1,
-        field.path[-1],
-        field.path,
-        UNKNOWN.get(field.name, "" if field.storage == TERM else None),
-        "time" if field.storage == TIME else "json" if field.name in JSON_FIELDS else field.storage,
-    )
-    for i, field in enumerate(FIELDS)
-    if field.path is not None
-]
+def _value_expression(at: int, field) -> str:
+    """How a QueryData value is made from a record row `r` (see _QUERY_DATA)."""
+    if field.storage == TIME:
+        return f"format_ms(r[{at}])"
+    if field.name in JSON_FIELDS:
+        return f"answers(r[{at}])"
+    if field.storage == BOOLEAN:
+        return f"BOOLEANS[r[{at}]]"
+    if field.storage == TERM and UNKNOWN.get(field.name, "") == "":
+        return f'(r[{at}] or "")'  # text: unknown reads ""
+    return f"r[{at}]"
+
+
+def _query_data_source() -> str:
+    """A lambda that builds one QueryData dict literally, made once from the catalogue: a
+    loop over the fields of every record cost more than the query of a log page."""
+    parts: dict[str, list] = {}  # QueryData key -> its value, or its nested (key, value) pairs
+    for i, field in enumerate(FIELDS):
+        if field.path is None:
+            continue
+        expression = _value_expression(i + 1, field)
+        if len(field.path) == 1:
+            parts[field.path[0]] = expression
+        else:
+            parts.setdefault(field.path[0], []).append(f"{field.path[1]!r}: {expression}")
+    items = []
+    for key, value in parts.items():
+        items.append(f"{key!r}: {{{', '.join(value)}}}" if isinstance(value, list) else f"{key!r}: {value}")
+    return f"lambda r, answers: {{{', '.join(items)}}}"
+
+
+_QUERY_DATA = eval(  # noqa: S307
+    _query_data_source(), {"format_ms": format_ms, "BOOLEANS": {None: None, 0: False, 1: True}}
+)
 
 
 def parse_records(items, received_ms: int) -> list[dict]:
