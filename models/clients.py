@@ -31,7 +31,8 @@ def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=No
     for endpoint_id, *row in query(sql, params):
         names[endpoint_id] = row[0]
         entries.append(ClientRow._make(row))
-    return {names[ident]: last for ident, last in endpoint_last_activity(names).items()}, entries
+    last = endpoint_last_activity(names)
+    return {name: last[ident] for ident, name in names.items()}, entries  # in the listing's order
 
 
 def endpoint_last_activity(endpoint_ids) -> dict[int, int | None]:
