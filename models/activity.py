@@ -72,7 +72,14 @@ def _fetch(condition, params, descending, after, limit, offset):
         op = "<" if descending else ">"
         seek = f" AND r.ts {op}= ? AND (r.ts {op} ? OR r.id {op} ?)"
         seek_params = [ts, ts, ident]
-    sql = f"{_SELECT} WHERE {condition}{seek} ORDER BY r.ts {order}, r.id {order} LIMIT ? OFFSET ?"
+    ordering = f"ORDER BY r.ts {order}, r.id {order}"
+    if not offset:
+        sql = f"{_SELECT} WHERE {condition}{seek} {ordering} LIMIT ?"
+        return query(sql, [*params, *seek_params, limit]).fetchall()
+    # The rows an OFFSET skips are still made into result rows: skip them as bare ids, then
+    # read the page's columns for its own rows only.
+    chosen = f"SELECT r.id FROM record r WHERE {condition}{seek} {ordering} LIMIT ? OFFSET ?"
+    sql = f"{_SELECT} WHERE r.id IN ({chosen}) {ordering}"
     return query(sql, [*params, *seek_params, limit, offset]).fetchall()
 
 
