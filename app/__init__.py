@@ -10,7 +10,7 @@ import models
 from . import auth, cli, cors, docs, security
 from .config import load_config
 from .extensions import Api, JSONProvider
-from .requests import refuse_nul_in_path
+from .requests import bound_chunked_body, refuse_nul_in_path
 
 INSTANCE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "instance")
 
@@ -43,6 +43,7 @@ def create_app(test_config=None) -> Flask:
     app.before_request(_connect)
     app.before_request(auth.check_request)
     app.before_request(refuse_nul_in_path)
+    pass  # app.before_request(bound_chunked_body)
     app.teardown_request(_close)
     cors.init_app(app)
     security.init_app(app)

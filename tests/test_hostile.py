@@ -1,6 +1,8 @@
 """Hostile input: oversized, malformed and injection-shaped requests get a clear 4xx and
 change nothing; parameters never reach SQL as text."""
 
+import http.client
+import json
 import socket
 import time
 
@@ -135,5 +137,40 @@ def test_oversized_body_is_refused_before_it_is_read(tmp_path):
             assert time.monotonic() - started < 5, "answered without waiting for 500 MB"
         assert answer.startswith("HTTP/1.1 413"), answer[:200]
         assert '"code":41301' in answer.replace(" ", "")
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize("kind", ["ndjson", "array"])
+def test_a_chunked_body_over_the_limit_is_a_413_and_stores_nothing(tmp_path, kind):
+    env = {"ANALYTICS_DATABASE": str(tmp_path / "chunked.db"), "ANALYTICS_API_KEY": API_KEY}
+    server = Gunicorn(tmp_path, {**env, "ANALYTICS_MAX_BODY_MB": "1"}, workers=1)
+    lines = [json.dumps({"endpointId": "e", "clientId": "c", "question": f"q{i}.example"}) for i in range(17_000)]
+    body = ("\n".join(lines) if kind == "ndjson" else "[" + ",".join(lines) + "]").encode()
+    assert len(body) > 1024 * 1024
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        content_type = "application/x-ndjson" if kind == "ndjson" else "application/json"
+        chunks = (body[i : i + 50_000] for i in range(0, len(body), 50_000))
+        connection.request(
+            "POST",
+            "/v2/ingest",
+            body=chunks,
+            headers={"Authorization": API_KEY, "Content-Type": content_type},
+            encode_chunked=True,
+        )
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        assert response.status == 413, answer
+        assert answer["error"]["code"] == 41301
+        status, small = server.call(
+            "POST",
+            "/v2/ingest",
+            [{"endpointId": "e", "clientId": "c", "question": "x.org"}],
+            headers={"Authorization": API_KEY},
+        )
+        assert (status, small) == (200, {"accepted": 1})
+        status, count = server.call("GET", "/v2/statistic/count?startTime=2000-01-01T00:00:00Z", headers=AUTH)
+        assert count["count"] == 1, "only the small batch was stored"
     finally:
         server.stop()
