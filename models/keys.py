@@ -44,8 +44,10 @@ def revoke_key(name_or_id: str, now_ms: int) -> dict | None:
     """Revoke a live key by name or id; the key as it was, or None if there is no such live key."""
     with write_transaction():
         row = query(
-            f"SELECT {_COLUMNS} FROM api_key WHERE (name = ? OR CAST(id AS TEXT) = ?) AND revoked IS NULL",
-            [name_or_id, name_or_id],
+            # A key named "8" is the key "8", whatever key has the id 8.
+            f"SELECT {_COLUMNS} FROM api_key WHERE (name = ? OR CAST(id AS TEXT) = ?) AND revoked IS NULL"
+            " ORDER BY CASE WHEN name = ? THEN 0 ELSE 1 END LIMIT 1",
+            [name_or_id, name_or_id, name_or_id],
         ).fetchone()
         if row is None:
             return None

@@ -36,6 +36,14 @@ def test_revoke_by_id(runner, client):
     assert client.get("/v2/client", headers={"Authorization": secret}).status_code == 401
 
 
+def test_a_name_that_looks_like_an_id_is_the_name(runner, client):
+    first = create(runner, "--name", "first", "--scope", "read")
+    second = create(runner, "--name", "1", "--scope", "read")  # id 2, named "1"
+    assert "Revoked key 2 '1'" in runner.invoke(args=["keys", "revoke", "1"]).output
+    assert client.get("/v2/client", headers={"Authorization": second}).status_code == 401
+    assert client.get("/v2/client", headers={"Authorization": first}).status_code == 200
+
+
 def test_keys_are_stored_only_as_hashes(runner, database):
     secrets = [create(runner, "--name", f"k{i}", "--scope", "read", "--endpoint", "e1") for i in range(3)]
     stored = stores.run_sql(database, "SELECT * FROM api_key")
