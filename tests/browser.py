@@ -164,6 +164,10 @@ class Chromium:
             mobile=mobile,
         )
 
+    def color_scheme(self, scheme: str):
+        """Make the page see the user's preference for a "light" or "dark" colour scheme."""
+        self.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
+
     def screenshot(self, path, full_page: bool = False):
         """Save what the tab shows as a PNG file (the whole page with full_page)."""
         params = {"format": "png"}

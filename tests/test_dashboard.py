@@ -91,13 +91,19 @@ def shots(tmp_path_factory):
     return tmp_path_factory.mktemp("dashboard-screenshots")
 
 
-def screenshots(browser, shots, name):
-    """The view as a desktop and as a phone shows it, saved as PNG files a person can open."""
-    for label, (width, height), mobile in (("desktop", DESKTOP, False), ("phone", PHONE, True)):
+def screenshots(browser, shots, name, dark=False):
+    """The view as a desktop and as a phone shows it (and in dark mode too with `dark`), saved as
+    PNG files a person can open."""
+    sizes = [("desktop", DESKTOP, False), ("phone", PHONE, True)]
+    if dark:
+        sizes += [("desktop-dark", DESKTOP, False), ("phone-dark", PHONE, True)]
+    for label, (width, height), mobile in sizes:
+        browser.color_scheme("dark" if label.endswith("dark") else "light")
         browser.resize(width, height, mobile)
         time.sleep(0.3)  # the chart follows the window's resize event
         path = browser.screenshot(shots / f"{name}-{label}.png", full_page=mobile)
         print(f"screenshot: {path}")
+    browser.color_scheme("light")
     browser.resize(*DESKTOP)
 
 
@@ -201,7 +207,7 @@ def test_overview_shows_the_apis_numbers(server, browser, shots):
     # Every request went to the service, and its policy blocked nothing the page needs.
     assert all(url.startswith(f"{server.base}/") for url in browser.requests if not url.startswith("data:"))
     assert not [line for line in browser.console if "Content Security Policy" in line], browser.console
-    screenshots(browser, shots, "overview")
+    screenshots(browser, shots, "overview", dark=True)
 
     # One endpoint, last hour: still the API's numbers.
     browser.evaluate(

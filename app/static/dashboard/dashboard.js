@@ -22,6 +22,7 @@
     adminPage: 0,
     live: null,
     chart: null,
+    chartSeries: null,
     deleting: null,
   };
 
@@ -262,6 +263,7 @@
   }
 
   function drawChart(queries, blocked) {
+    state.chartSeries = [queries, blocked];
     const box = $("chart");
     const colour = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
     const data = [queries.map((q) => Date.parse(q.time) / 1000), queries.map((q) => q.count), blocked.map((q) => q.count)];
@@ -286,6 +288,11 @@
       box,
     );
   }
+
+  // The chart's colours come from the stylesheet: draw it again when light turns dark.
+  matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
+    if (state.chartSeries) drawChart(...state.chartSeries);
+  });
 
   window.addEventListener("resize", () => {
     if (state.chart) state.chart.setSize({ width: Math.max($("chart").clientWidth, 200), height: 260 });
