@@ -404,3 +404,12 @@ def test_an_endpoint_limited_key_sees_only_its_endpoints(server, browser):
     limited = {"Authorization": key}
     assert number(browser, "total-count") == api(server, "statistic/count", window, limited)["count"]
     assert number(browser, "total-count") == api(server, "statistic/count", [*window, ("endpointId", "cabin")])["count"]
+
+
+def test_a_key_that_may_not_read_is_told_so(server, browser):
+    key = create_key(server, "--name", "feeder", "--scope", "ingest")
+    sign_in(browser, server, key)
+    message = browser.wait_for("document.getElementById('signin-error').textContent")
+    assert "may not read" in message
+    assert browser.evaluate("document.getElementById('app').hidden") is True
+    assert browser.evaluate("sessionStorage.length") == 0
