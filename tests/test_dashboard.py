@@ -220,6 +220,25 @@ def test_overview_shows_the_apis_numbers(server, browser, shots):
     assert number(browser, "total-count") == api(server, "statistic/count", [*window, ("endpointId", "cabin")])["count"]
     assert bar_rows(browser, "top-clients") == top("clientId", ("endpointId", "cabin"))
 
+    # A custom window (local time in the page): from 30 hours ago to 1 hour ago.
+    control(browser, "endpoint", "")
+    loaded(browser, "overview")
+    control(browser, "window", "custom")
+    loaded(browser, "overview")
+    local = "(d) => new Date(d - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19)"
+    browser.evaluate(
+        f"(() => {{ const local = {local}, now = Date.now();"
+        " document.getElementById('custom-start').value = local(new Date(now - 30 * 3600e3));"
+        " document.getElementById('custom-end').value = local(new Date(now - 3600e3));"
+        " document.getElementById('custom-end').dispatchEvent(new Event('change')); })()"
+    )
+    loaded(browser, "overview")
+    window = page_window(browser)
+    hours = (datetime.fromisoformat(window[1][1]) - datetime.fromisoformat(window[0][1])).total_seconds() / 3600
+    assert hours == pytest.approx(29, abs=0.01)
+    assert number(browser, "total-count") == api(server, "statistic/count", window)["count"]
+    assert bar_rows(browser, "top-domains") == top("question")
+
 
 def client_rows(browser):
     return browser.evaluate(
