@@ -303,6 +303,8 @@ def test_clients_view_lists_the_apis_clients_and_changes_them(server, browser, s
     screenshots(browser, shots, "clients-delete")
     browser.evaluate("document.getElementById('delete-confirm').click()")
     browser.wait_for(f"!{row}")
+    note = browser.evaluate("document.getElementById('app-note').textContent")
+    assert note.startswith('Deleted the records of "sensor"') and "its entry was deleted" in note
     assert "sensor" not in api(server, "client", [("endpointId", "cabin")])["items"]["cabin"]["clients"]
     admin = api(server, "admin-action", [("startTime", "2020-01-01T00:00:00Z"), ("action", "client.delete")])
     deleted = admin["actions"][0]["metadata"]["result"]["deletedClients"]

@@ -301,12 +301,7 @@
   // ---- clients -------------------------------------------------------------------------------
 
   async function loadClients() {
-    let items = {};
-    try {
-      items = (await api("client", endpointParams())).items;
-    } catch (error) {
-      if (!(error instanceof ApiError && error.status === 404)) throw error; // 404: no clients yet
-    }
+    const { items } = await api("client", endpointParams());
     state.clients = [];
     for (const [endpoint, entry] of Object.entries(items)) {
       for (const [clientId, c] of Object.entries(entry.clients)) {
@@ -424,7 +419,7 @@
       body: { endpointIds: [c.endpoint], clientIds: [c.clientId], endTime: until.toISOString() },
     });
     const gone = answer.deletedClients.length ? "its entry was deleted" : "it has later records, so its entry stays";
-    $("app-error").textContent = `Deleted the records of "${c.clientId}" up to ${until.toLocaleString()}; ${gone}.`;
+    $("app-note").textContent = `Deleted the records of "${c.clientId}" up to ${until.toLocaleString()}; ${gone}.`;
     await loadClients();
   }
 
@@ -588,6 +583,7 @@
     const app = $("app");
     delete app.dataset.loaded;
     $("app-error").textContent = "";
+    $("app-note").textContent = "";
     try {
       await loader();
       app.dataset.loaded = state.view;
