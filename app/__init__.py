@@ -7,7 +7,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 import models
 
-from . import auth, cli, cors, docs, security
+from . import auth, cli, cors, dashboard, docs, security
 from .config import load_config
 from .extensions import Api, JSONProvider
 from .requests import bound_chunked_body, refuse_nul_in_path
@@ -48,6 +48,7 @@ def create_app(test_config=None) -> Flask:
     cors.init_app(app)
     security.init_app(app)
     docs.init_app(app)
+    dashboard.init_app(app)
 
     api = Api(app)
     from . import activity_log, admin_actions, clients, data_availability, ingest, statistics

@@ -1,5 +1,6 @@
 """Headless Chromium, driven over the DevTools protocol, for the tests whose client is a browser."""
 
+import base64
 import json
 import os
 import shutil
@@ -152,6 +153,32 @@ class Chromium:
             f"timed out after {timeout} s waiting for {expression}\n"
             f"page text: {text!r}\nconsole: {self.console}\nrequests: {self.requests}"
         )
+
+    def resize(self, width: int, height: int, mobile: bool = False):
+        """Make the tab a screen of this size (a phone's with mobile: touch, small viewport)."""
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=width,
+            height=height,
+            deviceScaleFactor=2 if mobile else 1,
+            mobile=mobile,
+        )
+
+    def color_scheme(self, scheme: str):
+        """Make the page see the user's preference for a "light" or "dark" colour scheme."""
+        self.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
+
+    def screenshot(self, path, full_page: bool = False):
+        """Save what the tab shows as a PNG file (the whole page with full_page)."""
+        params = {"format": "png"}
+        if full_page:
+            width, height = self.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+            )
+            clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
+            params.update(captureBeyondViewport=True, clip=clip)
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", **params)["data"]))
+        return path
 
     def close(self):
         if self.socket is not None:

@@ -11,6 +11,7 @@ WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 # One valid call per operation of the API: (method, OpenAPI path) -> (URL, JSON body or None).
 CALLS = {
     ("GET", "/v2/auth/token"): ("/v2/auth/token", None),
+    ("GET", "/v2/auth/key"): ("/v2/auth/key", None),
     ("POST", "/v2/ingest"): ("/v2/ingest", [record("mine", "new")]),
     ("GET", "/v2/activity-log"): (f"/v2/activity-log?{WINDOW}", None),
     ("DELETE", "/v2/activity-log"): ("/v2/activity-log?clientId[]=shared&endTime=2024-05-01T10:30:00Z", None),
@@ -29,7 +30,7 @@ CALLS = {
     ("DELETE", "/v2/client/alias/{endpointId}/{clientId}"): ("/v2/client/alias/mine/shared", None),
 }
 ADMIN_ONLY = {("GET", "/v2/admin-action")}
-ANY_KEY = {("GET", "/v2/auth/token")}
+ANY_KEY = {("GET", "/v2/auth/token"), ("GET", "/v2/auth/key")}
 SCOPE_OF_METHOD = {"GET": "read", "POST": "ingest", "PUT": "write", "DELETE": "write"}
 
 
@@ -150,6 +151,10 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
     @check(("GET", "/v2/auth/token"))
     def _(op):
         assert body(op).json["token"]  # the token carries the limit: see the realtime check
+
+    @check(("GET", "/v2/auth/key"))
+    def _(op):
+        assert body(op).json == {"name": "limited", "scopes": ["admin"], "endpoints": ["mine"]}
 
     @check(("GET", "/v2/data-availability"))
     def _(op):

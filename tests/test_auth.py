@@ -44,3 +44,19 @@ def test_the_api_description_is_public(client):
     response = client.get("/v2/openapi.json")
     assert response.status_code == 200
     assert response.json["components"]["securitySchemes"]["ApiKey"]["name"] == "Authorization"
+
+
+def test_a_key_can_read_what_it_may_do(client, runner):
+    """GET /v2/auth/key: the page's way to know which controls to show; never the secret."""
+    assert client.get("/v2/auth/key", headers=AUTH).json == {
+        "name": "operator",
+        "scopes": ["admin", "ingest", "read", "write"],
+        "endpoints": None,
+    }
+    result = runner.invoke(args=["keys", "create", "--name", "viewer", "--scope", "read", "--endpoint", "b"])
+    secret = result.output.strip().splitlines()[-1]
+    answer = client.get("/v2/auth/key", headers={"Authorization": secret}).json
+    assert answer == {"name": "viewer", "scopes": ["read"], "endpoints": ["b"]}
+    assert secret not in client.get("/v2/auth/key", headers={"Authorization": secret}).get_data(as_text=True)
+    assert_error(client.get("/v2/auth/key"), 401, 40101)
+    assert_error(client.get("/v2/auth/key", headers={"Authorization": "wrong"}), 401, 40102)

@@ -31,7 +31,9 @@ def test_401_missing_and_invalid_key(client):
 
 def test_404_unknown_path(client):
     assert_error(client.get("/v2/nothing-here", headers=AUTH), 404, 40401)
-    assert_error(client.get("/", headers=AUTH), 404, 40401)
+    assert_error(client.get("/nothing-here", headers=AUTH), 404, 40401)  # "/" is the dashboard
+    assert_error(client.get("/dashboard/assets/no-such.js"), 404, 40401)
+    assert_error(client.get("/dashboard/assets/../../__init__.py"), 404, 40401)
 
 
 def test_405_wrong_method_keeps_allow_header(client):

@@ -1,13 +1,15 @@
-"""The Auth group: /v2/auth/token."""
+"""The Auth group: /v2/auth/token and /v2/auth/key."""
 
 from flask import g
 
-from schemas.auth import TokenResponseSchema
+from schemas.auth import KeyResponseSchema, TokenResponseSchema
 
 from ..extensions import Blueprint
 from . import issue_stream_token, requires
 
-blp = Blueprint("auth", __name__, url_prefix="/v2/auth", description="Tokens for the realtime stream.")
+blp = Blueprint(
+    "auth", __name__, url_prefix="/v2/auth", description="Tokens for the realtime stream; what the calling key may do."
+)
 
 
 @blp.route("/token", methods=["GET"])
@@ -17,3 +19,13 @@ def token():
     """A single-use token, valid for 60 seconds, for one realtime stream."""
     token, expires = issue_stream_token(g.principal)
     return {"token": token, "expiresAt": expires}
+
+
+@blp.route("/key", methods=["GET"])
+@blp.response(200, KeyResponseSchema)
+@requires(None)
+def key():
+    """The calling key's name, scopes and endpoint limit (never its secret)."""
+    principal = g.principal
+    endpoints = None if principal.endpoints is None else sorted(principal.endpoints)
+    return {"name": principal.name, "scopes": sorted(principal.scopes), "endpoints": endpoints}
