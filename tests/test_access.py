@@ -23,6 +23,8 @@ CALLS = {
     ("GET", "/v2/statistic/timeseries"): (f"/v2/statistic/timeseries?{WINDOW}", None),
     ("GET", "/v2/statistic/timeseries/{group}"): (f"/v2/statistic/timeseries/endpointId?{WINDOW}", None),
     ("GET", "/v2/statistic/trend/{group}"): (f"/v2/statistic/trend/endpointId?{WINDOW}", None),
+    ("GET", "/v2/statistic/latency"): (f"/v2/statistic/latency?{WINDOW}", None),
+    ("GET", "/v2/statistic/latency/{group}"): (f"/v2/statistic/latency/endpointId?{WINDOW}", None),
     ("GET", "/v2/admin-action"): ("/v2/admin-action?startTime=2020-01-01T00:00:00Z", None),
     ("GET", "/v2/client"): ("/v2/client", None),
     ("DELETE", "/v2/client"): ("/v2/client", {"clientIds": ["shared"], "endTime": "2024-05-01T10:30:00Z"}),
@@ -70,10 +72,10 @@ def call(client, operation, headers):
 def data(client):
     ingest(
         client,
-        record("mine", "shared", "2024-05-01T10:00:00Z", "mine.com"),
-        record("mine", "shared", "2024-05-01T11:00:00Z", "mine2.com"),
-        record("mine", "solo", "2024-05-01T10:00:00Z", "mine3.com"),
-        record("theirs", "shared", "2024-05-01T10:00:00Z", "theirs.com"),
+        record("mine", "shared", "2024-05-01T10:00:00Z", "mine.com", responseTimeMs=5),
+        record("mine", "shared", "2024-05-01T11:00:00Z", "mine2.com", responseTimeMs=5),
+        record("mine", "solo", "2024-05-01T10:00:00Z", "mine3.com", responseTimeMs=5),
+        record("theirs", "shared", "2024-05-01T10:00:00Z", "theirs.com", responseTimeMs=50),
         record("theirs", "shared", "2024-05-01T12:00:00Z", "theirs2.com"),
     )
     return client
@@ -180,6 +182,15 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
     @check(("GET", "/v2/statistic/trend/{group}"))
     def _(op):
         assert [t["value"] for t in body(op).json["trends"]] == ["mine"]
+
+    @check(("GET", "/v2/statistic/latency"))
+    def _(op):
+        assert (body(op).json["count"], body(op).json["maxMs"]) == (3, 5.0)
+        assert data.get(f"/v2/statistic/latency?{WINDOW}", headers=AUTH).json["maxMs"] == 50.0
+
+    @check(("GET", "/v2/statistic/latency/{group}"))
+    def _(op):
+        assert [g["value"] for g in body(op).json["latencies"]] == ["mine"]
 
     @check(("GET", "/v2/admin-action"))
     def _(op):
