@@ -6,10 +6,12 @@ import models
 from models.clock import now_ms
 from schemas.records import QueryDataSchema, RecordError, parse_records
 
+from . import metrics
 from .auth import check_endpoints
 from .errors import ApiError, ErrorCode
 from .extensions import Blueprint
 from .requests import parse_json
+from .retention import past_horizon
 
 blp = Blueprint("ingest", __name__, url_prefix="/v2/ingest", description="Feeding records in.")
 
@@ -51,8 +53,15 @@ _BODY = {
                 "application/json": {
                     "schema": {
                         "type": "object",
-                        "required": ["accepted"],
-                        "properties": {"accepted": {"type": "integer"}},
+                        "required": ["accepted", "pastRetention"],
+                        "properties": {
+                            "accepted": {"type": "integer"},
+                            "pastRetention": {
+                                "type": "integer",
+                                "description": "Accepted records already older than the retention horizon: "
+                                "stored, and deleted by the next retention run.",
+                            },
+                        },
                     }
                 }
             },
@@ -83,11 +92,15 @@ def ingest():
     # The key's endpoint limit first: a key must not make the service validate what it may
     # not store anyway (validation is the costly part, and its memo keeps what it saw).
     check_endpoints({e for item in items if isinstance(item, dict) and isinstance(e := item.get("endpointId"), str)})
+    now = now_ms()
     try:
-        records = parse_records(items, now_ms())
+        records = parse_records(items, now)
     except RecordError as exc:
         raise ApiError(
             ErrorCode.INVALID_RECORD,
             f"Record {exc.index}: field '{exc.field}' {exc.message}. Nothing was stored.",
         ) from None
-    return {"accepted": models.store_records(records)}
+    accepted = models.store_records(records)
+    past = past_horizon(records, now)
+    metrics.count_stored(records, past)
+    return {"accepted": accepted, "pastRetention": past}
