@@ -32,9 +32,10 @@ def create_app(test_config=None) -> Flask:
     load_config(app, test_config)
     if app.config["ANALYTICS_PROXY_COUNT"]:
         # Behind a reverse proxy: the client's address (for the admin-action log and the
-        # failed-authentication limit) comes from the proxies' X-Forwarded-For.
+        # failed-authentication limit) comes from the proxies' X-Forwarded-For, and the path
+        # prefix the service is mounted under (deploy/nginx-site.conf) from X-Forwarded-Prefix.
         count = app.config["ANALYTICS_PROXY_COUNT"]
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=count, x_proto=count, x_host=count)
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=count, x_proto=count, x_host=count, x_prefix=count)
 
     app.extensions["database"] = models.open_database(app.config["ANALYTICS_DATABASE"])
     with models.connection():
