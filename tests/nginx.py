@@ -27,6 +27,7 @@ class Nginx:
         # A folder of its own under /tmp: when the tests run as root, nginx runs as nobody, who
         # may not enter pytest's temporary folders.
         self.folder = tempfile.mkdtemp(prefix="analytics-nginx-")
+        self.upstream_port = upstream_port
         try:
             self.http_port, self.https_port = free_port(), free_port()
             certificate, key = self._certificate()
