@@ -5,6 +5,7 @@ import json
 import os
 import re
 
+import pytest
 from test_metrics import samples
 
 from app.config import DEFAULTS
