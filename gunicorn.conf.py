@@ -1,6 +1,9 @@
 """gunicorn reads this file by itself when started from the project root."""
 
+import logging
 import os
+import shutil
+import tempfile
 
 bind = os.environ.get("ANALYTICS_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("ANALYTICS_WORKERS", "2"))
@@ -16,8 +19,43 @@ accesslog = "-"
 access_log_format = '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms pid=%(p)s'
 
 
+# Set when on_starting made the metrics folder itself, so that on_exit removes it again.
+_metrics_folder_made = None
+
+
+def on_starting(server):
+    """Give the workers one folder for their metrics (prometheus-client's multiprocess mode),
+    emptied at each start so that counts begin at zero with the service."""
+    global _metrics_folder_made
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not folder:
+        folder = _metrics_folder_made = tempfile.mkdtemp(prefix="dns-analytics-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = folder
+    os.makedirs(folder, exist_ok=True)
+    for name in os.listdir(folder):
+        if name.endswith(".db"):
+            os.remove(os.path.join(folder, name))
+
+
 def post_worker_init(worker):
-    """Every worker runs the retention job's loop; a lease in the database lets one run at a time."""
+    """Every worker runs the retention job's loop; a lease in the database lets one run at a time.
+    The service's own log lines (retention runs, refused keys) go where gunicorn's go."""
     from app.retention import start_background
 
+    service_log = logging.getLogger("app")
+    service_log.handlers = list(worker.log.error_log.handlers)
+    service_log.setLevel(logging.INFO)
+    service_log.propagate = False
     start_background(worker.wsgi)
+
+
+def child_exit(server, worker):
+    """A dead worker's gauges (open streams) stop counting; its counters stay in the sums."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    if _metrics_folder_made:
+        shutil.rmtree(_metrics_folder_made, ignore_errors=True)

@@ -7,7 +7,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 import models
 
-from . import auth, cli, cors, dashboard, docs, security
+from . import auth, cli, cors, dashboard, docs, metrics, security
 from .config import load_config
 from .extensions import Api, JSONProvider
 from .requests import bound_chunked_body, refuse_nul_in_path
@@ -32,18 +32,20 @@ def create_app(test_config=None) -> Flask:
     load_config(app, test_config)
     if app.config["ANALYTICS_PROXY_COUNT"]:
         # Behind a reverse proxy: the client's address (for the admin-action log and the
-        # failed-authentication limit) comes from the proxies' X-Forwarded-For.
+        # failed-authentication limit) comes from the proxies' X-Forwarded-For, and the path
+        # prefix the service is mounted under (deploy/nginx-site.conf) from X-Forwarded-Prefix.
         count = app.config["ANALYTICS_PROXY_COUNT"]
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=count, x_proto=count, x_host=count)
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=count, x_proto=count, x_host=count, x_prefix=count)
 
     app.extensions["database"] = models.open_database(app.config["ANALYTICS_DATABASE"])
     with models.connection():
         models.create_schema()
 
     app.before_request(_connect)
+    metrics.init_app(app)  # before the key check, so that refused requests are timed too
     app.before_request(auth.check_request)
     app.before_request(refuse_nul_in_path)
-    pass  # app.before_request(bound_chunked_body)
+    app.before_request(bound_chunked_body)
     app.teardown_request(_close)
     cors.init_app(app)
     security.init_app(app)

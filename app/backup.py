@@ -25,11 +25,31 @@ def backup_command(destination, force):
         raise click.ClickException("backup copies SQLite databases; use pg_dump for PostgreSQL")
     if os.path.exists(destination) and not force:
         raise click.ClickException(f"{destination} exists; pass --force to overwrite it")
-    source_path = models.db.obj.database
+    folder = os.path.dirname(os.path.abspath(destination))
+    if not os.path.isdir(folder):
+        raise click.ClickException(f"the folder {folder} does not exist; create it first (mkdir -p {folder})")
     temporary = destination + ".partial"
+    started = time.monotonic()
+    try:
+        _copy(models.db.obj.database, temporary)
+        # Only a complete, checked copy ever appears under the destination's name.
+        os.replace(temporary, destination)
+    except (OSError, sqlite3.Error) as exc:
+        # One line saying what went wrong (permissions, a full disk, ...), not a traceback.
+        raise click.ClickException(f"backup to {destination} failed: {exc}") from None
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    size = os.path.getsize(destination)
+    click.echo(
+        f"Backed up {current_app.config['ANALYTICS_DATABASE']} to {destination} "
+        f"({size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s)."
+    )
+
+
+def _copy(source_path: str, temporary: str):
     if os.path.exists(temporary):
         os.remove(temporary)
-    started = time.monotonic()
     source = sqlite3.connect(source_path, timeout=30)
     target = sqlite3.connect(temporary)
     try:
@@ -43,10 +63,3 @@ def backup_command(destination, force):
     finally:
         target.close()
         source.close()
-    # Only a complete, checked copy ever appears under the destination's name.
-    os.replace(temporary, destination)
-    size = os.path.getsize(destination)
-    click.echo(
-        f"Backed up {current_app.config['ANALYTICS_DATABASE']} to {destination} "
-        f"({size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s)."
-    )

@@ -12,6 +12,7 @@ DEFAULTS = {
     "ANALYTICS_MAX_BATCH": 50_000,
     "ANALYTICS_MAX_STREAMS": 16,  # realtime streams per worker process
     "ANALYTICS_CORS_ORIGINS": "",  # comma-separated origins allowed cross-origin; empty: CORS off
+    "ANALYTICS_METRICS_ENDPOINTS": 20,  # endpoints with a metrics label of their own
 }
 _INTEGERS = (
     "ANALYTICS_RETENTION_DAYS",
@@ -20,6 +21,7 @@ _INTEGERS = (
     "ANALYTICS_MAX_BODY_MB",
     "ANALYTICS_MAX_BATCH",
     "ANALYTICS_MAX_STREAMS",
+    "ANALYTICS_METRICS_ENDPOINTS",
 )
 
 API_SETTINGS = {

@@ -6,10 +6,12 @@ import models
 from models.clock import now_ms
 from schemas.records import QueryDataSchema, RecordError, parse_records
 
+from . import metrics
 from .auth import check_endpoints
 from .errors import ApiError, ErrorCode
 from .extensions import Blueprint
 from .requests import parse_json
+from .retention import past_horizon
 
 blp = Blueprint("ingest", __name__, url_prefix="/v2/ingest", description="Feeding records in.")
 
@@ -52,8 +54,15 @@ _BODY = {
                 "application/json": {
                     "schema": {
                         "type": "object",
-                        "required": ["accepted"],
-                        "properties": {"accepted": {"type": "integer"}},
+                        "required": ["accepted", "pastRetention"],
+                        "properties": {
+                            "accepted": {"type": "integer"},
+                            "pastRetention": {
+                                "type": "integer",
+                                "description": "Accepted records already older than the retention horizon: "
+                                "stored, and deleted by the next retention run.",
+                            },
+                        },
                     }
                 }
             },
@@ -84,20 +93,22 @@ def ingest():
     # The key's endpoint limit first: a key must not make the service validate what it may
     # not store anyway (validation is the costly part, and its memo keeps what it saw).
     check_endpoints({e for item in items if isinstance(item, dict) and isinstance(e := item.get("endpointId"), str)})
+    now = now_ms()
     try:
-        records = parse_records(items, now_ms())
+        records = parse_records(items, now)
     except RecordError as exc:
         raise ApiError(
             ErrorCode.INVALID_RECORD,
             f"Record {exc.index}: field '{exc.field}' {exc.message}. Nothing was stored.",
         ) from None
+    past = past_horizon(records, now)
     key = _idempotency_key()
-    if key is None:
-        return {"accepted": models.store_records(records)}
     try:
-        return {"accepted": models.store_once(records, key, now_ms())}
+        accepted = models.store_records(records) if key is None else models.store_once(records, key, now)
     except models.AlreadyStored as stored:
-        return {"accepted": stored.accepted}, 200, {"Idempotency-Replayed": "true"}
+        return {"accepted": stored.accepted, "pastRetention": past}, 200, {"Idempotency-Replayed": "true"}
+    metrics.count_stored(records, past)
+    return {"accepted": accepted, "pastRetention": past}
 
 
 def _idempotency_key() -> str | None:

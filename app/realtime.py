@@ -17,6 +17,7 @@ from flask import Response, request
 import models
 from schemas.records import query_data
 
+from . import metrics
 from .errors import ApiError, ErrorCode
 
 POLL_SECONDS = 0.25
@@ -37,6 +38,12 @@ def event_stream(filters, last_id: int | None, max_streams: int) -> Response:
     slots = _semaphore(max_streams)
     if not slots.acquire(blocking=False):
         raise ApiError(ErrorCode.UNAVAILABLE, "Too many realtime streams; try again later.")
+    metrics.stream_opened()
+
+    def release():
+        metrics.stream_closed()
+        slots.release()
+
     try:
         if last_id is None:
             last_id = models.newest_id()
@@ -46,9 +53,9 @@ def event_stream(filters, last_id: int | None, max_streams: int) -> Response:
         response.headers["X-Accel-Buffering"] = "no"  # let nginx pass events through at once
         # Runs when the server closes the response: on the client's disconnect too, even if
         # the generator never started.
-        response.call_on_close(slots.release)
+        response.call_on_close(release)
     except BaseException:
-        slots.release()
+        release()
         raise
     return response
 

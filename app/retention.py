@@ -14,8 +14,11 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 import models
+from catalogue import FIELDS, FIELDS_BY_NAME
 from models.clock import now_ms
 from schemas.datetimes import format_ms
+
+from . import metrics
 
 BATCH_KEY_DAYS = 7
 DAY_MS = 86_400_000
@@ -24,7 +27,21 @@ JOB = "retention"
 JOB_ACTOR = {"key_id": None, "key_name": "retention", "source_ip": ""}
 CLI_ACTOR = {"key_id": None, "key_name": "cli", "source_ip": ""}
 
+_TS_AT = FIELDS.index(FIELDS_BY_NAME["timestamp"])
+
 log = logging.getLogger(__name__)
+
+
+def horizon_ms(now: int) -> int | None:
+    """Records strictly older than this (ms) expire at the next run; None when retention is off."""
+    days = current_app.config["ANALYTICS_RETENTION_DAYS"]
+    return now - days * DAY_MS if days > 0 else None
+
+
+def past_horizon(records: list, now: int) -> int:
+    """How many of `records` (as models.store_records takes them) are already past the horizon."""
+    horizon = horizon_ms(now)
+    return 0 if horizon is None else sum(1 for values, _ in records if values[_TS_AT] < horizon)
 
 
 def run_retention(actor: dict, now: int | None = None) -> int:
@@ -37,11 +54,11 @@ def run_retention(actor: dict, now: int | None = None) -> int:
     # A feed re-sends a batch within minutes or, after an outage, days: a week covers both.
     models.forget_batch_keys((now_ms() if now is None else now) - BATCH_KEY_DAYS * DAY_MS)
     days = current_app.config["ANALYTICS_RETENTION_DAYS"]
-    if days <= 0:
+    now = now_ms() if now is None else now
+    cutoff = horizon_ms(now)
+    if cutoff is None:
         models.reclaim_space()  # still the hourly housekeeping: fresh planner statistics
         return 0
-    now = now_ms() if now is None else now
-    cutoff = now - days * DAY_MS  # records strictly older than this expire
     entry = None
 
     def log_batch(deleted_so_far: int):
@@ -58,6 +75,11 @@ def run_retention(actor: dict, now: int | None = None) -> int:
 
     deleted = models.delete_records(end_ms=cutoff - 1, batch_size=RETENTION_BATCH, after_batch=log_batch)
     models.reclaim_space()
+    metrics.count_retention(deleted)
+    # Where the operator looks first (gunicorn's log): records vanishing must say why.
+    log.info(
+        "retention: deleted %d records older than %s (ANALYTICS_RETENTION_DAYS=%d)", deleted, format_ms(cutoff), days
+    )
     return deleted
 
 
@@ -88,8 +110,7 @@ def _loop(app):
             with app.app_context(), models.connection():
                 if models.claim(JOB, holder, now_ms(), interval * 1000, lease_ms=max(interval, 600) * 1000):
                     try:
-                        deleted = run_retention(JOB_ACTOR)
-                        log.info("retention: deleted %d expired records", deleted)
+                        run_retention(JOB_ACTOR)
                     finally:
                         models.finish(JOB, holder, now_ms())
         except Exception:

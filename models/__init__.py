@@ -13,6 +13,7 @@ from .keys import create_key, find_key, list_keys, revoke_key
 from .names import BOOLEAN_TEXT, value_texts
 from .records import delete_records
 from .statistics import LatencyRow, availability, count, latency, series, top, top_series, trend
+from .status import database_sizes, endpoints_by_age, first_endpoints
 from .tables import create_schema
 from .tokens import create_token, redeem_token
 
@@ -34,11 +35,14 @@ __all__ = [
     "create_key",
     "create_schema",
     "create_token",
+    "database_sizes",
     "db",
     "delete_clients",
     "delete_records",
+    "endpoints_by_age",
     "find_key",
     "finish",
+    "first_endpoints",
     "forget_batch_keys",
     "get_client",
     "is_sqlite",

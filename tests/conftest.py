@@ -5,6 +5,7 @@ once per engine: SQLite, and PostgreSQL on a throwaway server this session start
 tests/postgres.py). Tests of what only SQLite has do not ask for one, or are `sqlite_only`.
 """
 
+import nginx
 import postgres
 import pytest
 import stores
@@ -16,25 +17,40 @@ from helpers import API_KEY
 ENGINES = ("sqlite", "postgresql")
 
 
+# Real programs the suite runs (each a module with UNAVAILABLE and banner()): when one cannot
+# be had, its tests skip and the run says so in red at its start and its end.
+REAL_PROGRAMS = {"PostgreSQL": postgres, "nginx": nginx}
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only: tests something only the SQLite store has")
     postgres.start_once()
+    nginx.probe_once()
 
 
 def pytest_unconfigure(config):
     postgres.CLUSTER.stop()
 
 
+def pytest_sessionstart(session):
+    """The red banners first thing (before the session header, which has no colours)."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for module in REAL_PROGRAMS.values():
+        if module.UNAVAILABLE and reporter is not None:
+            reporter.write_line(module.banner(), red=True, bold=True)
+
+
 def pytest_report_header(config):
-    if postgres.UNAVAILABLE:
-        return [postgres.banner()]
-    return [f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}"]
+    if not postgres.UNAVAILABLE:
+        return [f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}"]
+    return []
 
 
 def pytest_terminal_summary(terminalreporter):
-    if postgres.UNAVAILABLE:
-        terminalreporter.section("PostgreSQL NOT TESTED", sep="!", red=True, bold=True)
-        terminalreporter.line(postgres.banner(), red=True, bold=True)
+    for name, module in REAL_PROGRAMS.items():
+        if module.UNAVAILABLE:
+            terminalreporter.section(f"{name} NOT TESTED", sep="!", red=True, bold=True)
+            terminalreporter.line(module.banner(), red=True, bold=True)
 
 
 def pytest_generate_tests(metafunc):

@@ -76,6 +76,11 @@ class Gunicorn:
 
     def call(self, method, path, body=None, headers=None, timeout=30):
         """(status, parsed JSON body) of one request."""
+        status, raw = self.fetch(method, path, body, headers, timeout)
+        return status, json.loads(raw or b"null")
+
+    def fetch(self, method, path, body=None, headers=None, timeout=30) -> tuple[int, bytes]:
+        """(status, raw body) of one request."""
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
             self.base + path,
@@ -85,9 +90,9 @@ class Gunicorn:
         )
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, json.loads(response.read() or b"null")
+                return response.status, response.read()
         except urllib.error.HTTPError as error:
-            return error.code, json.loads(error.read() or b"null")
+            return error.code, error.read()
 
     def stop(self):
         if self.process.poll() is None and not self.log.closed:

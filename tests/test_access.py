@@ -201,7 +201,7 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
 
     @check(("POST", "/v2/ingest"))
     def _(op):
-        assert body(op).json == {"accepted": 1}
+        assert body(op).json == {"accepted": 1, "pastRetention": 1}
         mixed = [record("mine", "m"), record("theirs", "t")]
         response = data.post("/v2/ingest", json=mixed, headers=limited)
         assert response.status_code == 403 and response.json["error"]["code"] == 40302

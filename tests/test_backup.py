@@ -1,13 +1,16 @@
 """`flask backup`: a consistent online copy while the service ingests, and its restore."""
 
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
 from app import create_app
 
 from helpers import API_KEY, AUTH, record
-from servers import Gunicorn
+from servers import ROOT, Gunicorn
 
 
 def test_backup_while_ingesting_and_restore(tmp_path):
@@ -65,3 +68,21 @@ def test_backup_while_ingesting_and_restore(tmp_path):
     total = restored.get("/v2/data-availability", headers=AUTH).json["recordCount"]
     with sqlite3.connect(copies[-1]) as conn:
         assert total == conn.execute("SELECT COUNT(*) FROM record").fetchone()[0]
+
+
+def test_backup_into_a_missing_folder_is_one_clear_line(tmp_path):
+    env = {**os.environ, "ANALYTICS_DATABASE": str(tmp_path / "live.db"), "ANALYTICS_API_KEY": API_KEY}
+    missing = tmp_path / "backups" / "analytics.db"
+    done = subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "wsgi", "backup", str(missing)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"Error: the folder {missing.parent} does not exist; create it first (mkdir -p {missing.parent})"
+    ]
+    assert not missing.parent.exists()

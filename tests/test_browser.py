@@ -128,13 +128,13 @@ def test_event_source_on_another_origin_receives_records_ingested_meanwhile(serv
         record(endpoint="elsewhere", question="filtered-out.example", timestamp=now()),
         record(endpoint="browser", question="second.example", timestamp=now()),
     ]
-    assert server.call("POST", "/v2/ingest", batch, AUTH) == (200, {"accepted": 3})
+    assert server.call("POST", "/v2/ingest", batch, AUTH) == (200, {"accepted": 3, "pastRetention": 0})
     browser.wait_for(f"{shown}.length >= 2")
     assert browser.evaluate(shown) == ["first.example", "second.example"]
 
     # The same stream keeps delivering: a later batch arrives after the first.
     later = [record(endpoint="browser", question="third.example", timestamp=now())]
-    assert server.call("POST", "/v2/ingest", later, AUTH) == (200, {"accepted": 1})
+    assert server.call("POST", "/v2/ingest", later, AUTH) == (200, {"accepted": 1, "pastRetention": 0})
     browser.wait_for(f"{shown}.length >= 3")
     assert browser.evaluate(shown) == ["first.example", "second.example", "third.example"]
     ids = browser.evaluate("Array.from(document.querySelectorAll('#events li'), (li) => Number(li.dataset.id))")

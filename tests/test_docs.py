@@ -29,7 +29,8 @@ def test_reference_page_is_public_and_loads_only_assets_the_app_serves(client):
     assert page.status_code == 200
     assert page.mimetype == "text/html"
     html = page.get_data(as_text=True)
-    assert '"/v2/openapi.json"' in html
+    # The document is fetched relative to the page, so the page works under a path prefix.
+    assert '"url":"openapi.json"' in html
     parser = AssetLinks()
     parser.feed(html)
     assert len(parser.links) >= 2, parser.links
@@ -42,6 +43,13 @@ def test_reference_page_is_public_and_loads_only_assets_the_app_serves(client):
         assert asset.status_code == 200, link
         assert CONTENT_TYPES[url.path[url.path.rfind(".") :]] in asset.content_type, (link, asset.content_type)
         assert len(asset.data) > 1000, link
+
+
+def test_trailing_slash_leads_to_the_page(client):
+    response = client.get("/v2/docs/")
+    assert response.status_code == 308
+    assert response.headers["Location"] == "../docs"
+    assert urljoin("http://localhost/v2/docs/", response.headers["Location"]) == PAGE
 
 
 def test_unknown_asset_is_the_usual_404(client):

@@ -24,7 +24,7 @@ def test_two_workers_start_on_a_new_database_and_serve_ingest_get_delete(server,
             [record("home", f"c{i}", f"2024-05-01T12:{batch:02d}:{i:02d}Z") for i in range(10)],
             AUTH,
         )
-        assert (status, body) == (200, {"accepted": 10})
+        assert (status, body) == (200, {"accepted": 10, "pastRetention": 0})
 
     status, body = server.call("GET", "/v2/client?endpointId=home", headers=AUTH)
     assert status == 200

@@ -1,6 +1,7 @@
 """POST /v2/ingest: the three body formats, all-or-nothing validation, limits."""
 
 import json
+import time
 
 import pytest
 import stores
@@ -14,26 +15,38 @@ def stored(database, sql="SELECT COUNT(*) FROM record"):
 
 def test_json_array(client, database):
     response = ingest(client, record(client_id="a"), record(client_id="b"))
-    assert response.json == {"accepted": 2}
+    assert response.json == {"accepted": 2, "pastRetention": 2}
     assert set(clients(client)["ep1"]["clients"]) == {"a", "b"}
     assert stored(database) == 2
 
 
 def test_records_object(client, database):
     response = client.post("/v2/ingest", json={"records": [record(), record()]}, headers=AUTH)
-    assert response.json == {"accepted": 2}
+    assert response.json == {"accepted": 2, "pastRetention": 2}
     assert stored(database) == 2
 
 
 def test_ndjson(client, database):
     body = "\n".join(json.dumps(record(client_id=f"c{i}")) for i in range(3)) + "\n\n"
     response = client.post("/v2/ingest", data=body, content_type="application/x-ndjson", headers=AUTH)
-    assert response.json == {"accepted": 3}
+    assert response.json == {"accepted": 3, "pastRetention": 3}
     assert set(clients(client)["ep1"]["clients"]) == {"c0", "c1", "c2"}
 
 
 def test_empty_batch_is_fine(client):
-    assert ingest(client).json == {"accepted": 0}
+    assert ingest(client).json == {"accepted": 0, "pastRetention": 0}
+
+
+def test_the_answer_counts_records_already_past_retention(client, app, database):
+    now = time.time()
+    recent = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 32 * 86400))
+    expired = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 34 * 86400))
+    no_timestamp = {key: value for key, value in record().items() if key != "timestamp"}
+    batch = [record(timestamp=recent), record(timestamp=expired), no_timestamp, record(timestamp=expired)]
+    assert ingest(client, *batch).json == {"accepted": 4, "pastRetention": 2}
+    assert stored(database) == 4, "stored all the same, until the next retention run"
+    app.config["ANALYTICS_RETENTION_DAYS"] = 0
+    assert ingest(client, record(timestamp=expired)).json == {"accepted": 1, "pastRetention": 0}
 
 
 def test_a_bad_record_in_the_middle_stores_nothing(client, database):
@@ -143,7 +156,7 @@ def test_full_record_is_accepted(client, database):
 
 def test_batch_of_ten_thousand(client, database):
     batch = [record(client_id=f"c{i % 50}", question=f"d{i}.example") for i in range(10_000)]
-    assert ingest(client, *batch).json == {"accepted": 10_000}
+    assert ingest(client, *batch).json["accepted"] == 10_000
     assert stored(database) == 10_000
     assert len(clients(client)["ep1"]["clients"]) == 50
 

@@ -119,7 +119,7 @@ def test_background_job_under_gunicorn_runs_once(tmp_path):
     server = Gunicorn(tmp_path, env, workers=2)
     try:
         batch = [record("e1", "old", ago(45), f"x{i}.com") for i in range(30)] + [record("e1", "new", ago(2))]
-        assert server.call("POST", "/v2/ingest", batch, AUTH)[0] == 200
+        assert server.call("POST", "/v2/ingest", batch, AUTH) == (200, {"accepted": 31, "pastRetention": 30})
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             count = server.call("GET", "/v2/data-availability", headers=AUTH)[1]["recordCount"]
@@ -133,5 +133,9 @@ def test_background_job_under_gunicorn_runs_once(tmp_path):
         )
         assert [a["metadata"]["result"]["deletedCount"] for a in body["actions"]] == [30]
         assert body["actions"][0]["keyName"] == "retention"
+        # The operator sees in gunicorn's own log why records went.
+        log = server.log_path.read_text()
+        assert "[INFO] retention: deleted 30 records older than" in log, log
+        assert "(ANALYTICS_RETENTION_DAYS=30)" in log
     finally:
         server.stop()

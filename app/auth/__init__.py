@@ -26,7 +26,7 @@ from models.clock import now_ms
 
 from ..errors import ApiError, ErrorCode
 
-SCOPES = ("read", "write", "ingest", "admin")
+SCOPES = ("read", "write", "ingest", "admin", "metrics")
 STREAM_TOKEN_LIFETIME_MS = 60_000
 # The scope an operation needs unless its view says otherwise (see `requires`).
 SCOPE_BY_METHOD = {

@@ -1,0 +1,165 @@
+"""The service behind nginx, run with the committed deploy/nginx-site.conf in front of a real
+gunicorn: TLS, the client's address, realtime streams, the sub-path, the body limit."""
+
+import http.client
+import json
+import ssl
+import threading
+import time
+from html.parser import HTMLParser
+from urllib.parse import urljoin, urlsplit
+
+import nginx
+import pytest
+
+from helpers import API_KEY, AUTH, record
+from servers import Gunicorn
+
+CLIENT_ADDRESS = "127.0.0.5"  # the test's own loopback address; nginx reaches gunicorn from 127.0.0.1
+PREFIX = "/dns-analytics"
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    """One gunicorn behind one nginx for the module (each test uses endpoints of its own)."""
+    if nginx.UNAVAILABLE:
+        pytest.skip(nginx.banner())
+    folder = tmp_path_factory.mktemp("proxied")
+    env = {"ANALYTICS_DATABASE": str(folder / "proxied.db"), "ANALYTICS_API_KEY": API_KEY, "ANALYTICS_PROXY_COUNT": "1"}
+    server = Gunicorn(folder, env, workers=2)
+    front = None
+    try:
+        front = nginx.Nginx(server.port)
+        yield front
+    finally:
+        if front is not None:
+            front.stop()
+        server.stop()
+
+
+def connect(proxy, timeout=30) -> http.client.HTTPSConnection:
+    """A TLS connection to nginx from CLIENT_ADDRESS (the certificate is the test's own)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return http.client.HTTPSConnection(
+        "127.0.0.1", proxy.https_port, timeout=timeout, context=context, source_address=(CLIENT_ADDRESS, 0)
+    )
+
+
+def call(proxy, method, path, body=None, headers=None):
+    """(status, headers, body bytes) of one request through nginx."""
+    connection = connect(proxy)
+    try:
+        data = None if body is None else json.dumps(body).encode()
+        connection.request(method, path, body=data, headers={"Content-Type": "application/json", **(headers or {})})
+        response = connection.getresponse()
+        return response.status, response.headers, response.read()
+    finally:
+        connection.close()
+
+
+def test_client_address_reaches_the_audit_log(proxy):
+    assert call(proxy, "POST", "/v2/ingest", [record("audited", "tv")], AUTH)[0] == 200
+    # A forged X-Forwarded-For is not believed: nginx appends the real address, the one trusted.
+    forged = {**AUTH, "X-Forwarded-For": "203.0.113.9"}
+    assert call(proxy, "PUT", "/v2/client/alias/audited/tv", {"alias": "Living room"}, forged)[0] == 200
+    query = "startTime=2020-01-01T00:00:00Z&action=client.alias.set&search=audited"
+    status, _, body = call(proxy, "GET", f"/v2/admin-action?{query}", headers=AUTH)
+    assert status == 200
+    assert [a["sourceIp"] for a in json.loads(body)["actions"]] == [CLIENT_ADDRESS]
+
+
+def test_http_is_sent_to_https(proxy):
+    connection = http.client.HTTPConnection("127.0.0.1", proxy.http_port, timeout=10)
+    connection.request("GET", "/v2/client")
+    response = connection.getresponse()
+    assert response.status == 301
+    assert response.headers["Location"].startswith("https://")
+
+
+@pytest.mark.parametrize("prefix", ["", PREFIX])
+def test_realtime_events_arrive_through_the_proxy_within_a_second(proxy, prefix):
+    stream = connect(proxy)
+    stream.request("GET", f"{prefix}/v2/activity-log/realtime?endpointId=live", headers=AUTH)
+    response = stream.getresponse()
+    assert response.status == 200 and response.headers["Content-Type"].startswith("text/event-stream")
+    assert response.readline().startswith(b": connected")
+    arrived = {}
+
+    def read():
+        for line in response:
+            if line.startswith(b"data: "):
+                arrived[json.loads(line[6:])["clientId"]] = time.monotonic()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    time.sleep(0.3)
+    sent = time.monotonic()
+    assert call(proxy, "POST", f"{prefix}/v2/ingest", [record("live", "live")], AUTH)[0] == 200
+    reader.join(timeout=5)
+    stream.sock.shutdown(2)
+    stream.close()
+    assert "live" in arrived, "the event never came through nginx"
+    assert arrived["live"] - sent < 1.0, arrived["live"] - sent
+
+
+class Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.links += [attrs[name] for name in ("src", "href") if attrs.get(name)]
+
+
+def test_reference_and_api_under_a_sub_path(proxy):
+    page_path = f"{PREFIX}/v2/docs"
+    status, headers, body = call(proxy, "GET", page_path)
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    page = f"https://analytics.example.org{page_path}"
+    parser = Links()
+    parser.feed(body.decode())
+    html = body.decode()
+    spec = html[html.index("var override_config") :]
+    spec_url = json.loads(spec[spec.index("{") : spec.index("}") + 1])["url"]
+    for link in [*parser.links, spec_url]:
+        path = urlsplit(urljoin(page, link)).path
+        assert path.startswith(f"{PREFIX}/v2/"), link
+        assert call(proxy, "GET", path)[0] == 200, path
+    # With a trailing slash too.
+    status, headers, _ = call(proxy, "GET", f"{page_path}/")
+    assert status == 308 and urlsplit(urljoin(page + "/", headers["Location"])).path == page_path
+    # And the API itself.
+    assert call(proxy, "POST", f"{PREFIX}/v2/ingest", [record("prefixed", "tv")], AUTH)[0] == 200
+    status, _, body = call(proxy, "GET", f"{PREFIX}/v2/client?endpointId=prefixed", headers=AUTH)
+    assert status == 200 and "tv" in json.loads(body)["items"]["prefixed"]["clients"]
+
+
+@pytest.mark.parametrize("prefix", ["", PREFIX])
+def test_an_oversized_body_is_refused_by_nginx_with_the_api_error(proxy, prefix):
+    def announce_too_much(connection, path):
+        # Announced, never sent: the answer comes from the headers alone.
+        connection.putrequest("POST", path)
+        connection.putheader("Authorization", API_KEY)
+        connection.putheader("Content-Type", "application/json")
+        connection.putheader("Content-Length", str(17 * 1024 * 1024))
+        connection.endheaders()
+        response = connection.getresponse()
+        body = response.read()
+        connection.close()
+        return response, body
+
+    response, body = announce_too_much(connect(proxy), f"{prefix}/v2/ingest")
+    assert response.status == 413
+    assert response.headers["Content-Type"] == "application/json"
+    # The very answer the service gives by itself, so clients see one error shape.
+    own, own_body = announce_too_much(http.client.HTTPConnection("127.0.0.1", proxy.upstream_port), "/v2/ingest")
+    assert own.status == 413
+    assert json.loads(body) == json.loads(own_body)
+    assert json.loads(body)["error"]["code"] == 41301
+    # 10 MB (unknown fields are ignored) goes through to the service.
+    big = [record("big", "big", pad="x" * 2000)] * 5_000
+    assert call(proxy, "POST", f"{prefix}/v2/ingest", big, AUTH)[:1] == (200,)
