@@ -27,7 +27,11 @@ def test_settings_named_in_deploy_files_exist():
     for name in os.listdir(DEPLOY):
         named |= set(re.findall(r"ANALYTICS_[A-Z_]+", deploy_file(name)))
     assert named, "the files name the settings they rely on"
-    assert named <= set(DEFAULTS) | GUNICORN_SETTINGS, named - set(DEFAULTS) - GUNICORN_SETTINGS
+    from app.feeds.commands import import_pihole_command
+
+    feed_settings = {param.envvar for param in import_pihole_command.params if param.envvar}
+    known = set(DEFAULTS) | GUNICORN_SETTINGS | feed_settings
+    assert named <= known, named - known
     gunicorn_conf = open(os.path.join(ROOT, "gunicorn.conf.py"), encoding="utf-8").read()
     assert all(setting in gunicorn_conf for setting in GUNICORN_SETTINGS)
 
@@ -61,3 +65,6 @@ def test_units_run_commands_the_service_has(app):
     kinds = {"pihole", "adguard"}
     assert "flask --app wsgi import-%i ${SOURCE} --follow" in importer
     assert {f"import-{kind}" for kind in kinds} <= commands
+    for kind in kinds:  # the options the unit and its comments name
+        options = {p.opts[0] for p in app.cli.get_command(None, f"import-{kind}").params}
+        assert {"--follow", "--endpoint", "--url", "--key", "--spool"} <= options
