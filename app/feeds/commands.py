@@ -1,7 +1,9 @@
-"""The importers' commands: `flask --app wsgi import-pihole PATH` and `import-adguard PATH`."""
+"""The feeds' commands: `flask --app wsgi import-pihole PATH`, `import-adguard PATH` and `collect-dnstap`."""
 
+import asyncio
 import contextlib
 import os
+import sys
 
 import click
 from flask.cli import with_appcontext
@@ -10,8 +12,10 @@ import models
 from models.imports import forget_progress, get_progress
 from schemas.records import MAX_ID_LENGTH
 
-from . import adguard, pihole
+from . import adguard, dnstap, pihole
+from .collector import Collector
 from .common import SourceError, Summary, import_batches
+from .sinks import make_sink
 
 # Enough for any query log entry; a longer first "line" is no query log (and is not read whole).
 FIRST_LINE_LIMIT = 1 << 20
@@ -127,3 +131,74 @@ def _start(key: str, restart: bool) -> dict:
 
 def _report(summary: Summary, path: str, endpoint: str) -> None:
     click.echo(f"Imported {summary.stored} records from {path} into endpoint '{endpoint}'; {summary.describe()}.")
+
+
+def _host_port(ctx, param, value: str | None) -> tuple[str, int] | None:
+    if value is None:
+        return None
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter("must be HOST:PORT, e.g. 127.0.0.1:6000 or [::1]:6000")
+    return host.strip("[]"), int(port)
+
+
+def _octal(ctx, param, value: str) -> int:
+    try:
+        return int(value, 8)
+    except ValueError:
+        raise click.BadParameter("must be octal permissions, e.g. 660") from None
+
+
+@click.command("collect-dnstap")
+@click.option("--socket", "socket_path", type=click.Path(dir_okay=False), help="Unix socket to listen on.")
+@click.option("--listen", metavar="HOST:PORT", callback=_host_port, help="TCP address to listen on.")
+@click.option("--endpoint", default="dnstap", show_default=True, callback=_endpoint, help="endpointId of the records.")
+@click.option(
+    "--client-map",
+    type=click.File(encoding="utf-8"),
+    help="File of 'address-or-network name' lines: the clientId of those clients.",
+)
+@click.option("--blocked-answer", multiple=True, metavar="IP", help="An answer with this address is a block.")
+@click.option("--blocked-rcode", multiple=True, metavar="RCODE", help="A response with this rcode is a block.")
+@click.option("--blocked-zone", multiple=True, metavar="ZONE", help="Every answer in this zone is a block.")
+@click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1, 50_000), help="Records per batch.")
+@click.option(
+    "--batch-delay",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.01, 60),
+    help="Seconds a record may wait for its batch to fill.",
+)
+@click.option(
+    "--max-pending",
+    default=100_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Records kept while the store is slow or failing; newer ones are dropped past that.",
+)
+@click.option("--socket-mode", default="660", show_default=True, callback=_octal, help="The Unix socket's permissions.")
+@with_appcontext
+def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mode, **options):
+    """Receive dnstap from resolvers and store every client response as a record.
+
+    Runs until SIGTERM or SIGINT, then stores what it holds and exits. The --blocked-*
+    options repeat.
+    """
+    if not socket_path and not listen:
+        raise click.UsageError("give --socket PATH and/or --listen HOST:PORT")
+    try:
+        rules = dnstap.BlockRules(*(options.pop(f"blocked_{kind}") for kind in ("answer", "rcode", "zone")))
+        clients = dnstap.ClientMap(client_map) if client_map else dnstap.ClientMap()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    collector = Collector(
+        dnstap.Decoder(endpoint, rules, clients),
+        make_sink(),
+        log=lambda line: click.echo(line, err=True),
+        **options,
+    )
+    try:
+        status = asyncio.run(collector.run(socket_path, listen, socket_mode))
+    except OSError as exc:
+        raise click.ClickException(str(exc)) from None
+    sys.exit(status)
