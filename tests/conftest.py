@@ -8,17 +8,22 @@ tests/postgres.py). Tests of what only SQLite has do not ask for one, or are `sq
 import postgres
 import pytest
 import stores
+import unbound
 
 from app import create_app
 
 from helpers import API_KEY
 
 ENGINES = ("sqlite", "postgresql")
+# The real programs some tests run (see their modules): (name, module with UNAVAILABLE and
+# banner()). When one cannot be had, its tests skip and the run says so at its start and end.
+PROGRAMS = (("PostgreSQL", postgres), ("Unbound", unbound))
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only: tests something only the SQLite store has")
     postgres.start_once()
+    unbound.probe()
 
 
 def pytest_unconfigure(config):
@@ -26,15 +31,30 @@ def pytest_unconfigure(config):
 
 
 def pytest_report_header(config):
-    if postgres.UNAVAILABLE:
-        return [postgres.banner()]
-    return [f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}"]
+    lines = []
+    if not postgres.UNAVAILABLE:
+        lines.append(f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}")
+    if not unbound.UNAVAILABLE:
+        lines.append(f"Unbound: {unbound.VERSION}")
+    return lines
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_sessionstart(session):
+    """The missing programs in red, right below the header (printed by the inner hooks)."""
+    yield
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    for _, module in PROGRAMS:
+        if module.UNAVAILABLE and reporter is not None:
+            reporter.write_line(module.banner(), red=True, bold=True)
 
 
 def pytest_terminal_summary(terminalreporter):
-    if postgres.UNAVAILABLE:
-        terminalreporter.section("PostgreSQL NOT TESTED", sep="!", red=True, bold=True)
-        terminalreporter.line(postgres.banner(), red=True, bold=True)
+    # Read at the end: a program may also have failed to start during the run.
+    for name, module in PROGRAMS:
+        if module.UNAVAILABLE:
+            terminalreporter.section(f"{name} NOT TESTED", sep="!", red=True, bold=True)
+            terminalreporter.line(module.banner(), red=True, bold=True)
 
 
 def pytest_generate_tests(metafunc):
