@@ -2,16 +2,25 @@
 arrive in the store, each exactly once, with the right fields, read back through the API."""
 
 import collections
+import ipaddress
 import os
 import pathlib
 import shutil
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 
+import dns.edns
+import dns.flags
+import dns.message
 import dns.rcode
+import dns.rrset
+import dnstap_pb
+import fstrm
 import pytest
 import unbound
 from unbound import Unbound
@@ -26,12 +35,6 @@ FLASK = os.path.join(os.path.dirname(sys.executable), "flask")
 # What the operator declares a block to look like, and who 127.0.0.2 is.
 BLOCKS = ("--blocked-answer", "0.0.0.0", "--blocked-answer", "::", "--blocked-zone", "ads.test")
 CLIENT_MAP = "127.0.0.2 kitchen-tablet   # a named client\n"
-
-
-@pytest.fixture(autouse=True)
-def _needs_unbound():
-    if unbound.UNAVAILABLE:
-        pytest.skip(unbound.banner())
 
 
 @pytest.fixture
@@ -114,6 +117,8 @@ def start_collector(folder, api):
 
 @pytest.fixture
 def resolvers(folder):
+    if unbound.UNAVAILABLE:
+        pytest.skip(unbound.banner())
     started = []
 
     def start(**options):
@@ -253,3 +258,84 @@ def test_without_query_messages_the_response_time_is_unknown(folder, api, start_
     (record,) = wait_for(api, 1)
     assert record["responseTimeMs"] is None
     assert record["action"] == 1
+
+
+# Through the same process, messages written here the way the dnstap protobuf and Frame Streams
+# define them, for what Unbound on loopback does not send: other transports, DNSSEC, EDE, a
+# query time inside the response message, networks in the client map, broken senders.
+RESPONSE_AT = 1_714_564_800  # 2024-05-01T12:00:00Z
+
+
+def dnstap_response(name, *, protocol, client="192.0.2.7", rcode="NOERROR", ips=(), ad=False, ede=None, query_ns=None):
+    query = dns.message.make_query(name, "A", want_dnssec=True)
+    response = dns.message.make_response(query)
+    response.set_rcode(dns.rcode.from_text(rcode))
+    if ad:
+        response.flags |= dns.flags.AD
+    if ips:
+        response.answer.append(dns.rrset.from_text(name + ".", 300, "IN", "A", *ips))
+    if ede is not None:
+        response.use_edns(0, options=[dns.edns.EDEOption(ede)])
+    message = dnstap_pb.Message(
+        type=dnstap_pb.Message.CLIENT_RESPONSE,
+        socket_family=dnstap_pb.INET,
+        socket_protocol=protocol,
+        query_address=ipaddress.ip_address(client).packed,
+        query_port=40000,
+        response_time_sec=RESPONSE_AT,
+        response_time_nsec=250_000_000,
+        response_message=response.to_wire(),
+    )
+    if query_ns is not None:
+        message.query_time_sec, message.query_time_nsec = divmod(query_ns, 1_000_000_000)
+    return dnstap_pb.Dnstap(type=dnstap_pb.Dnstap.MESSAGE, message=message).SerializeToString()
+
+
+def test_transports_dnssec_and_declared_blocks_from_a_unidirectional_sender(folder, api, start_collector):
+    client_map = folder / "clients.txt"
+    client_map.write_text("192.0.2.0/24 office\n192.0.2.7 printer\n")
+    port = free_port()
+    blocks = ("--blocked-rcode", "refused")
+    collector = start_collector("--listen", f"127.0.0.1:{port}", "--client-map", str(client_map), *blocks)
+    codec = fstrm.FstrmCodec()
+    query_ns = RESPONSE_AT * 1_000_000_000 + 248_500_000  # 1.5 ms before the response
+    frames = [
+        dnstap_response("secure.example", protocol=dnstap_pb.DOH, ips=["198.51.100.1"], ad=True, query_ns=query_ns),
+        dnstap_response("bogus.example", protocol=dnstap_pb.DOT, client="192.0.2.8", rcode="SERVFAIL", ede=6),
+        dnstap_response("refused.example", protocol=dnstap_pb.DOQ, client="2001:db8::5", rcode="REFUSED"),
+        dnstap_response("crypt.example", protocol=dnstap_pb.DNSCryptUDP, client="198.51.100.9"),
+        b"\xff\xfe not a dnstap message",
+    ]
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        # Unidirectional: START, data, STOP, as a sender that expects no answer writes them.
+        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
+        sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
+        sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+    records = {record["question"]: record for record in wait_for(api, 4)}
+    secure = records["secure.example"]
+    assert (secure["protocol"], secure["dnssec"], secure["clientId"]) == ("doh", "secure", "printer")
+    assert secure["responseTimeMs"] == 1.5
+    assert secure["timestamp"] == "2024-05-01T12:00:00.250Z"
+    assert secure["answers"] == [{"ips": ["198.51.100.1"]}]
+    bogus = records["bogus.example"]
+    assert (bogus["protocol"], bogus["dnssec"], bogus["clientId"], bogus["action"]) == ("dot", "bogus", "office", -1)
+    assert bogus["responseTimeMs"] is None
+    refused = records["refused.example"]
+    assert (refused["protocol"], refused["clientId"], refused["sourceIp"]) == ("doq", "2001:db8::5", "2001:db8::5")
+    assert (refused["action"], refused["trigger"], refused["triggerValue"]) == (0, "filter", "rcode:REFUSED")
+    assert records["crypt.example"]["protocol"] == "dnscrypt"
+    assert records["crypt.example"]["dnssec"] == ""
+
+    # A bidirectional sender is answered ACCEPT; one that sends an absurd frame is dropped.
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        sender.sendall(codec.encode_ctrlready(b"protobuf:dnstap.Dnstap"))
+        sender.settimeout(5)
+        assert sender.recv(100) == codec.encode_ctrlaccept(b"protobuf:dnstap.Dnstap")
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap") + struct.pack("!I", 1 << 30))
+        sender.settimeout(5)
+        assert sender.recv(100) == b""  # hung up on
+    assert collector.stop() == 0
+    assert "frame larger than 1 MiB" in collector.output()
+    assert "4 records delivered" in collector.output()
+    assert "1 unreadable" in collector.output()

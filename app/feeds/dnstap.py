@@ -20,6 +20,8 @@ import dns.rdatatype
 import dnstap_pb
 from google.protobuf.message import DecodeError
 
+from schemas.records import MAX_ID_LENGTH
+
 from .common import SkipRow, compact
 
 # socket_protocol -> protocol. DNSCrypt is not in the contract's list, but protocol takes any
@@ -57,7 +59,12 @@ class BlockRules:
                 self.rcodes.add(dns.rcode.to_text(dns.rcode.from_text(value.strip().upper())))
             except dns.rcode.UnknownRcode:
                 raise ValueError(f"{value!r} is not an rcode (e.g. NXDOMAIN, REFUSED)") from None
-        self.zones = [dns.name.from_text(value.strip()) for value in zones]
+        self.zones = []
+        for value in zones:
+            try:
+                self.zones.append(dns.name.from_text(value.strip()))
+            except dns.exception.DNSException as exc:
+                raise ValueError(f"{value!r} is not a zone name: {exc}") from None
 
     def match(self, name: dns.name.Name, rcode: str, ips: list[str]) -> str | None:
         """The triggerValue of the rule that makes this answer a block, or None."""
@@ -83,8 +90,8 @@ class ClientMap:
             if not text:
                 continue
             parts = text.split(None, 1)
-            if len(parts) != 2:
-                raise ValueError(f"line {number}: expected 'address name'")
+            if len(parts) != 2 or len(parts[1].strip()) > MAX_ID_LENGTH:
+                raise ValueError(f"line {number}: expected 'address name', a name of 1 to {MAX_ID_LENGTH} characters")
             try:
                 network = ipaddress.ip_network(parts[0], strict=False)
             except ValueError:
