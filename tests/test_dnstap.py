@@ -340,3 +340,22 @@ def test_transports_dnssec_and_declared_blocks_from_a_unidirectional_sender(fold
     assert "frame larger than 1 MiB" in collector.output()
     assert "4 records delivered" in collector.output()
     assert "1 unreadable" in collector.output()
+
+
+@pytest.mark.sqlite_only  # nothing reaches the store
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ([], "give --socket PATH and/or --listen HOST:PORT"),
+        (["--listen", "6000"], "must be HOST:PORT"),
+        (["--socket", "x.sock", "--blocked-rcode", "BLOCKED"], "'BLOCKED' is not an rcode"),
+        (["--socket", "x.sock", "--blocked-answer", "0.0.0"], "does not appear to be an IPv4 or IPv6 address"),
+        (["--socket", "x.sock", "--blocked-zone", "a..b"], "'a..b' is not a zone name"),
+        (["--socket", "x.sock", "--client-map", "-"], "line 2: '10.0.0.300' is not an address or network"),
+        (["--socket", "x.sock", "--socket-mode", "rw"], "must be octal permissions"),
+    ],
+)
+def test_bad_options_are_refused_with_a_message(runner, options, message):
+    result = runner.invoke(args=["collect-dnstap", *options], input="10.0.0.1 router\n10.0.0.300 typo\n")
+    assert result.exit_code == 2, result.output
+    assert message in result.output

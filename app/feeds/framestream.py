@@ -26,7 +26,7 @@ class ProtocolError(Exception):
 async def data_frames(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> AsyncIterator[bytes]:
     """The payloads of the connection's data frames, after answering its handshake; ends at
     STOP (answered with FINISH) or when the peer hangs up."""
-    started = False
+    started = bidirectional = False
     async for kind, types, payload in _frames(reader):
         if kind == fstrm.FSTRM_DATA_FRAME:
             if not started:
@@ -34,14 +34,16 @@ async def data_frames(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
             yield payload
         elif kind == fstrm.FSTRM_CONTROL_READY:
             _check_content_type(types)
+            bidirectional = True
             writer.write(_CODEC.encode_ctrlaccept(CONTENT_TYPE))
             await writer.drain()
         elif kind == fstrm.FSTRM_CONTROL_START:
             _check_content_type(types)
             started = True
         elif kind == fstrm.FSTRM_CONTROL_STOP:
-            writer.write(_CODEC.encode(fstrm.FSTRM_CONTROL_FINISH))
-            await writer.drain()
+            if bidirectional:  # a unidirectional sender expects no answer, and may be gone
+                writer.write(_CODEC.encode(fstrm.FSTRM_CONTROL_FINISH))
+                await writer.drain()
             return
         else:
             raise ProtocolError(f"unexpected control frame {kind}")
