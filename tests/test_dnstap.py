@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import signal
 import socket
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -132,9 +133,19 @@ def resolvers(folder):
 
 
 def stored(api) -> list[dict]:
-    response = api.get("/v2/activity-log?startTime=2000-01-01T00:00:00Z&pageSize=500&sortOrder=asc", headers=AUTH)
-    assert response.status_code == 200, response.json
-    return response.json["queries"]
+    """Every record in the log, oldest first, page by page."""
+    records = []
+    for page in range(100):
+        response = api.get(
+            f"/v2/activity-log?startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z&pageSize=500"
+            f"&sortOrder=asc&page={page}",
+            headers=AUTH,
+        )
+        assert response.status_code == 200, response.json
+        records += response.json["queries"]
+        if len(response.json["queries"]) < 500:
+            return records
+    raise AssertionError("more records than expected")
 
 
 def wait_for(api, count: int, timeout: float = 10.0) -> list[dict]:
@@ -359,3 +370,30 @@ def test_bad_options_are_refused_with_a_message(runner, options, message):
     result = runner.invoke(args=["collect-dnstap", *options], input="10.0.0.1 router\n10.0.0.300 typo\n")
     assert result.exit_code == 2, result.output
     assert message in result.output
+
+
+def test_a_stuck_store_never_stops_the_reading(folder, api, start_collector):
+    """While the database is locked, the collector still reads everything the resolver sends,
+    keeps up to --max-pending records and drops (and counts) the rest; once the lock goes, what
+    it kept is stored, once."""
+    port = free_port()
+    collector = start_collector("--listen", f"127.0.0.1:{port}", "--max-pending", "1000", "--batch-size", "100")
+    codec = fstrm.FstrmCodec()
+    frames = b"".join(codec.encode_data(dnstap_response(f"n{i}.example", protocol=dnstap_pb.UDP)) for i in range(3000))
+    lock = sqlite3.connect(api.database, isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")  # every writer now waits (up to its 30 s busy timeout)
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as sender:
+            sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap") + frames)
+            sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+            sender.settimeout(20)
+            assert sender.recv(1) == b""  # the collector read up to STOP and hung up
+        assert stored(api) == []
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    records = wait_for(api, 1000, timeout=30)
+    assert len({record["question"] for record in records}) == 1000
+    assert collector.stop() == 0
+    assert "1000 records delivered" in collector.output()
+    assert "2000 dropped while the sink was behind" in collector.output()
