@@ -120,7 +120,7 @@ class Decoder:
     endpoint: str
     rules: BlockRules = field(default_factory=BlockRules)
     clients: ClientMap = field(default_factory=ClientMap)
-    _queries: collections.OrderedDict = field(default_factory=collections.OrderedDict)
+    _queries: collections.OrderedDict = field(default_factory=collections.OrderedDict, repr=False, compare=False)
 
     def record(self, payload: bytes) -> dict | None:
         """The wire record of a CLIENT_RESPONSE, None for any other message (a CLIENT_QUERY is
