@@ -123,6 +123,8 @@ def resolvers(folder):
     started = []
 
     def start(**options):
+        if options.get("socket_path"):
+            unbound.let_connect(options["socket_path"])
         server = Unbound(folder, **options)
         started.append(server)
         return server

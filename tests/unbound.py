@@ -5,6 +5,7 @@ ANALYTICS_TEST_UNBOUND=/path/to/unbound uses another build instead.
 """
 
 import os
+import pwd
 import shutil
 import signal
 import subprocess
@@ -16,8 +17,20 @@ import pytest
 
 from servers import free_port
 
+
+def _has_user(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
 UNAVAILABLE = None  # why Unbound cannot be used, once known
 VERSION = None
+# Started as root, Unbound drops to its package's user, as installed resolvers do; the
+# collector's socket must then let that user's group in (as deploy/'s unit does).
+USER = "unbound" if os.geteuid() == 0 and _has_user("unbound") else ""
 
 # A local zone of a few names, a "blocked" name answered 0.0.0.0 / ::, and a zone whose every
 # name is NXDOMAIN (an ad zone, as blocklists are served); nothing is forwarded anywhere.
@@ -33,6 +46,12 @@ ZONES = """
     local-zone: "ads.test." always_nxdomain
     local-zone: "." refuse
 """
+
+
+def let_connect(socket_path) -> None:
+    """Give the socket to Unbound's group, as running the collector with that group would."""
+    if USER:
+        os.chown(socket_path, -1, pwd.getpwnam(USER).pw_gid)
 
 
 def probe() -> None:
@@ -71,6 +90,8 @@ class Unbound:
     def __init__(self, folder, *, socket_path=None, tcp=None, log_queries=True):
         self.folder = folder
         self.port = free_port()
+        if USER:
+            folder.chmod(0o755)  # Unbound's user reads its configuration and reaches the socket
         self.conf = folder / "unbound.conf"
         self.log_path = folder / "unbound.log"
         if socket_path:
@@ -81,7 +102,7 @@ class Unbound:
             f"""server:
     interface: 127.0.0.1@{self.port}
     do-daemonize: no
-    username: ""
+    username: "{USER}"
     chroot: ""
     directory: "{folder}"
     pidfile: ""

@@ -25,7 +25,7 @@ class ProtocolError(Exception):
 
 async def data_frames(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> AsyncIterator[bytes]:
     """The payloads of the connection's data frames, after answering its handshake; ends at
-    STOP (answered with FINISH) or when the peer hangs up."""
+    STOP (answered with FINISH on a bidirectional connection) or when the peer hangs up."""
     started = bidirectional = False
     async for kind, types, payload in _frames(reader):
         if kind == fstrm.FSTRM_DATA_FRAME:
