@@ -47,9 +47,8 @@ def folder():
 
 
 @pytest.fixture
-def api(tmp_path):
-    """A Flask test client on the database the collector writes."""
-    database = str(tmp_path / "analytics.db")
+def api(tmp_path, database):
+    """A Flask test client on the database the collector writes (SQLite, then PostgreSQL)."""
     app = create_app(
         {
             "TESTING": True,
@@ -374,6 +373,7 @@ def test_bad_options_are_refused_with_a_message(runner, options, message):
     assert message in result.output
 
 
+@pytest.mark.sqlite_only  # the lock is SQLite's
 def test_a_stuck_store_never_stops_the_reading(folder, api, start_collector):
     """While the database is locked, the collector still reads everything the resolver sends,
     keeps up to --max-pending records and drops (and counts) the rest; once the lock goes, what
