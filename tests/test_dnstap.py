@@ -399,3 +399,14 @@ def test_a_stuck_store_never_stops_the_reading(folder, api, start_collector):
     assert collector.stop() == 0
     assert "1000 records delivered" in collector.output()
     assert "2000 dropped while the sink was behind" in collector.output()
+
+
+@pytest.mark.sqlite_only
+def test_a_socket_it_cannot_make_is_named_in_the_error(runner, tmp_path):
+    not_a_socket = tmp_path / "file"
+    not_a_socket.write_text("")
+    cases = [(tmp_path / "missing" / "x.sock", "No such file or directory"), (not_a_socket, "not a socket")]
+    for path, message in cases:
+        result = runner.invoke(args=["collect-dnstap", "--socket", str(path)])
+        assert result.exit_code == 1, result.output
+        assert f"{path}" in result.output and message in result.output

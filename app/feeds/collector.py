@@ -63,11 +63,13 @@ class Collector:
         servers = []
         if unix_path:
             _clear_stale_socket(unix_path)
-            servers.append(await asyncio.start_unix_server(self._serve, path=unix_path))
+            with _naming(unix_path):
+                servers.append(await asyncio.start_unix_server(self._serve, path=unix_path))
             os.chmod(unix_path, mode)
             self.log(f"Listening on {unix_path}")
         if tcp:
-            servers.append(await asyncio.start_server(self._serve, host=tcp[0], port=tcp[1]))
+            with _naming(f"{tcp[0]}:{tcp[1]}"):
+                servers.append(await asyncio.start_server(self._serve, host=tcp[0], port=tcp[1]))
             self.log(f"Listening on {tcp[0]}:{tcp[1]}")
         deliveries = asyncio.create_task(self._deliver_loop())
         await self._stop.wait()
@@ -218,6 +220,15 @@ def _in_thread(function, *args) -> asyncio.Future:
 
     threading.Thread(target=work, daemon=True, name="sink").start()
     return future
+
+
+@contextlib.contextmanager
+def _naming(address: str):
+    """OSErrors that say which address they are about."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(f"{address}: {exc.strerror or exc}") from None
 
 
 def _clear_stale_socket(path: str) -> None:
