@@ -18,7 +18,7 @@ from schemas.records import RecordError, parse_records
 
 from .auth.keys import keys
 from .backup import backup_command
-from .feeds.commands import import_adguard_command, import_pihole_command
+from .feeds.commands import collect_dnstap_command, import_adguard_command, import_pihole_command
 from .feeds.common import Batch, Summary, feed
 from .feeds.sinks import FeedError, make_sink
 from .requests import loads
@@ -30,6 +30,7 @@ def register(app):
     app.cli.add_command(ingest_command)
     app.cli.add_command(import_pihole_command)
     app.cli.add_command(import_adguard_command)
+    app.cli.add_command(collect_dnstap_command)
     app.cli.add_command(keys)
     app.cli.add_command(retention_command)
     app.cli.add_command(backup_command)

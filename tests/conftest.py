@@ -9,44 +9,50 @@ import nginx
 import postgres
 import pytest
 import stores
+import unbound
 
 from app import create_app
 
 from helpers import API_KEY
 
 ENGINES = ("sqlite", "postgresql")
-
-
 # Real programs the suite runs (each a module with UNAVAILABLE and banner()): when one cannot
 # be had, its tests skip and the run says so in red at its start and its end.
-REAL_PROGRAMS = {"PostgreSQL": postgres, "nginx": nginx}
+REAL_PROGRAMS = {"PostgreSQL": postgres, "nginx": nginx, "Unbound": unbound}
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only: tests something only the SQLite store has")
     postgres.start_once()
     nginx.probe_once()
+    unbound.probe()
 
 
 def pytest_unconfigure(config):
     postgres.CLUSTER.stop()
 
 
+def pytest_report_header(config):
+    lines = []
+    if not postgres.UNAVAILABLE:
+        lines.append(f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}")
+    if not unbound.UNAVAILABLE:
+        lines.append(f"Unbound: {unbound.VERSION}")
+    return lines
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_sessionstart(session):
-    """The red banners first thing (before the session header, which has no colours)."""
+    """The missing programs in red, right below the header (printed by the inner hooks)."""
+    yield
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     for module in REAL_PROGRAMS.values():
         if module.UNAVAILABLE and reporter is not None:
             reporter.write_line(module.banner(), red=True, bold=True)
 
 
-def pytest_report_header(config):
-    if not postgres.UNAVAILABLE:
-        return [f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}"]
-    return []
-
-
 def pytest_terminal_summary(terminalreporter):
+    # Read at the end: a program may also have failed to start during the run.
     for name, module in REAL_PROGRAMS.items():
         if module.UNAVAILABLE:
             terminalreporter.section(f"{name} NOT TESTED", sep="!", red=True, bold=True)

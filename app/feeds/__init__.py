@@ -1,1 +1,1 @@
-"""Feeds (command line, no HTTP): history importers for Pi-hole's FTL database and AdGuard Home's query log."""
+"""Feeds (command line, no HTTP): the Pi-hole and AdGuard Home history importers, the dnstap collector."""

@@ -1,9 +1,11 @@
-"""The feeds' commands: `flask --app wsgi import-pihole PATH` and `import-adguard PATH`, once or
-following the source, into this installation's store or pushed to another one."""
+"""The feeds' commands: `flask --app wsgi import-pihole PATH` and `import-adguard PATH` (once or
+following the source) and `collect-dnstap`, into this installation's store or pushed to another."""
 
+import asyncio
 import functools
 import os
 import signal
+import sys
 import threading
 
 import click
@@ -14,9 +16,10 @@ import models
 from models.clock import now_ms
 from schemas.records import MAX_ID_LENGTH
 
-from . import adguard, pihole
+from . import adguard, dnstap, pihole
+from .collector import Collector
 from .common import SourceError, Summary
-from .sinks import FeedError, LocalSink, make_sink
+from .sinks import FeedError, LiveSink, LocalSink, make_sink
 
 DAY_MS = 86_400_000
 
@@ -55,23 +58,27 @@ def feed_options(default_endpoint: str, default_interval: float):
                     type=click.FloatRange(min=0.05),
                     help="With --follow: seconds between two looks at the source.",
                 ),
-                click.option("--url", help="Push to the service at this base URL instead of the local store."),
-                click.option(
-                    "--key",
-                    envvar="ANALYTICS_FEED_KEY",
-                    help="With --url: an API key with the ingest scope (or set ANALYTICS_FEED_KEY).",
-                ),
-                click.option(
-                    "--spool",
-                    type=click.Path(file_okay=False),
-                    help="With --url: where batches wait until delivered [default: instance/spool].",
-                ),
             ]
         ):
             command = option(command)
-        return command
+        return push_options(command)
 
     return decorate
+
+
+def push_options(command):
+    """--url, --key and --spool: every feed can push to another installation."""
+    command = click.option(
+        "--spool",
+        type=click.Path(file_okay=False),
+        help="With --url: where batches wait until delivered [default: instance/spool].",
+    )(command)
+    command = click.option(
+        "--key",
+        envvar="ANALYTICS_FEED_KEY",
+        help="With --url: an API key with the ingest scope (or set ANALYTICS_FEED_KEY).",
+    )(command)
+    return click.option("--url", help="Push to the service at this base URL instead of the local store.")(command)
 
 
 def _restart_option(command):
@@ -182,3 +189,76 @@ def _report(summary: Summary, path: str, endpoint: str, url: str | None, waiting
         )
     if waiting:
         click.echo(f"{waiting} batches wait in the spool: the next run sends them first.")
+
+
+def _host_port(ctx, param, value: str | None) -> tuple[str, int] | None:
+    if value is None:
+        return None
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise click.BadParameter("must be HOST:PORT, e.g. 127.0.0.1:6000 or [::1]:6000")
+    return host.strip("[]"), int(port)
+
+
+def _octal(ctx, param, value: str) -> int:
+    try:
+        return int(value, 8)
+    except ValueError:
+        raise click.BadParameter("must be octal permissions, e.g. 660") from None
+
+
+@click.command("collect-dnstap")
+@click.option("--socket", "socket_path", type=click.Path(dir_okay=False), help="Unix socket to listen on.")
+@click.option("--listen", metavar="HOST:PORT", callback=_host_port, help="TCP address to listen on.")
+@click.option("--endpoint", default="dnstap", show_default=True, callback=_endpoint, help="endpointId of the records.")
+@click.option(
+    "--client-map",
+    type=click.File(encoding="utf-8"),
+    help="File of 'address-or-network name' lines: the clientId of those clients.",
+)
+@click.option("--blocked-answer", multiple=True, metavar="IP", help="An answer with this address is a block.")
+@click.option("--blocked-rcode", multiple=True, metavar="RCODE", help="A response with this rcode is a block.")
+@click.option("--blocked-zone", multiple=True, metavar="ZONE", help="Every answer in this zone is a block.")
+@click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1, 50_000), help="Records per batch.")
+@click.option(
+    "--batch-delay",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0.01, 60),
+    help="Seconds a record may wait for its batch to fill.",
+)
+@click.option(
+    "--max-pending",
+    default=100_000,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Records kept while the store is slow or failing; newer ones are dropped past that.",
+)
+@click.option("--socket-mode", default="660", show_default=True, callback=_octal, help="The Unix socket's permissions.")
+@push_options
+@with_appcontext
+def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mode, url, key, spool, **options):
+    """Receive dnstap from resolvers and store every client response as a record.
+
+    Runs until SIGTERM or SIGINT, then stores what it holds and exits. The --blocked-*
+    options repeat.
+    """
+    if not socket_path and not listen:
+        raise click.UsageError("give --socket PATH and/or --listen HOST:PORT")
+    try:
+        rules = dnstap.BlockRules(*(options.pop(f"blocked_{kind}") for kind in ("answer", "rcode", "zone")))
+        clients = dnstap.ClientMap(client_map) if client_map else dnstap.ClientMap()
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    try:
+        with make_sink(url, key, spool, os.path.join(current_app.instance_path, "spool")) as sink:
+            collector = Collector(
+                dnstap.Decoder(endpoint, rules, clients),
+                LiveSink(sink, f"dnstap:{endpoint}"),
+                log=lambda line: click.echo(line, err=True),
+                **options,
+            )
+            status = asyncio.run(collector.run(socket_path, listen, socket_mode))
+    except (OSError, FeedError) as exc:
+        raise click.ClickException(str(exc)) from None
+    sys.exit(status)

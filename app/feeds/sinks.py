@@ -22,6 +22,7 @@ import uuid
 import models
 from models.clock import now_ms
 from models.imports import ProgressMoved, forget_progress, get_progress, save_progress
+from schemas.records import parse_records
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +228,22 @@ class RemoteSink:
             return "later"
         os.remove(path)
         return "sent"
+
+
+class LiveSink:
+    """The sink of a live feed, a stream with no resume point (dnstap): `deliver(records)`
+    stores a batch of wire records in the local store, or spools it for the remote service."""
+
+    def __init__(self, sink, source: str):
+        self.sink, self.source = sink, source
+
+    def deliver(self, records: list[dict]) -> None:
+        parsed = parse_records(records, now_ms())  # each was validated on arrival: none fails
+        if isinstance(self.sink, LocalSink):
+            with models.connection():
+                models.store_records(parsed)
+        else:
+            self.sink.commit(self.source, parsed, records, {}, 0)
 
 
 def make_sink(url: str | None, key: str | None, spool: str | None, default_spool: str):

@@ -1,0 +1,249 @@
+"""The dnstap collector: listens for resolvers' Frame Streams connections (Unix socket and/or
+TCP), turns their messages into records and hands them to a sink in batches.
+
+One asyncio loop reads every connection; the sink runs on one thread of its own, so a slow
+sink never stops the reading. Records wait in memory (at most `max_pending`) while the sink
+is slow or failing; past that, new ones are dropped and counted rather than making resolvers
+wait: they would drop them anyway, since no resolver blocks on its dnstap output.
+"""
+
+import asyncio
+import collections
+import contextlib
+import os
+import signal
+import socket
+import stat
+import threading
+import time
+from collections.abc import Callable
+
+from models.clock import now_ms
+from schemas.records import RecordError, parse_record
+
+from .common import SkipRow
+from .dnstap import Decoder
+from .framestream import ProtocolError, data_frames
+from .sinks import Sink
+
+RETRY_FIRST, RETRY_MAX = 0.5, 30.0  # seconds between deliveries to a failing sink
+STOP_DEADLINE = 20.0  # seconds a stop may spend delivering what is left
+STATUS_EVERY = 300.0  # seconds between status lines while records flow
+
+
+class Collector:
+    def __init__(
+        self,
+        decoder: Decoder,
+        sink: Sink,
+        *,
+        batch_size: int = 500,
+        batch_delay: float = 1.0,
+        max_pending: int = 100_000,
+        log: Callable[[str], None] = print,
+    ):
+        self.decoder = decoder
+        self.sink = sink
+        self.batch_size = batch_size
+        self.batch_delay = batch_delay
+        self.max_pending = max_pending
+        self.log = log
+        self.pending: collections.deque[dict] = collections.deque()
+        self.counts = collections.Counter()
+        self._first_pending = 0.0  # monotonic time the oldest pending record arrived
+        self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
+
+    async def run(self, unix_path: str | None = None, tcp: tuple[str, int] | None = None, mode: int = 0o660) -> int:
+        """Serve until SIGTERM/SIGINT, then deliver what is pending; the exit status."""
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self._stop.set)
+        servers = []
+        if unix_path:
+            _clear_stale_socket(unix_path)
+            with _naming(unix_path):
+                servers.append(await asyncio.start_unix_server(self._serve, path=unix_path))
+            os.chmod(unix_path, mode)
+            self.log(f"Listening on {unix_path}")
+        if tcp:
+            with _naming(f"{tcp[0]}:{tcp[1]}"):
+                servers.append(await asyncio.start_server(self._serve, host=tcp[0], port=tcp[1]))
+            self.log(f"Listening on {tcp[0]}:{tcp[1]}")
+        deliveries = asyncio.create_task(self._deliver_loop())
+        await self._stop.wait()
+        for server in servers:
+            server.close()
+        # Hanging up ends each connection's reading as an end of stream would.
+        for writer in self._connections.values():
+            writer.close()
+        await asyncio.gather(*self._connections, return_exceptions=True)
+        if unix_path:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(unix_path)
+        # A sink that hangs must not hold the stop forever either.
+        await asyncio.wait({deliveries}, timeout=STOP_DEADLINE + 5)
+        deliveries.cancel()
+        lost = len(self.pending)
+        self.log(self.describe() + (f"; {lost} records NOT delivered (the sink failed or hung)" if lost else ""))
+        return 1 if lost else 0
+
+    def describe(self) -> str:
+        c = self.counts
+        text = f"{c['delivered']} records delivered, {c['connections']} resolver connections"
+        skipped = {name: count for name, count in sorted(c.items()) if name.startswith(("unreadable", "rejected"))}
+        if skipped:
+            text += "; skipped " + ", ".join(f"{count} {name}" for name, count in skipped.items())
+        if c["dropped"]:
+            text += f"; {c['dropped']} dropped while the sink was behind"
+        return text
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._connections[task] = writer
+        self.counts["connections"] += 1
+        peer = writer.get_extra_info("peername")
+        peer = f"from {peer[0]}:{peer[1]}" if isinstance(peer, tuple) else "on the Unix socket"
+        self.log(f"A resolver connected {peer}")
+        try:
+            async for payload in data_frames(reader, writer):
+                self._take(payload)
+        except ProtocolError as exc:
+            self.log(f"Dropped a resolver's connection {peer}: {exc}")
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            self._connections.pop(task, None)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    def _take(self, payload: bytes) -> None:
+        try:
+            record = self.decoder.record(payload)
+        except SkipRow:
+            self.counts["unreadable"] += 1
+            return
+        if record is None:
+            return
+        # Checked here, one by one, so that a record the store would refuse is skipped alone
+        # instead of failing its whole batch at the sink again and again.
+        try:
+            parse_record(record, now_ms())
+        except RecordError as exc:
+            self.counts[f"rejected ({exc.field.split('.')[0].split('[')[0]})"] += 1
+            return
+        if len(self.pending) >= self.max_pending:
+            self.counts["dropped"] += 1
+            if self.counts["dropped"] == 1:
+                self.log(f"{self.max_pending} records wait for the sink: dropping new ones until it catches up")
+            return
+        if not self.pending:
+            self._first_pending = time.monotonic()
+            self._wake.set()  # the delivery loop now has a batch to time
+        self.pending.append(record)
+        if len(self.pending) >= self.batch_size:
+            self._wake.set()
+
+    async def _deliver_loop(self) -> None:
+        """Deliver a batch when it is full or its oldest record has waited `batch_delay`; after
+        a stop, deliver the rest within STOP_DEADLINE."""
+        retry = RETRY_FIRST
+        failing = False
+        last_status = time.monotonic()
+        deadline = None
+        while True:
+            if self._stop.is_set():
+                if not self.pending:
+                    return
+                deadline = deadline or time.monotonic() + STOP_DEADLINE
+                if time.monotonic() > deadline:
+                    return
+            elif len(self.pending) < self.batch_size:
+                due = (self._first_pending + self.batch_delay) if self.pending else None
+                if due is None or due > time.monotonic():
+                    await self._wait(due, self._wake, self._stop)
+                    continue
+            batch = [self.pending[i] for i in range(min(self.batch_size, len(self.pending)))]
+            try:
+                await _in_thread(self.sink.deliver, batch)
+            except Exception as exc:  # any failure of the sink: keep the batch and try again
+                if not failing:
+                    self.log(f"The sink failed ({exc.__class__.__name__}: {exc}); retrying, records are kept meanwhile")
+                failing = True
+                # Not woken by full batches: a failing sink is retried at its own pace.
+                await self._wait(time.monotonic() + retry, *(() if self._stop.is_set() else (self._stop,)))
+                retry = min(retry * 2, RETRY_MAX)
+                continue
+            for _ in batch:
+                self.pending.popleft()
+            self._first_pending = time.monotonic()
+            self.counts["delivered"] += len(batch)
+            if failing:
+                self.log("The sink works again")
+            failing, retry = False, RETRY_FIRST
+            if time.monotonic() - last_status > STATUS_EVERY:
+                self.log(self.describe())
+                last_status = time.monotonic()
+
+    async def _wait(self, due: float | None, *events: asyncio.Event) -> None:
+        """Wait until `due` (monotonic; None: no limit) or one of `events`."""
+        self._wake.clear()
+        waits = [asyncio.ensure_future(event.wait()) for event in events]
+        timeout = None if due is None else max(due - time.monotonic(), 0)
+        if not waits:
+            await asyncio.sleep(timeout or 0)
+            return
+        _, undone = await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        for task in undone:
+            task.cancel()
+
+
+def _in_thread(function, *args) -> asyncio.Future:
+    """Run `function` on a daemon thread of its own: unlike an executor's thread, one that
+    never returns does not keep the process from exiting."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(result, error):
+        if not future.done():
+            future.set_exception(error) if error else future.set_result(result)
+
+    def work():
+        try:
+            outcome = (function(*args), None)
+        except Exception as exc:
+            outcome = (None, exc)
+        with contextlib.suppress(RuntimeError):  # the loop is gone: nobody waits any more
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=work, daemon=True, name="sink").start()
+    return future
+
+
+@contextlib.contextmanager
+def _naming(address: str):
+    """OSErrors that say which address they are about."""
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(f"{address}: {exc.strerror or exc}") from None
+
+
+def _clear_stale_socket(path: str) -> None:
+    """Remove a socket left by a collector that died; refuse to take over a live one or a
+    file that is not a socket."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise OSError(f"{path} exists and is not a socket")
+    with socket.socket(socket.AF_UNIX) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)
+            return
+    raise OSError(f"{path}: another collector is listening on it")

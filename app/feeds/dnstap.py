@@ -1,0 +1,240 @@
+"""dnstap messages into wire records: each CLIENT_RESPONSE a resolver reports is one record.
+
+The protobuf is decoded by `dnstap_pb`, the DNS messages inside it by dnspython. dnstap says
+nothing of policy, cache or upstream; what a block looks like is the operator's to declare
+(BlockRules), and who a client is may be declared too (ClientMap). See README "Feeding it
+from a resolver".
+"""
+
+import collections
+import ipaddress
+from dataclasses import dataclass, field
+
+import dns.edns
+import dns.exception
+import dns.flags
+import dns.message
+import dns.name
+import dns.rcode
+import dns.rdatatype
+import dnstap_pb
+from google.protobuf.message import DecodeError
+
+from schemas.records import MAX_ID_LENGTH
+
+from .common import SkipRow, compact
+
+# socket_protocol -> protocol. DNSCrypt is not in the contract's list, but protocol takes any
+# string, and "legacy" would hide that the client encrypted its queries.
+PROTOCOLS = {
+    dnstap_pb.UDP: "legacy",
+    dnstap_pb.TCP: "legacy",
+    dnstap_pb.DOT: "dot",
+    dnstap_pb.DOH: "doh",
+    dnstap_pb.DOQ: "doq",
+    dnstap_pb.DNSCryptUDP: "dnscrypt",
+    dnstap_pb.DNSCryptTCP: "dnscrypt",
+}
+# Extended DNS Errors (RFC 8914) that say the answer failed DNSSEC validation: DNSSEC Bogus,
+# Signature Expired, Signature Not Yet Valid, DNSKEY Missing, RRSIGs Missing, NSEC Missing.
+BOGUS_EDE = {6, 7, 8, 9, 10, 12}
+FAILED_RCODES = {"SERVFAIL", "REFUSED"}
+MAX_IPS = 64  # the most addresses one answer of a record may hold
+# Client queries waiting for their response, kept to time the response when the response
+# message itself carries no query time (Unbound's do not).
+PENDING_QUERIES = 65536
+PENDING_SECONDS = 30
+UNKNOWN_CLIENT = "unknown"
+
+
+class BlockRules:
+    """How the operator's blocks look: answers that are block addresses (0.0.0.0, ::), rcodes
+    that only blocks produce, zones whose every answer is a block."""
+
+    def __init__(self, answers=(), rcodes=(), zones=()):
+        self.answers = {str(ipaddress.ip_address(value.strip())) for value in answers}
+        self.rcodes = set()
+        for value in rcodes:
+            try:
+                self.rcodes.add(dns.rcode.to_text(dns.rcode.from_text(value.strip().upper())))
+            except dns.rcode.UnknownRcode:
+                raise ValueError(f"{value!r} is not an rcode (e.g. NXDOMAIN, REFUSED)") from None
+        self.zones = []
+        for value in zones:
+            try:
+                self.zones.append(dns.name.from_text(value.strip()))
+            except dns.exception.DNSException as exc:
+                raise ValueError(f"{value!r} is not a zone name: {exc}") from None
+
+    def match(self, name: dns.name.Name, rcode: str, ips: list[str]) -> str | None:
+        """The triggerValue of the rule that makes this answer a block, or None."""
+        for zone in self.zones:
+            if name.is_subdomain(zone):
+                return f"zone:{zone.to_text(omit_final_dot=True) or '.'}"
+        for ip in ips:
+            if ip in self.answers:
+                return f"answer:{ip}"
+        if rcode in self.rcodes:
+            return f"rcode:{rcode}"
+        return None
+
+
+class ClientMap:
+    """Names for clients by address or network, from lines `address-or-network name`."""
+
+    def __init__(self, lines=()):
+        self.exact: dict[str, str] = {}
+        self.networks: list[tuple[ipaddress._BaseNetwork, str]] = []
+        for number, line in enumerate(lines, 1):
+            text = line.split("#", 1)[0].strip()
+            if not text:
+                continue
+            parts = text.split(None, 1)
+            if len(parts) != 2 or len(parts[1].strip()) > MAX_ID_LENGTH:
+                raise ValueError(f"line {number}: expected 'address name', a name of 1 to {MAX_ID_LENGTH} characters")
+            try:
+                network = ipaddress.ip_network(parts[0], strict=False)
+            except ValueError:
+                raise ValueError(f"line {number}: {parts[0]!r} is not an address or network") from None
+            if network.num_addresses == 1:
+                self.exact[str(network.network_address)] = parts[1].strip()
+            else:
+                self.networks.append((network, parts[1].strip()))
+        # The most specific network wins.
+        self.networks.sort(key=lambda item: item[0].prefixlen, reverse=True)
+
+    def name(self, ip: str) -> str | None:
+        found = self.exact.get(ip)
+        if found is None and self.networks:
+            address = ipaddress.ip_address(ip)
+            for network, name in self.networks:
+                if address.version == network.version and address in network:
+                    return name
+        return found
+
+
+@dataclass
+class Decoder:
+    """Turns dnstap payloads into wire records of one endpoint."""
+
+    endpoint: str
+    rules: BlockRules = field(default_factory=BlockRules)
+    clients: ClientMap = field(default_factory=ClientMap)
+    _queries: collections.OrderedDict = field(default_factory=collections.OrderedDict, repr=False, compare=False)
+
+    def record(self, payload: bytes) -> dict | None:
+        """The wire record of a CLIENT_RESPONSE, None for any other message (a CLIENT_QUERY is
+        remembered for its time). Raises SkipRow when the payload is no dnstap message, or its
+        response no DNS message."""
+        try:
+            frame = dnstap_pb.Dnstap.FromString(payload)
+        except DecodeError as exc:
+            raise SkipRow(f"not a dnstap message: {exc}") from None
+        if frame.type != dnstap_pb.Dnstap.MESSAGE or not frame.HasField("message"):
+            return None
+        message = frame.message
+        if message.type == dnstap_pb.Message.CLIENT_QUERY:
+            self._remember_query(message)
+            return None
+        if message.type != dnstap_pb.Message.CLIENT_RESPONSE:
+            return None
+        try:
+            response = dns.message.from_wire(message.response_message, ignore_trailing=True)
+        except (dns.exception.DNSException, ValueError) as exc:
+            raise SkipRow(f"the response is not a DNS message: {exc}") from None
+        if not response.question:
+            raise SkipRow("the response has no question")
+        question = response.question[0]
+        rcode = dns.rcode.to_text(response.rcode())
+        ips = [
+            rdata.address
+            for rrset in response.answer
+            if rrset.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA)
+            for rdata in rrset
+        ][:MAX_IPS]
+        ip = _address(message.query_address)
+        query_ns = _time_ns(message.query_time_sec, message.query_time_nsec) or self._query_time(message, response)
+        response_ns = _time_ns(message.response_time_sec, message.response_time_nsec)
+        blocked_by = self.rules.match(question.name, rcode, ips)
+        if blocked_by:
+            action, trigger, value = 0, "filter", blocked_by
+        else:
+            action, trigger, value = (-1 if rcode in FAILED_RCODES else 1), "default", None
+        return compact(
+            {
+                "timestamp": response_ns // 1_000_000 if response_ns else None,
+                "endpointId": self.endpoint,
+                "clientId": (self.clients.name(ip) or ip) if ip else UNKNOWN_CLIENT,
+                "question": question.name.to_text(),
+                "rrType": dns.rdatatype.to_text(question.rdtype),
+                "statusCode": rcode,
+                "protocol": PROTOCOLS.get(message.socket_protocol),
+                "action": action,
+                "trigger": trigger,
+                "triggerValue": value,
+                "responseTimeMs": _elapsed_ms(query_ns, response_ns),
+                "dnssec": _dnssec(response),
+                "sourceIp": ip,
+                "answers": [{"ips": ips}] if ips else None,
+                "client": {"ip": ip} if ip else None,
+            }
+        )
+
+    def _remember_query(self, message) -> None:
+        sent = _time_ns(message.query_time_sec, message.query_time_nsec)
+        if not sent:
+            return
+        try:
+            query = dns.message.from_wire(message.query_message, ignore_trailing=True)
+        except (dns.exception.DNSException, ValueError):
+            return
+        key = _exchange(message, query)
+        self._queries[key] = sent
+        self._queries.move_to_end(key)
+        # Forget queries that were never answered (dropped, or their responses not logged).
+        horizon = sent - PENDING_SECONDS * 1_000_000_000
+        while self._queries and (len(self._queries) > PENDING_QUERIES or next(iter(self._queries.values())) < horizon):
+            self._queries.popitem(last=False)
+
+    def _query_time(self, message, response) -> int | None:
+        return self._queries.pop(_exchange(message, response), None) if self._queries else None
+
+
+def _exchange(message, dns_message) -> tuple:
+    """What a client query and the response to it have in common."""
+    question = dns_message.question[0] if dns_message.question else None
+    return (
+        message.socket_protocol,
+        message.query_address,
+        message.query_port,
+        dns_message.id,
+        question.name.canonicalize() if question else None,
+        question.rdtype if question else None,
+    )
+
+
+def _address(raw: bytes) -> str | None:
+    if len(raw) in (4, 16):
+        return str(ipaddress.ip_address(raw))
+    return None
+
+
+def _time_ns(seconds: int, nanoseconds: int) -> int | None:
+    return seconds * 1_000_000_000 + nanoseconds if seconds else None
+
+
+def _elapsed_ms(start_ns, end_ns) -> float | None:
+    if start_ns is None or end_ns is None or end_ns < start_ns:
+        return None
+    return round((end_ns - start_ns) / 1_000_000, 3)
+
+
+def _dnssec(response) -> str | None:
+    """ "secure" when the resolver set AD (it validated the answer: RFC 4035 3.2.3), "bogus" when
+    an Extended DNS Error says validation failed; otherwise unknown. A clear AD bit proves
+    nothing: the client may not have asked (DO/AD), or the resolver may not validate."""
+    if response.flags & dns.flags.AD:
+        return "secure"
+    if any(option.code in BOGUS_EDE for option in response.extended_errors()):
+        return "bogus"
+    return None

@@ -1,0 +1,412 @@
+"""flask collect-dnstap fed by a real Unbound: queries sent with dnspython over UDP and TCP
+arrive in the store, each exactly once, with the right fields, read back through the API."""
+
+import collections
+import ipaddress
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import dns.edns
+import dns.flags
+import dns.message
+import dns.rcode
+import dns.rrset
+import dnstap_pb
+import fstrm
+import pytest
+import unbound
+from unbound import Unbound
+
+from app import create_app
+from schemas.datetimes import parse_datetime
+
+from helpers import API_KEY, AUTH
+from servers import ROOT, free_port
+
+FLASK = os.path.join(os.path.dirname(sys.executable), "flask")
+# What the operator declares a block to look like, and who 127.0.0.2 is.
+BLOCKS = ("--blocked-answer", "0.0.0.0", "--blocked-answer", "::", "--blocked-zone", "ads.test")
+CLIENT_MAP = "127.0.0.2 kitchen-tablet   # a named client\n"
+
+
+@pytest.fixture
+def folder():
+    """A short folder of its own: a Unix socket's path is limited to 107 bytes."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="dnstap-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def api(tmp_path, database):
+    """A Flask test client on the database the collector writes (SQLite, then PostgreSQL)."""
+    app = create_app(
+        {
+            "TESTING": True,
+            "INSTANCE_PATH": str(tmp_path / "instance"),
+            "ANALYTICS_DATABASE": database,
+            "ANALYTICS_API_KEY": API_KEY,
+        }
+    )
+    client = app.test_client()
+    client.database = database
+    return client
+
+
+class Collector:
+    """`flask --app wsgi collect-dnstap ...` as an operator runs it, in a process of its own."""
+
+    def __init__(self, folder, database, *options):
+        self.log_path = folder / "collector.log"
+        self.log = open(self.log_path, "ab")
+        env = {**os.environ, "ANALYTICS_DATABASE": database, "ANALYTICS_RETENTION_DAYS": "0"}
+        command = [FLASK, "--app", "wsgi", "collect-dnstap", "--endpoint", "lab", *options]
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        listeners = sum(option in ("--socket", "--listen") for option in options)
+        deadline = time.monotonic() + 30
+        while self.output().count("Listening on") < listeners:
+            assert self.process.poll() is None, f"the collector exited:\n{self.output()}"
+            assert time.monotonic() < deadline, f"the collector did not start:\n{self.output()}"
+            time.sleep(0.05)
+
+    def wait_connected(self, count: int = 1):
+        """Until `count` resolver connections were opened: Unbound connects just after it starts."""
+        deadline = time.monotonic() + 15
+        while self.output().count("A resolver connected") < count:
+            assert time.monotonic() < deadline, f"no resolver connected:\n{self.output()}"
+            time.sleep(0.05)
+
+    def output(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        """SIGTERM, as systemd stops it; its exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=40)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.log.close()
+        return self.process.returncode
+
+
+@pytest.fixture
+def start_collector(folder, api):
+    started = []
+
+    def start(*options):
+        collector = Collector(folder, api.database, *options)
+        started.append(collector)
+        return collector
+
+    yield start
+    for collector in started:
+        collector.stop()
+
+
+@pytest.fixture
+def resolvers(folder):
+    if unbound.UNAVAILABLE:
+        pytest.skip(unbound.banner())
+    started = []
+
+    def start(**options):
+        if options.get("socket_path"):
+            unbound.let_connect(options["socket_path"])
+        server = Unbound(folder, **options)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def stored(api) -> list[dict]:
+    """Every record in the log, oldest first, page by page."""
+    records = []
+    for page in range(100):
+        response = api.get(
+            f"/v2/activity-log?startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z&pageSize=500"
+            f"&sortOrder=asc&page={page}",
+            headers=AUTH,
+        )
+        assert response.status_code == 200, response.json
+        records += response.json["queries"]
+        if len(response.json["queries"]) < 500:
+            return records
+    raise AssertionError("more records than expected")
+
+
+def wait_for(api, count: int, timeout: float = 10.0) -> list[dict]:
+    """The stored records once there are `count` of them, and still `count` a moment later
+    (no record comes twice)."""
+    deadline = time.monotonic() + timeout
+    records = stored(api)
+    while len(records) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+        records = stored(api)
+    assert len(records) == count, records
+    time.sleep(1.5)  # longer than a batch's delay and Unbound's own buffering
+    again = stored(api)
+    assert len(again) == count, again
+    return again
+
+
+# (name, type, over TCP, from, expected: rcode, answer IPs, action, trigger, triggerValue)
+QUERIES = [
+    ("a.home.test", "A", False, "127.0.0.1", "NOERROR", ["192.0.2.1", "192.0.2.2"], 1, "default", ""),
+    ("b.home.test", "AAAA", False, "127.0.0.1", "NOERROR", ["2001:db8::1"], 1, "default", ""),
+    ("c.home.test", "TXT", True, "127.0.0.1", "NOERROR", [], 1, "default", ""),
+    ("missing.home.test", "A", True, "127.0.0.2", "NXDOMAIN", [], 1, "default", ""),
+    ("blocked.test", "A", False, "127.0.0.2", "NOERROR", ["0.0.0.0"], 0, "filter", "answer:0.0.0.0"),
+    ("www.blocked.test", "AAAA", True, "127.0.0.1", "NOERROR", ["::"], 0, "filter", "answer:::"),
+    ("tracker.ads.test", "A", False, "127.0.0.1", "NXDOMAIN", [], 0, "filter", "zone:ads.test"),
+    ("elsewhere.example", "A", False, "127.0.0.1", "REFUSED", [], -1, "default", ""),
+]
+
+
+def ask_all(resolver, queries=QUERIES) -> float:
+    """Send every query; the time just before, in epoch milliseconds."""
+    before = time.time() * 1000
+    for name, rdtype, tcp, source, rcode, *_ in queries:
+        answer = resolver.ask(name, rdtype, tcp=tcp, source=source)
+        assert answer.rcode() == dns.rcode.from_text(rcode), (name, answer)
+    return before
+
+
+def check(records, queries=QUERIES, times=1):
+    """Every query stored `times` times, with the fields the resolver's answer gives."""
+    by_query = collections.defaultdict(list)
+    for record in records:
+        by_query[record["question"], record["rrType"]].append(record)
+    assert sorted(by_query) == sorted((q[0], q[1]) for q in queries)
+    for name, rdtype, _, source, rcode, ips, action, trigger, value in queries:
+        found = by_query[name, rdtype]
+        assert len(found) == times, (name, found)
+        for record in found:
+            assert record["endpointId"] == "lab"
+            assert record["sourceIp"] == source
+            assert record["clientId"] == ("kitchen-tablet" if source == "127.0.0.2" else source)
+            assert record["protocol"] == "legacy"
+            assert record["statusCode"] == rcode
+            assert sorted(ip for answer in record["answers"] for ip in answer["ips"]) == sorted(ips)
+            assert (record["action"], record["trigger"], record["triggerValue"]) == (action, trigger, value)
+            # Unbound's responses carry no query time: it comes from the logged client query.
+            assert isinstance(record["responseTimeMs"], float) and 0 <= record["responseTimeMs"] < 1000
+            assert record["cached"] is None and record["upstream"] == "" and record["dnssec"] == ""
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_every_answered_query_arrives_once_with_its_fields(transport, folder, api, start_collector, resolvers):
+    client_map = folder / "clients.txt"
+    client_map.write_text(CLIENT_MAP)
+    if transport == "unix":
+        socket_path = folder / "dnstap.sock"
+        collector = start_collector("--socket", str(socket_path), "--client-map", str(client_map), *BLOCKS)
+        resolver = resolvers(socket_path=socket_path)
+    else:
+        port = free_port()
+        collector = start_collector("--listen", f"127.0.0.1:{port}", "--client-map", str(client_map), *BLOCKS)
+        resolver = resolvers(tcp=("127.0.0.1", port))
+    collector.wait_connected()
+    before = ask_all(resolver)
+    after = time.time() * 1000
+    records = wait_for(api, len(QUERIES))
+    check(records)
+    for record in records:
+        assert before - 1000 <= parse_datetime(record["timestamp"]) <= after + 1000
+    # Client entries: the mapped name and the address, each with its address as metadata.
+    clients = api.get("/v2/client", headers=AUTH).json["items"]["lab"]["clients"]
+    assert set(clients) == {"127.0.0.1", "kitchen-tablet"}
+
+
+def test_the_collector_survives_unbound_restarting(folder, api, start_collector, resolvers):
+    socket_path = folder / "dnstap.sock"
+    collector = start_collector("--socket", str(socket_path), *BLOCKS)
+    resolver = resolvers(socket_path=socket_path)
+    collector.wait_connected()
+    ask_all(resolver, QUERIES[:3])
+    wait_for(api, 3)
+    resolver.stop()
+    resolver.start()
+    collector.wait_connected(2)
+    ask_all(resolver, QUERIES[:3])
+    check(wait_for(api, 6), QUERIES[:3], times=2)
+
+
+def test_a_stop_stores_the_open_batch(folder, api, start_collector, resolvers):
+    """SIGTERM delivers what waits for its batch to fill, and the collector exits cleanly."""
+    socket_path = folder / "dnstap.sock"
+    collector = start_collector("--socket", str(socket_path), "--batch-size", "1000", "--batch-delay", "60")
+    resolver = resolvers(socket_path=socket_path)
+    collector.wait_connected()
+    ask_all(resolver, QUERIES[:2])
+    # Unbound sends within about a second (stopping it would not help: it drops what it holds).
+    time.sleep(4)
+    assert stored(api) == []  # the batch waits for 60 s or 1,000 records
+    assert collector.stop() == 0
+    assert len(stored(api)) == 2
+    assert "2 records delivered" in collector.output()
+    assert not socket_path.exists()
+
+
+def test_without_query_messages_the_response_time_is_unknown(folder, api, start_collector, resolvers):
+    socket_path = folder / "dnstap.sock"
+    collector = start_collector("--socket", str(socket_path))
+    resolver = resolvers(socket_path=socket_path, log_queries=False)
+    collector.wait_connected()
+    ask_all(resolver, QUERIES[:1])
+    (record,) = wait_for(api, 1)
+    assert record["responseTimeMs"] is None
+    assert record["action"] == 1
+
+
+# Through the same process, messages written here the way the dnstap protobuf and Frame Streams
+# define them, for what Unbound on loopback does not send: other transports, DNSSEC, EDE, a
+# query time inside the response message, networks in the client map, broken senders.
+RESPONSE_AT = 1_714_564_800  # 2024-05-01T12:00:00Z
+
+
+def dnstap_response(name, *, protocol, client="192.0.2.7", rcode="NOERROR", ips=(), ad=False, ede=None, query_ns=None):
+    query = dns.message.make_query(name, "A", want_dnssec=True)
+    response = dns.message.make_response(query)
+    response.set_rcode(dns.rcode.from_text(rcode))
+    if ad:
+        response.flags |= dns.flags.AD
+    if ips:
+        response.answer.append(dns.rrset.from_text(name + ".", 300, "IN", "A", *ips))
+    if ede is not None:
+        response.use_edns(0, options=[dns.edns.EDEOption(ede)])
+    message = dnstap_pb.Message(
+        type=dnstap_pb.Message.CLIENT_RESPONSE,
+        socket_family=dnstap_pb.INET,
+        socket_protocol=protocol,
+        query_address=ipaddress.ip_address(client).packed,
+        query_port=40000,
+        response_time_sec=RESPONSE_AT,
+        response_time_nsec=250_000_000,
+        response_message=response.to_wire(),
+    )
+    if query_ns is not None:
+        message.query_time_sec, message.query_time_nsec = divmod(query_ns, 1_000_000_000)
+    return dnstap_pb.Dnstap(type=dnstap_pb.Dnstap.MESSAGE, message=message).SerializeToString()
+
+
+def test_transports_dnssec_and_declared_blocks_from_a_unidirectional_sender(folder, api, start_collector):
+    client_map = folder / "clients.txt"
+    client_map.write_text("192.0.2.0/24 office\n192.0.2.7 printer\n")
+    port = free_port()
+    blocks = ("--blocked-rcode", "refused")
+    collector = start_collector("--listen", f"127.0.0.1:{port}", "--client-map", str(client_map), *blocks)
+    codec = fstrm.FstrmCodec()
+    query_ns = RESPONSE_AT * 1_000_000_000 + 248_500_000  # 1.5 ms before the response
+    frames = [
+        dnstap_response("secure.example", protocol=dnstap_pb.DOH, ips=["198.51.100.1"], ad=True, query_ns=query_ns),
+        dnstap_response("bogus.example", protocol=dnstap_pb.DOT, client="192.0.2.8", rcode="SERVFAIL", ede=6),
+        dnstap_response("refused.example", protocol=dnstap_pb.DOQ, client="2001:db8::5", rcode="REFUSED"),
+        dnstap_response("crypt.example", protocol=dnstap_pb.DNSCryptUDP, client="198.51.100.9"),
+        b"\xff\xfe not a dnstap message",
+    ]
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        # Unidirectional: START, data, STOP, as a sender that expects no answer writes them.
+        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
+        sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
+        sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+    records = {record["question"]: record for record in wait_for(api, 4)}
+    secure = records["secure.example"]
+    assert (secure["protocol"], secure["dnssec"], secure["clientId"]) == ("doh", "secure", "printer")
+    assert secure["responseTimeMs"] == 1.5
+    assert secure["timestamp"] == "2024-05-01T12:00:00.250Z"
+    assert secure["answers"] == [{"ips": ["198.51.100.1"]}]
+    bogus = records["bogus.example"]
+    assert (bogus["protocol"], bogus["dnssec"], bogus["clientId"], bogus["action"]) == ("dot", "bogus", "office", -1)
+    assert bogus["responseTimeMs"] is None
+    refused = records["refused.example"]
+    assert (refused["protocol"], refused["clientId"], refused["sourceIp"]) == ("doq", "2001:db8::5", "2001:db8::5")
+    assert (refused["action"], refused["trigger"], refused["triggerValue"]) == (0, "filter", "rcode:REFUSED")
+    assert records["crypt.example"]["protocol"] == "dnscrypt"
+    assert records["crypt.example"]["dnssec"] == ""
+
+    # A bidirectional sender is answered ACCEPT; one that sends an absurd frame is dropped.
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        sender.sendall(codec.encode_ctrlready(b"protobuf:dnstap.Dnstap"))
+        sender.settimeout(5)
+        assert sender.recv(100) == codec.encode_ctrlaccept(b"protobuf:dnstap.Dnstap")
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap") + struct.pack("!I", 1 << 30))
+        sender.settimeout(5)
+        assert sender.recv(100) == b""  # hung up on
+    assert collector.stop() == 0
+    assert "frame larger than 1 MiB" in collector.output()
+    assert "4 records delivered" in collector.output()
+    assert "1 unreadable" in collector.output()
+
+
+@pytest.mark.sqlite_only  # nothing reaches the store
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ([], "give --socket PATH and/or --listen HOST:PORT"),
+        (["--listen", "6000"], "must be HOST:PORT"),
+        (["--socket", "x.sock", "--blocked-rcode", "BLOCKED"], "'BLOCKED' is not an rcode"),
+        (["--socket", "x.sock", "--blocked-answer", "0.0.0"], "does not appear to be an IPv4 or IPv6 address"),
+        (["--socket", "x.sock", "--blocked-zone", "a..b"], "'a..b' is not a zone name"),
+        (["--socket", "x.sock", "--client-map", "-"], "line 2: '10.0.0.300' is not an address or network"),
+        (["--socket", "x.sock", "--socket-mode", "rw"], "must be octal permissions"),
+    ],
+)
+def test_bad_options_are_refused_with_a_message(runner, options, message):
+    result = runner.invoke(args=["collect-dnstap", *options], input="10.0.0.1 router\n10.0.0.300 typo\n")
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+
+
+@pytest.mark.sqlite_only  # the lock is SQLite's
+def test_a_stuck_store_never_stops_the_reading(folder, api, start_collector):
+    """While the database is locked, the collector still reads everything the resolver sends,
+    keeps up to --max-pending records and drops (and counts) the rest; once the lock goes, what
+    it kept is stored, once."""
+    port = free_port()
+    collector = start_collector("--listen", f"127.0.0.1:{port}", "--max-pending", "1000", "--batch-size", "100")
+    codec = fstrm.FstrmCodec()
+    frames = b"".join(codec.encode_data(dnstap_response(f"n{i}.example", protocol=dnstap_pb.UDP)) for i in range(3000))
+    lock = sqlite3.connect(api.database, isolation_level=None)
+    lock.execute("BEGIN EXCLUSIVE")  # every writer now waits (up to its 30 s busy timeout)
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as sender:
+            sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap") + frames)
+            sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+            sender.settimeout(20)
+            assert sender.recv(1) == b""  # the collector read up to STOP and hung up
+        assert stored(api) == []
+    finally:
+        lock.execute("ROLLBACK")
+        lock.close()
+    records = wait_for(api, 1000, timeout=30)
+    assert len({record["question"] for record in records}) == 1000
+    assert collector.stop() == 0
+    assert "1000 records delivered" in collector.output()
+    assert "2000 dropped while the sink was behind" in collector.output()
+
+
+@pytest.mark.sqlite_only
+def test_a_socket_it_cannot_make_is_named_in_the_error(runner, tmp_path):
+    not_a_socket = tmp_path / "file"
+    not_a_socket.write_text("")
+    cases = [(tmp_path / "missing" / "x.sock", "No such file or directory"), (not_a_socket, "not a socket")]
+    for path, message in cases:
+        result = runner.invoke(args=["collect-dnstap", "--socket", str(path)])
+        assert result.exit_code == 1, result.output
+        assert f"{path}" in result.output and message in result.output
