@@ -410,3 +410,28 @@ def test_a_socket_it_cannot_make_is_named_in_the_error(runner, tmp_path):
         result = runner.invoke(args=["collect-dnstap", "--socket", str(path)])
         assert result.exit_code == 1, result.output
         assert f"{path}" in result.output and message in result.output
+
+
+@pytest.mark.sqlite_only
+def test_pushed_to_a_service_elsewhere_through_the_spool(folder, api, start_collector, tmp_path, monkeypatch):
+    from servers import Gunicorn
+
+    service = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY})
+    monkeypatch.setenv("ANALYTICS_FEED_KEY", API_KEY)
+    port = free_port()
+    try:
+        start_collector("--listen", f"127.0.0.1:{port}", "--url", service.base, "--spool", str(folder / "spool"))
+        codec = fstrm.FstrmCodec()
+        frames = [dnstap_response(f"pushed{i}.example", protocol=dnstap_pb.UDP) for i in range(5)]
+        with socket.create_connection(("127.0.0.1", port)) as sender:
+            sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
+            sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
+            sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+        window = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
+        deadline = time.monotonic() + 15
+        while service.call("GET", f"/v2/statistic/count?{window}", headers=AUTH)[1]["count"] < 5:
+            assert time.monotonic() < deadline, "the records did not reach the service"
+            time.sleep(0.1)
+        assert stored(api) == [], "nothing went into the collector's own database"
+    finally:
+        service.stop()

@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from typing import Protocol
 
 import models
 from models.clock import now_ms
@@ -228,6 +229,12 @@ class RemoteSink:
             return "later"
         os.remove(path)
         return "sent"
+
+
+class Sink(Protocol):
+    """What a live feed hands its batches to (see LiveSink)."""
+
+    def deliver(self, records: list[dict]) -> None: ...
 
 
 class LiveSink:
