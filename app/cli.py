@@ -3,6 +3,7 @@
 import csv
 import hashlib
 import itertools
+import json
 import os
 import secrets
 import sys
@@ -58,7 +59,9 @@ def init_command():
 
 @click.command("ingest")
 @click.argument("files", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
-@click.option("--batch-size", default=5000, show_default=True, help="Records per transaction.")
+@click.option(
+    "--batch-size", default=5000, show_default=True, type=click.IntRange(1, 10_000), help="Records per transaction."
+)
 @click.option("--url", help="Push to the service at this base URL instead of the local store.")
 @click.option(
     "--key", envvar="ANALYTICS_FEED_KEY", help="With --url: an API key with the ingest scope (or ANALYTICS_FEED_KEY)."
@@ -99,24 +102,28 @@ def ingest_command(files, batch_size, url, key, spool):
 
 
 def _push_files(names, batch_size, url, key, spool):
-    """The files as a feed to another service (see app/feeds/sinks.py): a file is known by
-    its path and first line, its position is the number of records read from it."""
+    """The files as a feed to another service (see app/feeds/sinks.py): a file is known by its
+    path and its first record, its position is the number of records read from it."""
     total = Summary()
     try:
         sink = make_sink(url, key, spool, os.path.join(current_app.instance_path, "spool"))
         with sink:
             for name in names:
                 with click.open_file(name, "rb") as stream:
+                    records = _read_records(stream)
+                    first = next(records, None)
+                    if first is None:
+                        continue
+                    records = itertools.chain([first], records)
                     if name == "-":
                         source = f"stdin:{secrets.token_hex(8)}"  # standard input cannot be read again
                     else:
-                        first = stream.readline()
-                        stream.seek(0)
-                        source = f"file:{os.path.abspath(name)}:{hashlib.sha256(first).hexdigest()[:32]}"
+                        digest = hashlib.sha256(json.dumps(first, sort_keys=True).encode()).hexdigest()[:32]
+                        source = f"file:{os.path.abspath(name)}:{digest}"
                     done = sink.position(source).get("records", 0)
-                    batches = _file_batches(_read_records(stream), batch_size, done)
+                    batches = _file_batches(records, batch_size, done)
                     total.add(feed(source, batches, sink, start=0, end=0, label=name, announce=False))
-            waiting = sink.pending()
+        waiting = sink.pending()  # after closing the sink, which waits for the spool to drain
     except FeedError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"Sent {total.stored} records to {url}; {total.describe()}.")

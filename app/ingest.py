@@ -112,7 +112,8 @@ def ingest():
 
 
 def _idempotency_key() -> str | None:
-    """The batch's Idempotency-Key header, scoped by the API key that sent it (None: none)."""
+    """The batch's Idempotency-Key header, scoped by the API key that sent it (its id; the
+    operator key has none) (None: no header)."""
     value = request.headers.get("Idempotency-Key")
     if value is None:
         return None
@@ -121,4 +122,4 @@ def _idempotency_key() -> str | None:
             ErrorCode.INVALID_PARAMETER,
             f"Invalid 'Idempotency-Key': 1 to {MAX_IDEMPOTENCY_KEY} printable characters.",
         )
-    return f"{g.principal.name}\n{value}"
+    return f"{g.principal.key_id or 'operator'}\n{value}"  # per key: names can be reused

@@ -100,9 +100,10 @@ class _StoreFigures:
             "Seconds since the newest record of each endpoint (its last activity).",
             labels=["endpoint"],
         )
-        labelled = set(_labelled_endpoints())
+        names = dict(models.endpoints_by_age())
+        labelled = set(_endpoint_labels(set(names)).values()) - {OTHER}
         newest_by_label: dict[str, int] = {}
-        for name, newest in models.endpoints_by_age():
+        for name, newest in names.items():
             label = name if name in labelled else OTHER
             if newest is not None and newest > newest_by_label.get(label, -1):
                 newest_by_label[label] = newest

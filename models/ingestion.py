@@ -44,13 +44,14 @@ _CLIENT_UPSERT_TAIL = (
 _CLIENT_COLUMNS = "endpoint, client_id, " + ", ".join(f"{f}, {f}_ts" for f in CLIENT_META_FIELDS)
 
 
-def store_records(records: list[tuple], in_transaction=None) -> int:
+def store_records(records: list[tuple], in_transaction=None, first=None) -> int:
     """Store new records all or nothing. A new record is (values, client metadata): the
     values of catalogue.FIELDS in its order (strings for terms, the endpoint's name and the
     client's id; None: unknown), and {client column: value} of what it says of its client.
 
     `in_transaction`, if given, is called inside the same transaction once the records are
-    written: what it writes commits (or rolls back) together with them.
+    written: what it writes commits (or rolls back) together with them; `first`, if given, is
+    called in it before anything is written (an exception from it writes nothing).
     """
     if not records:
         return 0
@@ -64,6 +65,8 @@ def store_records(records: list[tuple], in_transaction=None) -> int:
     by_sql = {field.sql: column for field, column in zip(FIELDS, columns, strict=True)}
     counts = rollups.count({**by_sql, "client": client_keys})
     with write_transaction():
+        if first is not None:
+            first()
         endpoints = endpoint_ids(set(columns[_ENDPOINT]))
         clients = _upsert_clients(metadata, endpoints)
         terms = term_ids(strings)
@@ -94,23 +97,23 @@ class AlreadyStored(Exception):
 
 def store_once(records: list[tuple], key: str, now_ms: int) -> int:
     """store_records, remembering `key` in the same transaction; AlreadyStored (and nothing
-    stored) when a batch with this key was stored before."""
+    written) when a batch with this key was stored before. The key is looked at first, under
+    the write lock: a replay costs one lookup, and two at once cannot both store."""
+
+    def not_yet():
+        row = query("SELECT accepted FROM ingest_batch WHERE key = ?", [key]).fetchone()
+        if row is not None:
+            raise AlreadyStored(row[0])
 
     def remember():
-        if (
-            query(
-                "INSERT INTO ingest_batch (key, created, accepted) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING",
-                [key, now_ms, len(records)],
-            ).rowcount
-            == 0
-        ):
-            raise AlreadyStored(query("SELECT accepted FROM ingest_batch WHERE key = ?", [key]).fetchone()[0])
+        query("INSERT INTO ingest_batch (key, created, accepted) VALUES (?, ?, ?)", [key, now_ms, len(records)])
 
     if not records:
         with write_transaction():
+            not_yet()
             remember()
         return 0
-    return store_records(records, in_transaction=remember)
+    return store_records(records, in_transaction=remember, first=not_yet)
 
 
 def forget_batch_keys(before_ms: int) -> int:

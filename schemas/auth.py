@@ -5,6 +5,9 @@ from marshmallow import fields
 
 from .fields import BaseSchema, Datetime
 
+# What an API key may be allowed: `admin` implies every other scope.
+SCOPES = ("read", "write", "ingest", "admin", "metrics")
+
 
 class TokenResponseSchema(BaseSchema):
     token = fields.String(required=True, metadata={"description": "Single use, for one realtime stream."})
@@ -14,7 +17,7 @@ class TokenResponseSchema(BaseSchema):
 class KeyResponseSchema(BaseSchema):
     name = fields.String(required=True, metadata={"description": "'operator' for ANALYTICS_API_KEY."})
     scopes = fields.List(
-        fields.String(validate=ma.validate.OneOf(["read", "write", "ingest", "admin"])),
+        fields.String(validate=ma.validate.OneOf(SCOPES)),
         required=True,
         metadata={"description": "admin implies every other scope."},
     )

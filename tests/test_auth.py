@@ -50,7 +50,7 @@ def test_a_key_can_read_what_it_may_do(client, runner):
     """GET /v2/auth/key: the page's way to know which controls to show; never the secret."""
     assert client.get("/v2/auth/key", headers=AUTH).json == {
         "name": "operator",
-        "scopes": ["admin", "ingest", "read", "write"],
+        "scopes": ["admin", "ingest", "metrics", "read", "write"],
         "endpoints": None,
     }
     result = runner.invoke(args=["keys", "create", "--name", "viewer", "--scope", "read", "--endpoint", "b"])

@@ -1,6 +1,7 @@
 """Feeds as the processes users run: following a source, pushing to a remote service through the
 spool while the service comes and goes and the feed is killed, and overlapping runs."""
 
+import json
 import os
 import random
 import signal
@@ -192,5 +193,34 @@ def test_files_pushed_to_a_service_resume_after_what_was_sent(runner, tmp_path, 
         assert "Sent 5 records" in runner.invoke(args=args).output
         status, body = service.call("GET", f"/v2/statistic/count?{WHOLE}", headers=AUTH)
         assert (status, body["count"]) == (200, 29)
+    finally:
+        service.stop()
+
+
+def test_a_batch_spooled_just_before_a_crash_is_sent_once_and_its_number_never_reused(tmp_path):
+    from app.feeds.sinks import RemoteSink
+
+    service = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY})
+    spool = str(tmp_path / "spool")
+    one = {"endpointId": "e", "clientId": "c", "question": "one.example"}
+
+    def count():
+        return service.call("GET", f"/v2/statistic/count?{WHOLE}", headers=AUTH)[1]["count"]
+
+    try:
+        with RemoteSink(service.base, API_KEY, spool, wait_seconds=1) as sink:
+            sink.commit("src", [], [one], {"n": 1}, 0)
+            wait_for(lambda: count() == 1, what="the first batch")
+            folder = sink._folder("src")
+            # Batch 2 written, the crash comes before its state: the sender must not send it yet.
+            two = {"idempotencyKey": "x-2", "records": [{**one, "question": "two.example"}], "position": {"n": 2}}
+            with open(os.path.join(folder, "000000000002.json"), "w") as handle:
+                json.dump(two, handle)
+            time.sleep(1.5)
+            assert count() == 1
+        with RemoteSink(service.base, API_KEY, spool) as sink:  # the restart
+            assert sink.position("src") == {"n": 2}
+            sink.commit("src", [], [{**one, "question": "three.example"}], {"n": 3}, 0)
+        wait_for(lambda: count() == 3, what="batches two and three")
     finally:
         service.stop()

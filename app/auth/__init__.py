@@ -23,10 +23,10 @@ from flask import current_app, g, request
 
 import models
 from models.clock import now_ms
+from schemas.auth import SCOPES
 
 from ..errors import ApiError, ErrorCode
 
-SCOPES = ("read", "write", "ingest", "admin", "metrics")
 STREAM_TOKEN_LIFETIME_MS = 60_000
 # The scope an operation needs unless its view says otherwise (see `requires`).
 SCOPE_BY_METHOD = {

@@ -69,16 +69,15 @@ def _key(first_line: bytes, endpoint: str) -> str:
     return f"adguard:{endpoint}:{identity(first_line)}"
 
 
-def import_pass(
-    path: str, endpoint: str, size: int, sink, horizon_ms=None, stop=None, announce=True, rotated=False
-) -> Summary:
-    """Import the lines added to the log since the position `sink` holds for it; with
-    `rotated`, first the rest of PATH.1 (where AdGuard Home moves the log when it rotates it),
-    so that lines written just before a rotation are not lost. A file is known by its first
-    line, so each keeps its own position whatever its name."""
+def import_pass(path: str, endpoint: str, size: int, sink, horizon_ms=None, stop=None, announce=True) -> Summary:
+    """Import the lines added to the log since the position `sink` holds for it: first the
+    rest of PATH.1 (where AdGuard Home moves the log when it rotates it), so that lines written
+    just before a rotation are not lost, then PATH (missing until AdGuard writes again after a
+    rotation). A file is known by its first line, so each keeps its own position whatever its
+    name."""
     summary = Summary()
-    for name in ([path + ".1"] if rotated else []) + [path]:
-        if name != path and not os.path.exists(name):
+    for name in (path + ".1", path):
+        if not os.path.exists(name):
             continue
         summary.add(_import_file(name, endpoint, size, sink, horizon_ms, stop, announce))
     return summary

@@ -115,11 +115,10 @@ def import_adguard_command(path, endpoint, batch_size, follow, interval, url, ke
     """Import query history from AdGuard Home's query log (querylog.json), line by line.
 
     Re-running it imports only the lines added since, also after an interruption or after
-    AdGuard rotated the file to querylog.json.1 (a file is known by its first line). With
-    --follow it also finishes querylog.json.1 first on each look, so nothing written just
-    before a rotation is lost.
+    AdGuard rotated the file to querylog.json.1 (a file is known by its first line). Each
+    look first finishes querylog.json.1, so nothing written just before a rotation is lost.
     """
-    run_pass = functools.partial(adguard.import_pass, path, endpoint, batch_size, rotated=follow)
+    run_pass = functools.partial(adguard.import_pass, path, endpoint, batch_size)
     _run(run_pass, adguard.source_keys, path, endpoint, follow, interval, (url, key, spool), restart)
 
 
@@ -153,7 +152,7 @@ def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
                     click.echo(f"Imported {summary.stored} new records into '{endpoint}'.", err=True)
                 if not follow or stop.wait(interval):
                     break
-            waiting = sink.pending()
+        waiting = sink.pending()  # after closing the sink, which waits for the spool to drain
     except SourceError as exc:
         raise click.ClickException(f"{path}: {exc}") from None
     except FeedError as exc:

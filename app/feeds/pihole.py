@@ -95,9 +95,12 @@ MOCK_HWADDR_PREFIX = "ip-"
 def open_database(path: str) -> sqlite3.Connection:
     """A read-only connection; SourceError if it is no Pi-hole FTL database."""
     uri = "file:" + urllib.parse.quote(os.path.abspath(path)) + "?mode=ro"
-    conn = sqlite3.connect(uri, uri=True, timeout=30)
     try:
-        tables = _tables(conn)
+        conn = sqlite3.connect(uri, uri=True, timeout=30)
+    except sqlite3.Error as exc:
+        raise SourceError(f"cannot open it: {exc}") from None
+    try:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
     except sqlite3.OperationalError as exc:  # e.g. no permission, or FTL holding a lock
         conn.close()
         raise SourceError(f"cannot read it: {exc}") from None
@@ -365,9 +368,9 @@ def _query_table(conn: sqlite3.Connection) -> str:
 
 
 def _tables(conn: sqlite3.Connection) -> set[str]:
-    rows = conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+    rows = _fetch(conn, "SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
     return {name for (name,) in rows}
 
 
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    return {row[1] for row in _fetch(conn, f"PRAGMA table_info({table})")}

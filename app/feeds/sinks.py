@@ -8,6 +8,7 @@ sent again after a crash or a time-out is never stored twice. The resume point a
 with the commit: a feed killed at any moment resumes without loss or doubling.
 """
 
+import contextlib
 import fcntl
 import hashlib
 import json
@@ -89,10 +90,15 @@ class RemoteSink:
     """Records posted to another installation's POST /v2/ingest, through a spool directory.
 
     Layout: one folder per source (named by a hash of its key), holding `state.json` (the
-    spool's id, the last batch number and the source's position) and one `NNNNNNNNNNNN.json`
-    per batch not yet delivered. A folder is used by one feed at a time (a lock file)."""
+    source's key, the spool's id, the last batch number and the source's position) and one
+    `NNNNNNNNNNNN.json` per batch not yet delivered. A folder is used by one feed at a time (a
+    lock file). A batch is written before the state that counts it; the sender sends only the
+    batches the state counts, and a batch found beyond the state (a crash between the two
+    writes) is counted on the next start, so a batch number is never used twice."""
 
     def __init__(self, url: str, key: str, spool: str, *, wait_seconds: float = 30.0):
+        if not url.startswith(("http://", "https://")):
+            raise FeedError(f"--url must be the service's base URL, http://... or https://...; got {url!r}")
         self.url = url.rstrip("/") + "/v2/ingest"
         self.key = key
         self.spool = spool
@@ -106,42 +112,46 @@ class RemoteSink:
 
     def __enter__(self):
         os.makedirs(self.spool, exist_ok=True)
+        # Batches of earlier runs are sent too, whatever source this run reads (standard
+        # input, a rotated file, a replaced database): each folder not in use by another feed.
+        for name in sorted(os.listdir(self.spool)):
+            state = os.path.join(self.spool, name, "state.json")
+            if os.path.exists(state):
+                with contextlib.suppress(FeedError, OSError, ValueError, KeyError):
+                    with open(state, encoding="utf-8") as handle:
+                        self._folder(json.load(handle)["source"])
         self._sender.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, *exc):
+        self._wake.set()
         deadline = time.monotonic() + self.wait_seconds
         while self.pending() and self._error is None and time.monotonic() < deadline:
-            self._wake.set()
-            time.sleep(0.05)
+            time.sleep(0.1)
         self._stop.set()
         self._wake.set()
         self._sender.join(timeout=SEND_TIMEOUT_SECONDS)
         for handle in self._locks:
             handle.close()
+        if exc_type is None:
+            self.check()
         return False
 
     def position(self, source: str) -> dict:
-        folder = self._folder(source)
-        state = _read_state(folder)
-        newest = _batch_files(folder)
-        if newest and int(newest[-1].split(".")[0]) > state["batch"]:
-            # Written just before a crash kept its state from being written: the newer one.
-            with open(os.path.join(folder, newest[-1]), encoding="utf-8") as handle:
-                return json.load(handle)["position"]
-        return state["position"]
+        return _read_state(self._folder(source))["position"]
 
     def forget(self, source: str):
         folder = self._folder(source)
         _write_atomically(os.path.join(folder, "state.json"), {**_read_state(folder), "position": {}})
 
-    def commit(self, source: str, records: list, wire: list[dict], position: dict, skipped: int):
-        """Write the batch with `position` to the spool (durably), for the sender to deliver."""
-        self.check()
+    def commit(self, source: str, records: list, wire: list[dict], position: dict, skipped: int, check=True):
+        """Write the batch with `position` to the spool (durably), for the sender to deliver.
+        `check`: first stop (FeedError) if the service refused a batch for good."""
+        if check:
+            self.check()
         folder = self._folder(source)
         state = _read_state(folder)
-        files = _batch_files(folder)
-        number = max(state["batch"], int(files[-1].split(".")[0]) if files else 0) + 1
+        number = state["batch"] + 1
         if wire:
             batch = {"idempotencyKey": f"{state['spool']}-{number}", "records": wire, "position": position}
             _write_atomically(os.path.join(folder, f"{number:012d}.json"), batch)
@@ -169,11 +179,16 @@ class RemoteSink:
                 handle.close()
                 raise FeedError(f"another feed is using the spool {folder}; this one stopped") from None
             self._locks.append(handle)
-            if not os.path.exists(os.path.join(folder, "state.json")):
-                _write_atomically(
-                    os.path.join(folder, "state.json"),
-                    {"source": source, "spool": uuid.uuid4().hex, "batch": 0, "position": {}},
-                )
+            state_path = os.path.join(folder, "state.json")
+            if not os.path.exists(state_path):
+                _write_atomically(state_path, {"source": source, "spool": uuid.uuid4().hex, "batch": 0, "position": {}})
+            state, files = _read_state(folder), _batch_files(folder)
+            if files and int(files[-1].split(".")[0]) > state["batch"]:
+                # Written just before a crash kept its state from being written: count it now.
+                with open(os.path.join(folder, files[-1]), encoding="utf-8") as handle:
+                    newest = json.load(handle)
+                number = int(files[-1].split(".")[0])
+                _write_atomically(state_path, {**state, "batch": number, "position": newest["position"]})
             self._folders[source] = folder
         return folder
 
@@ -182,15 +197,21 @@ class RemoteSink:
         while not self._stop.is_set():
             sent_any = False
             for folder in list(self._folders.values()):
+                counted = _read_state(folder)["batch"]
                 for name in _batch_files(folder):
-                    outcome = self._send(os.path.join(folder, name))
+                    if int(name.split(".")[0]) > counted:
+                        break  # its state is not written yet: see the class's notes
+                    try:
+                        outcome = self._send(os.path.join(folder, name))
+                    except Exception as exc:  # noqa: BLE001 - whatever it is, the batch waits
+                        log.warning("sending a batch failed (%s: %s); it waits in the spool", type(exc).__name__, exc)
+                        outcome = "later"
                     if outcome == "sent":
                         sent_any, backoff = True, 0.5
                         continue
                     if outcome == "refused":
                         return
-                    self._wake.wait(backoff)  # unreachable: try the same batch again later
-                    self._wake.clear()
+                    self._stop.wait(backoff)  # unreachable: the same batch again, later
                     backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
                     break
             if not sent_any:
@@ -224,7 +245,7 @@ class RemoteSink:
                 f"({path}) and is sent again when the feed restarts"
             )
             return "refused"
-        except (OSError, ValueError) as exc:
+        except OSError as exc:
             log.warning("the service is unreachable (%s); batches wait in the spool", exc)
             return "later"
         os.remove(path)
@@ -243,6 +264,8 @@ class LiveSink:
 
     def __init__(self, sink, source: str):
         self.sink, self.source = sink, source
+        if isinstance(sink, RemoteSink):
+            sink.position(source)  # takes the spool folder now: a second collector stops at once
 
     def deliver(self, records: list[dict]) -> None:
         parsed = parse_records(records, now_ms())  # each was validated on arrival: none fails
@@ -250,7 +273,9 @@ class LiveSink:
             with models.connection():
                 models.store_records(parsed)
         else:
-            self.sink.commit(self.source, parsed, records, {}, 0)
+            # Spooled whatever the sender's state: on disk the records wait for the operator
+            # to fix what the service refused, instead of filling memory.
+            self.sink.commit(self.source, parsed, records, {}, 0, check=False)
 
 
 def make_sink(url: str | None, key: str | None, spool: str | None, default_spool: str):
