@@ -9,7 +9,9 @@ from models.clock import now_ms
 from schemas.admin_actions import AdminActionQuerySchema, GetAdminActionLogResponseSchema
 
 from .auth import actor, endpoint_limit, requires
+from .errors import ApiError
 from .extensions import Blueprint
+from .requests import checked_json
 
 blp = Blueprint("admin_actions", __name__, url_prefix="/v2/admin-action", description="The log of changes.")
 
@@ -34,7 +36,12 @@ def list_actions(query):
 
 def request_metadata(result: dict) -> dict:
     """The request's path parameters, query parameters and JSON body, and the result."""
-    body = request.get_json(silent=True) if request.is_json else None
+    # The body as the view read it, whatever the Content-Type said (an alias sent as text/plain
+    # is set all the same, so its entry shows it too).
+    try:
+        body = checked_json(request.get_data(cache=True)) if request.get_data(cache=True).strip() else None
+    except ApiError:
+        body = None
     return {
         "path": dict(request.view_args or {}),
         "query": {name: values if len(values) > 1 else values[0] for name, values in request.args.lists()},

@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 
-from flask import Response, request
+from flask import Response, g, request
 
 import models
 from schemas.records import query_data
@@ -22,6 +22,8 @@ from .errors import ApiError, ErrorCode
 
 POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 15.0
+# How often a stream asks whether its key still lives: revoking a key ends its streams within this.
+KEY_CHECK_SECONDS = 2.0
 
 # Open streams of this process, one semaphore per configured limit.
 _slots: dict[int, threading.BoundedSemaphore] = {}
@@ -48,7 +50,8 @@ def event_stream(filters, last_id: int | None, max_streams: int) -> Response:
         if last_id is None:
             last_id = models.newest_id()
         peer = request.environ.get("gunicorn.socket")
-        response = Response(_events(filters, last_id, peer), mimetype="text/event-stream")
+        key_id = g.principal.key_id
+        response = Response(_events(filters, last_id, peer, key_id), mimetype="text/event-stream")
         response.headers["Cache-Control"] = "no-cache"
         response.headers["X-Accel-Buffering"] = "no"  # let nginx pass events through at once
         # Runs when the server closes the response: on the client's disconnect too, even if
@@ -60,11 +63,16 @@ def event_stream(filters, last_id: int | None, max_streams: int) -> Response:
     return response
 
 
-def _events(filters, last_id: int, peer: socket.socket | None):
+def _events(filters, last_id: int, peer: socket.socket | None, key_id: int | None):
     yield ": connected\nretry: 1000\n\n"
-    last_write = time.monotonic()
+    last_write = last_check = time.monotonic()
     with models.connection():
         while True:
+            if time.monotonic() - last_check >= KEY_CHECK_SECONDS:
+                last_check = time.monotonic()
+                if not models.key_is_live(key_id):  # revoked meanwhile: the stream ends
+                    yield "event: revoked\ndata: the API key of this stream was revoked\n\n"
+                    return
             rows, newest = models.records_after(filters, last_id)
             for row, record in zip(rows, query_data(rows), strict=True):
                 data = json.dumps(record, separators=(",", ":"))

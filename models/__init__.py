@@ -9,7 +9,7 @@ from .database import bind, connection, db, is_sqlite, open_database, reclaim_sp
 from .filters import SEARCH_MODES, Filters
 from .ingestion import AlreadyStored, forget_batch_keys, store_once, store_records
 from .jobs import claim, finish
-from .keys import create_key, find_key, list_keys, revoke_key
+from .keys import create_key, find_key, key_is_live, list_keys, revoke_key
 from .names import BOOLEAN_TEXT, value_texts
 from .records import delete_records
 from .statistics import LatencyRow, availability, count, latency, series, top, top_series, trend
@@ -48,6 +48,7 @@ __all__ = [
     "is_sqlite",
     "latency",
     "iter_raw_batches",
+    "key_is_live",
     "list_actions",
     "list_clients",
     "list_keys",

@@ -48,6 +48,9 @@ def open_database(target: str):
         db.obj.close_all()  # the pool of a database this process no longer uses
     if isinstance(database, SqliteDatabase) and database.database != ":memory:":
         os.makedirs(os.path.dirname(os.path.abspath(database.database)), exist_ok=True)
+        if not os.path.exists(database.database):
+            # Only its owner may read the queries (SQLite gives -wal and -shm the same mode).
+            os.close(os.open(database.database, os.O_CREAT | os.O_WRONLY, 0o600))
     # Caches that are only valid for this one database (see models.terms).
     database.term_cache = {}
     database.term_value_cache = {}

@@ -36,6 +36,13 @@ def find_key_by_id(key_id: int) -> dict | None:
     return _key(row) if row else None
 
 
+def key_is_live(key_id: int | None) -> bool:
+    """Whether the key with this id still works (None: the operator key, from the config)."""
+    if key_id is None:
+        return True
+    return query("SELECT 1 FROM api_key WHERE id = ? AND revoked IS NULL", [key_id]).fetchone() is not None
+
+
 def list_keys() -> list[dict]:
     return [_key(row) for row in query(f"SELECT {_COLUMNS} FROM api_key ORDER BY id")]
 

@@ -292,3 +292,12 @@ def test_alias_survives_record_deletion_and_metadata_updates(client):
     ingest(client, record("ep1", "a", T1, client={"host": "h"}))
     entry = clients(client)["ep1"]["clients"]["a"]
     assert (entry["alias"], entry["host"], entry["lastActivityTime"]) == ("kept", "h", T1)
+
+
+def test_an_alias_sent_without_a_json_content_type_is_logged_with_its_body(client):
+    ingest(client, record("ep1", "a"))
+    response = client.put("/v2/client/alias/ep1/a", data='{"alias": "Desk"}', headers=AUTH, content_type="text/plain")
+    assert response.status_code == 200 and response.json["alias"] == "Desk"
+    actions = client.get("/v2/admin-action?startTime=2000-01-01T00:00:00Z", headers=AUTH).json["actions"]
+    assert actions[0]["action"] == "client.alias.set"
+    assert actions[0]["metadata"]["body"] == {"alias": "Desk"}

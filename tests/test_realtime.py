@@ -263,3 +263,23 @@ def test_a_client_first_seen_after_connecting_is_streamed(client):
     ingest(client, record(client_id="newcomer", question="hello.com"))
     assert [e["data"]["question"] for e in events([next(chunks).decode()])] == ["hello.com"]
     response.close()
+
+
+def test_revoking_a_key_ends_its_streams_and_voids_its_tokens(client, runner):
+    created = runner.invoke(args=["keys", "create", "--name", "watcher", "--scope", "read"])
+    secret = {"Authorization": created.output.strip().splitlines()[-1]}
+    spare = client.get("/v2/auth/token", headers=secret).json["token"]
+    live = client.get("/v2/auth/token", headers=secret).json["token"]
+    response, chunks = open_stream(client, f"authToken={live}")
+    assert next(chunks).decode().startswith(":")
+    assert runner.invoke(args=["keys", "revoke", "watcher"]).exit_code == 0
+    started, text = time.monotonic(), ""
+    for chunk in chunks:  # the stream ends by itself (else a keep-alive comes within 15 s)
+        text += chunk.decode()
+        if time.monotonic() - started > 14:
+            break
+    assert time.monotonic() - started < 5
+    assert "event: revoked" in text
+    response.close()
+    response, _ = open_stream(client, f"authToken={spare}")  # minted before the revocation
+    assert_error(response, 401, 40103)

@@ -46,3 +46,18 @@ def test_no_keys_or_tokens_in_the_server_log(tmp_path):
     assert "/v2/activity-log/realtime" in log, "the access log is there"
     for secret in (token, API_KEY, wrong):
         assert secret not in log
+
+
+def test_the_database_files_are_readable_by_their_owner_only(tmp_path):
+    import stat
+
+    from app import create_app
+
+    from helpers import API_KEY, AUTH, ingest, record
+
+    path = tmp_path / "private" / "analytics.db"
+    app = create_app({"TESTING": True, "ANALYTICS_DATABASE": str(path), "ANALYTICS_API_KEY": API_KEY})
+    ingest(app.test_client(), record())
+    assert app.test_client().get("/v2/client", headers=AUTH).status_code == 200
+    for name in (path, path.with_name(path.name + "-wal")):
+        assert stat.S_IMODE(name.stat().st_mode) & 0o077 == 0, (name, oct(name.stat().st_mode))

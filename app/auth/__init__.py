@@ -165,8 +165,9 @@ def issue_stream_token(principal: Principal) -> tuple[str, int]:
 
 def redeem_stream_token(token: str) -> Principal:
     data = models.redeem_token(token, now_ms())
-    if data is None:
-        raise ApiError(ErrorCode.INVALID_TOKEN, "Invalid, expired or already used authToken.")
+    # A token holds its key's rights only while the key lives: revoking reaches it too.
+    if data is None or not models.key_is_live(data["key_id"]):
+        raise ApiError(ErrorCode.INVALID_TOKEN, "Invalid, expired or already used authToken, or its key was revoked.")
     return Principal.from_dict(data)
 
 
