@@ -7,7 +7,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 import models
 
-from . import auth, cli, cors, dashboard, docs, metrics, security
+from . import auth, budget, cli, cors, dashboard, docs, metrics, security
 from .config import load_config
 from .extensions import Api, JSONProvider
 from .requests import bound_chunked_body, refuse_nul_in_path
@@ -42,6 +42,7 @@ def create_app(test_config=None) -> Flask:
         models.create_schema()
 
     app.before_request(_connect)
+    budget.init_app(app)
     metrics.init_app(app)  # before the key check, so that refused requests are timed too
     app.before_request(auth.check_request)
     app.before_request(refuse_nul_in_path)

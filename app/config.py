@@ -11,7 +11,9 @@ DEFAULTS = {
     "ANALYTICS_MAX_BODY_MB": 16,
     "ANALYTICS_MAX_BATCH": 50_000,
     "ANALYTICS_MAX_STREAMS": 16,  # realtime streams per worker process
-    "ANALYTICS_CORS_ORIGINS": "",  # comma-separated origins allowed cross-origin; empty: CORS off
+    "ANALYTICS_CORS_ORIGINS": "",
+    # Seconds a read's queries may take (0: no limit); past it the answer is a 503 (50302).
+    "ANALYTICS_QUERY_SECONDS": 60.0,  # comma-separated origins allowed cross-origin; empty: CORS off
     "ANALYTICS_METRICS_ENDPOINTS": 20,  # endpoints with a metrics label of their own
 }
 _INTEGERS = (
@@ -48,6 +50,11 @@ def load_config(app, test_config=None):
             app.config[name] = int(app.config[name])
         except (TypeError, ValueError):
             raise RuntimeError(f"{name} must be an integer, got {app.config[name]!r}") from None
+    try:
+        app.config["ANALYTICS_QUERY_SECONDS"] = float(app.config["ANALYTICS_QUERY_SECONDS"])
+    except (TypeError, ValueError):
+        value = app.config["ANALYTICS_QUERY_SECONDS"]
+        raise RuntimeError(f"ANALYTICS_QUERY_SECONDS must be a number, got {value!r}") from None
     if not app.config["ANALYTICS_DATABASE"]:
         app.config["ANALYTICS_DATABASE"] = os.path.join(app.instance_path, "analytics.db")
     app.config["MAX_CONTENT_LENGTH"] = app.config["ANALYTICS_MAX_BODY_MB"] * 1024 * 1024

@@ -28,6 +28,7 @@ class ErrorCode(IntEnum):
     BATCH_TOO_LARGE = 41302
     INTERNAL = 50001
     UNAVAILABLE = 50301
+    TOO_SLOW = 50302
 
     @property
     def status(self) -> int:

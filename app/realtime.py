@@ -7,7 +7,6 @@ has sent id N has seen every committed record up to N.
 """
 
 import json
-import select
 import socket
 import threading
 import time
@@ -19,6 +18,7 @@ from schemas.records import query_data
 
 from . import metrics
 from .errors import ApiError, ErrorCode
+from .requests import hung_up
 
 POLL_SECONDS = 0.25
 KEEPALIVE_SECONDS = 15.0
@@ -84,18 +84,6 @@ def _events(filters, last_id: int, peer: socket.socket | None, key_id: int | Non
             if time.monotonic() - last_write >= KEEPALIVE_SECONDS:
                 yield ": keep-alive\n\n"
                 last_write = time.monotonic()
-            if _hung_up(peer):
+            if hung_up(peer):
                 return
             time.sleep(POLL_SECONDS)
-
-
-def _hung_up(peer: socket.socket | None) -> bool:
-    """Whether the client closed the connection, seen without writing to it, so an idle stream
-    ends (and frees its slot and thread) at once rather than at the next keep-alive."""
-    if peer is None:
-        return False
-    try:
-        readable, _, _ = select.select([peer], [], [], 0)
-        return bool(readable) and peer.recv(1, socket.MSG_PEEK) == b""
-    except (OSError, ValueError):
-        return True

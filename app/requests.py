@@ -1,6 +1,8 @@
 """Reading request input beyond marshmallow's reach: raw JSON bodies, and the rules every value obeys."""
 
 import io
+import select
+import socket
 
 import orjson
 from flask import current_app, request
@@ -87,3 +89,15 @@ def refuse_nul_in_path():
     """Before every request: the same rule for values in the URL path (endpoint and client
     ids of the alias operations)."""
     refuse_nul(request.view_args or {})
+
+
+def hung_up(peer: socket.socket | None) -> bool:
+    """Whether the client closed the connection, seen without writing to it (a stream, or a
+    long read, can then stop at once rather than work for nobody)."""
+    if peer is None:
+        return False
+    try:
+        readable, _, _ = select.select([peer], [], [], 0)
+        return bool(readable) and peer.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True

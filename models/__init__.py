@@ -5,7 +5,17 @@ It speaks rows: named tuples with the store's column names. The wire (schemas/) 
 from .activity import ROW_FIELDS, RecordRow, iter_raw_batches, newest_id, page_records, records_after
 from .admin_actions import AdminActionRow, list_actions, record_action, update_metadata
 from .clients import ClientRow, delete_clients, get_client, list_clients, set_alias
-from .database import bind, connection, db, is_sqlite, open_database, reclaim_space, write_transaction
+from .database import (
+    bind,
+    connection,
+    db,
+    is_sqlite,
+    is_stopped_query,
+    limit_queries,
+    open_database,
+    reclaim_space,
+    write_transaction,
+)
 from .filters import SEARCH_MODES, Filters
 from .ingestion import AlreadyStored, forget_batch_keys, store_once, store_records
 from .jobs import claim, finish
@@ -46,9 +56,11 @@ __all__ = [
     "forget_batch_keys",
     "get_client",
     "is_sqlite",
+    "is_stopped_query",
     "latency",
     "iter_raw_batches",
     "key_is_live",
+    "limit_queries",
     "list_actions",
     "list_clients",
     "list_keys",

@@ -118,6 +118,18 @@ def connection():
             db.close()
 
 
+def limit_queries(seconds: float | None, stop=None):
+    """Stop the statements of this connection past `seconds` from now, or once `stop()` is
+    true (None: lift the limit). The statement stopped fails with QueryStopped."""
+    db.obj.dialect.limit_queries(db.connection(), query, seconds, stop)
+
+
+def is_stopped_query(error: Exception) -> bool:
+    """Whether `error` is a statement stopped by limit_queries."""
+    text = str(error).lower()
+    return "interrupted" in text or "statement timeout" in text
+
+
 def retry_locked(operation, attempts: int = 20):
     """Run `operation`, retrying while SQLite reports the database locked.
 

@@ -5,6 +5,8 @@ Every query elsewhere in models/ is written once, in SQL both engines run, with 
 its dialect (`db.obj.dialect`, set by open_database).
 """
 
+import time
+
 from .utils import placeholders
 
 _ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -33,6 +35,22 @@ class SQLite:
 
     def lock_writes(self, query):
         pass  # BEGIN IMMEDIATE already holds the database's one write lock
+
+    def limit_queries(self, connection, query, seconds, stop):
+        """Stop this connection's statements past `seconds` from now, or as soon as `stop()`
+        says so (None: no limit): SQLite asks a progress handler every few thousand steps."""
+        if seconds is None:
+            connection.set_progress_handler(None, 0)
+            return
+        deadline = time.monotonic() + seconds
+        calls = 0
+
+        def interrupt() -> bool:
+            nonlocal calls
+            calls += 1
+            return time.monotonic() > deadline or (stop is not None and calls % 64 == 0 and stop())
+
+        connection.set_progress_handler(interrupt, 5000)
 
     def newest_record_id(self, query) -> int:
         row = query("SELECT seq FROM sqlite_sequence WHERE name = 'record'").fetchone()
@@ -93,6 +111,11 @@ class Postgres(SQLite):
 
     def begin_write(self, db):
         return db.atomic()
+
+    def limit_queries(self, connection, query, seconds, stop):
+        # The server stops a statement past statement_timeout; a client gone meanwhile is
+        # noticed only once its answer is written (PostgreSQL has no hook to ask).
+        query(f"SET statement_timeout = {0 if seconds is None else max(1, int(seconds * 1000))}")
 
     def lock_writes(self, query):
         # Writers take turns, as on SQLite. This keeps every read-then-write step of the store

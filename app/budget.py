@@ -1,0 +1,49 @@
+"""A time budget for every read: a query past it is stopped in the engine and the answer says
+so; a read whose client has gone is stopped too (on SQLite), instead of running for nobody."""
+
+import time
+
+from flask import current_app, g, request
+from peewee import OperationalError
+from werkzeug.exceptions import InternalServerError
+
+import models
+
+from .errors import ApiError, ErrorCode, error_response
+from .requests import hung_up
+
+# Reads whose answers stream: each of their queries is a short batch, bounded by its size.
+STREAMED = {"activity_log.export_csv", "activity_log.stream"}
+
+
+def init_app(app):
+    app.before_request(_start)
+    app.teardown_request(_end)
+    app.register_error_handler(OperationalError, _stopped)
+
+
+def _start():
+    seconds = current_app.config["ANALYTICS_QUERY_SECONDS"]
+    if request.method != "GET" or seconds <= 0 or request.endpoint in STREAMED or request.endpoint is None:
+        return
+    peer = request.environ.get("gunicorn.socket")
+    models.limit_queries(seconds, (lambda: hung_up(peer)) if peer is not None else None)
+    g.budget = time.monotonic()
+
+
+def _end(exc):
+    if "budget" in g and not models.db.is_closed():
+        models.limit_queries(None)
+
+
+def _stopped(error: OperationalError):
+    if not models.is_stopped_query(error):
+        return error_response(InternalServerError())
+    seconds = current_app.config["ANALYTICS_QUERY_SECONDS"]
+    return error_response(
+        ApiError(
+            ErrorCode.TOO_SLOW,
+            f"The query ran past its time budget ({seconds:g} s, ANALYTICS_QUERY_SECONDS): "
+            "narrow the window or the filters.",
+        )
+    )
