@@ -42,12 +42,14 @@ def create_app(test_config=None) -> Flask:
         models.create_schema()
 
     app.before_request(_connect)
-    budget.init_app(app)
     metrics.init_app(app)  # before the key check, so that refused requests are timed too
     app.before_request(auth.check_request)
     app.before_request(refuse_nul_in_path)
     app.before_request(bound_chunked_body)
     app.teardown_request(_close)
+    # After _close: teardowns run in reverse order, so the budget is lifted before the
+    # connection goes back to the pool.
+    budget.init_app(app)
     cors.init_app(app)
     security.init_app(app)
     docs.init_app(app)

@@ -25,7 +25,7 @@ def init_app(app):
 def _start():
     seconds = current_app.config["ANALYTICS_QUERY_SECONDS"]
     if request.method != "GET" or seconds <= 0 or request.endpoint in STREAMED or request.endpoint is None:
-        return
+        return  # (a pooled connection comes without a limit: see models.connection and _end)
     peer = request.environ.get("gunicorn.socket")
     models.limit_queries(seconds, (lambda: hung_up(peer)) if peer is not None else None)
     g.budget = time.monotonic()
