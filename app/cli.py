@@ -19,9 +19,9 @@ from schemas.records import RecordError, parse_records
 
 from .auth.keys import keys
 from .backup import backup_command
-from .feeds.commands import collect_dnstap_command, import_adguard_command, import_pihole_command
+from .feeds.commands import collect_dnstap_command, feed_sink, import_adguard_command, import_pihole_command
 from .feeds.common import Batch, Summary, feed
-from .feeds.sinks import FeedError, make_sink
+from .feeds.sinks import FeedError
 from .requests import loads
 from .retention import retention_command
 
@@ -106,7 +106,7 @@ def _push_files(names, batch_size, url, key, spool):
     path and its first record, its position is the number of records read from it."""
     total = Summary()
     try:
-        sink = make_sink(url, key, spool, os.path.join(current_app.instance_path, "spool"))
+        sink = feed_sink(url, key, spool)
         with sink:
             for name in names:
                 with click.open_file(name, "rb") as stream:

@@ -14,9 +14,9 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 import models
-from catalogue import FIELDS, FIELDS_BY_NAME
 from models.clock import now_ms
 from schemas.datetimes import format_ms
+from schemas.records import count_older
 
 from . import metrics
 
@@ -26,8 +26,6 @@ RETENTION_BATCH = 10_000
 JOB = "retention"
 JOB_ACTOR = {"key_id": None, "key_name": "retention", "source_ip": ""}
 CLI_ACTOR = {"key_id": None, "key_name": "cli", "source_ip": ""}
-
-_TS_AT = FIELDS.index(FIELDS_BY_NAME["timestamp"])
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +39,7 @@ def horizon_ms(now: int) -> int | None:
 def past_horizon(records: list, now: int) -> int:
     """How many of `records` (as models.store_records takes them) are already past the horizon."""
     horizon = horizon_ms(now)
-    return 0 if horizon is None else sum(1 for values, _ in records if values[_TS_AT] < horizon)
+    return 0 if horizon is None else count_older(records, horizon)
 
 
 def run_retention(actor: dict, now: int | None = None) -> int:

@@ -111,8 +111,6 @@ def write_transaction():
 def connection():
     """Open a connection for the block unless the caller already holds one."""
     opened = db.connect(reuse_if_open=True)
-    if opened:  # a pooled connection carries no time limit of an earlier request
-        limit_queries(None)
     try:
         yield db
     finally:

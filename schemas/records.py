@@ -249,9 +249,9 @@ _in_catalogue_order = operator.itemgetter(*(field.name for field in FIELDS))
 _TIME_AT = [field.name for field in FIELDS].index("timestamp")
 
 
-def parsed_time(record: tuple) -> int:
-    """The timestamp (ms) of a record as parse_record returns it."""
-    return record[0][_TIME_AT]
+def count_older(records: list[tuple], before_ms: int) -> int:
+    """How many records (as parse_record returns them) are older than `before_ms`."""
+    return sum(1 for values, _ in records if values[_TIME_AT] < before_ms)
 
 
 def _text(obj: dict, name: str, *, required=False, limit=MAX_TEXT_LENGTH, path=None) -> str:

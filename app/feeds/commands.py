@@ -16,12 +16,11 @@ import models
 from models.clock import now_ms
 from schemas.records import MAX_ID_LENGTH
 
+from ..retention import horizon_ms
 from . import adguard, dnstap, pihole
 from .collector import Collector
 from .common import SourceError, Summary
 from .sinks import FeedError, LiveSink, LocalSink, make_sink
-
-DAY_MS = 86_400_000
 
 
 def _endpoint(ctx, param, value: str) -> str:
@@ -129,7 +128,7 @@ def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
     stop = _stop_on_signals() if follow else threading.Event()
     total = Summary()
     try:
-        sink = make_sink(url, key, spool, os.path.join(current_app.instance_path, "spool"))
+        sink = feed_sink(url, key, spool)
         with models.connection(), sink:
             if restart:
                 for source in keys(path, endpoint):
@@ -164,10 +163,12 @@ def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
 
 def _horizon(sink) -> int | None:
     """The retention horizon of the local store (None: no retention, or a remote service)."""
-    days = current_app.config["ANALYTICS_RETENTION_DAYS"]
-    if not isinstance(sink, LocalSink) or days <= 0:
-        return None
-    return now_ms() - days * DAY_MS
+    return horizon_ms(now_ms()) if isinstance(sink, LocalSink) else None
+
+
+def feed_sink(url: str | None, key: str | None, spool: str | None):
+    """The sink of a feed command's --url, --key and --spool (default spool: instance/spool)."""
+    return make_sink(url, key, spool, os.path.join(current_app.instance_path, "spool"))
 
 
 def _stop_on_signals() -> threading.Event:
@@ -250,7 +251,7 @@ def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mod
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        with make_sink(url, key, spool, os.path.join(current_app.instance_path, "spool")) as sink:
+        with feed_sink(url, key, spool) as sink:
             collector = Collector(
                 dnstap.Decoder(endpoint, rules, clients),
                 LiveSink(sink, f"dnstap:{endpoint}"),

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import click
 
 from models.clock import now_ms
-from schemas.records import RecordError, parse_record, parsed_time
+from schemas.records import RecordError, count_older, parse_record
 
 
 class SourceError(Exception):
@@ -78,7 +78,7 @@ def feed(
             summary.unreadable += batch.unreadable
             summary.rejected.update(rejected)
             if horizon_ms is not None:
-                summary.past_retention += sum(1 for record in records if parsed_time(record) < horizon_ms)
+                summary.past_retention += count_older(records, horizon_ms)
             reached = min(batch.done, end)
             if bar is not None and reached > shown:
                 bar.update(reached - shown)
