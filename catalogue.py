@@ -37,6 +37,12 @@ class Field:
     filterable: bool = False
     groupable: bool = False
     rollups: tuple = ()  # the periods its counts are rolled up by (groupable fields only)
+    # Counted together with this field (an integer field of a few small values): one rollup
+    # answers both, e.g. question with action for "top blocked domains".
+    rollup_with: str | None = None
+    # False: its rollups count over all endpoints, for fields with so many values that per
+    # endpoint they would be nearly as big as the records (question).
+    rollup_endpoints: bool = True
     required: bool = False  # on ingest
     doc: str = ""  # its description in the OpenAPI document, where its name does not say enough
 
@@ -56,7 +62,8 @@ FIELDS = (
     Field("endpointId", "endpoint", ENDPOINT, ("endpointId",), "endpointId", required=True, **_grouping(DAY)),
     Field("clientId", "client", CLIENT, ("clientId",), "clientId", required=True, **_grouping(DAY, HOUR)),
     Field("profileId", "profile", TERM, ("profileId",), "profileId", **_grouping(DAY)),
-    Field("question", "question", TERM, ("question",), "question", required=True, filterable=True, groupable=True),
+    Field("question", "question", TERM, ("question",), "question", required=True, **_grouping(DAY, HOUR),
+          rollup_with="action", rollup_endpoints=False),
     Field("rrType", "rr_type", TERM, ("rrType",), "rrType", **_grouping(DAY)),
     Field("statusCode", "status", TERM, ("statusCode",), "statusCode", **_grouping(DAY)),
     Field("protocol", "protocol", TERM, ("protocol",), "protocol", **_grouping(DAY)),

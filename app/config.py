@@ -6,18 +6,22 @@ DEFAULTS = {
     "ANALYTICS_DATABASE": None,  # None: instance/analytics.db
     "ANALYTICS_API_KEY": None,
     "ANALYTICS_RETENTION_DAYS": 33,
+    # Statistics (daily rollups) outlive the records: kept this long (0: forever), never
+    # shorter than the records.
+    "ANALYTICS_STATISTICS_RETENTION_DAYS": 400,
     "ANALYTICS_RETENTION_INTERVAL": 3600,  # seconds between retention runs
     "ANALYTICS_PROXY_COUNT": 0,  # reverse proxies in front whose X-Forwarded-For is trusted
     "ANALYTICS_MAX_BODY_MB": 16,
     "ANALYTICS_MAX_BATCH": 50_000,
     "ANALYTICS_MAX_STREAMS": 16,  # realtime streams per worker process
-    "ANALYTICS_CORS_ORIGINS": "",
+    "ANALYTICS_CORS_ORIGINS": "",  # comma-separated origins allowed cross-origin; empty: CORS off
     # Seconds a read's queries may take (0: no limit); past it the answer is a 503 (50302).
-    "ANALYTICS_QUERY_SECONDS": 60.0,  # comma-separated origins allowed cross-origin; empty: CORS off
+    "ANALYTICS_QUERY_SECONDS": 60.0,
     "ANALYTICS_METRICS_ENDPOINTS": 20,  # endpoints with a metrics label of their own
 }
 _INTEGERS = (
     "ANALYTICS_RETENTION_DAYS",
+    "ANALYTICS_STATISTICS_RETENTION_DAYS",
     "ANALYTICS_RETENTION_INTERVAL",
     "ANALYTICS_PROXY_COUNT",
     "ANALYTICS_MAX_BODY_MB",

@@ -59,8 +59,9 @@ _BODY = {
                             "accepted": {"type": "integer"},
                             "pastRetention": {
                                 "type": "integer",
-                                "description": "Accepted records already older than the retention horizon: "
-                                "stored, and deleted by the next retention run.",
+                                "description": "Accepted records already older than the records' horizon "
+                                "(ANALYTICS_RETENTION_DAYS): counted in the statistics, which keep them to the "
+                                "statistics horizon, and stored as records until the next retention run.",
                             },
                         },
                     }

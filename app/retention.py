@@ -1,6 +1,7 @@
-"""Retention: records older than ANALYTICS_RETENTION_DAYS expire, deleted in batches by a
-background job that one worker at a time runs (a lease in the database decides which), or
-by `flask --app wsgi retention` for installations that prefer to schedule it themselves."""
+"""Retention: records older than ANALYTICS_RETENTION_DAYS expire, and statistics older than
+ANALYTICS_STATISTICS_RETENTION_DAYS, deleted in batches by a background job that one worker at
+a time runs (a lease in the database decides which), or by `flask --app wsgi retention` for
+installations that prefer to schedule it themselves."""
 
 import logging
 import os
@@ -36,6 +37,19 @@ def horizon_ms(now: int) -> int | None:
     return now - days * DAY_MS if days > 0 else None
 
 
+def statistics_days() -> int:
+    """How many days statistics are kept (0: forever): never fewer than the records."""
+    records = current_app.config["ANALYTICS_RETENTION_DAYS"]
+    statistics = current_app.config["ANALYTICS_STATISTICS_RETENTION_DAYS"]
+    return 0 if records <= 0 or statistics <= 0 else max(records, statistics)
+
+
+def statistics_horizon_ms(now: int) -> int | None:
+    """Statistics of periods that ended before this (ms) expire at the next run; None: never."""
+    days = statistics_days()
+    return now - days * DAY_MS if days > 0 else None
+
+
 def past_horizon(records: list, now: int) -> int:
     """How many of `records` (as models.store_records takes them) are already past the horizon."""
     horizon = horizon_ms(now)
@@ -43,52 +57,73 @@ def past_horizon(records: list, now: int) -> int:
 
 
 def run_retention(actor: dict, now: int | None = None) -> int:
-    """Delete the expired records; returns how many. Needs an app context and a connection.
+    """Delete the expired records, and the statistics past their own horizon; returns how many
+    records. Needs an app context and a connection.
 
     Client entries stay (their last activity reads null once all their records are gone) and
-    endpoints keep their last activity (delete_records raises their lost marks). A run that
-    deleted something is recorded in the admin-action log, kept up to date batch by batch.
+    endpoints keep their last activity (delete_records raises their lost marks). Statistics
+    keep counting expired records until the statistics horizon. A run that deleted something
+    is recorded in the admin-action log, kept up to date batch by batch.
     """
-    # A feed re-sends a batch within minutes or, after an outage, days: a week covers both.
-    models.forget_batch_keys((now_ms() if now is None else now) - BATCH_KEY_DAYS * DAY_MS)
-    days = current_app.config["ANALYTICS_RETENTION_DAYS"]
     now = now_ms() if now is None else now
-    cutoff = horizon_ms(now)
+    # A feed re-sends a batch within minutes or, after an outage, days: a week covers both.
+    models.forget_batch_keys(now - BATCH_KEY_DAYS * DAY_MS)
+    days = current_app.config["ANALYTICS_RETENTION_DAYS"]
+    cutoff, statistics_cutoff = horizon_ms(now), statistics_horizon_ms(now)
     if cutoff is None:
         models.reclaim_space()  # still the hourly housekeeping: fresh planner statistics
         return 0
     entry = None
+    metadata = {
+        "retentionDays": days,
+        "expiredBefore": format_ms(cutoff),
+        "statisticsRetentionDays": statistics_days(),
+        "statisticsExpiredBefore": format_ms(statistics_cutoff) if statistics_cutoff is not None else None,
+    }
 
-    def log_batch(deleted_so_far: int):
+    def log_batch(deleted_so_far: int, statistics: int = 0):
         nonlocal entry
-        metadata = {
-            "retentionDays": days,
-            "expiredBefore": format_ms(cutoff),
-            "result": {"deletedCount": deleted_so_far},
-        }
-        if entry is None and deleted_so_far:
-            entry = models.record_action("retention.run", actor, metadata, None, now_ms())
+        result = {**metadata, "result": {"deletedCount": deleted_so_far, "expiredStatisticRows": statistics}}
+        if entry is None and (deleted_so_far or statistics):
+            entry = models.record_action("retention.run", actor, result, None, now_ms())
         elif entry is not None:
-            models.update_metadata(entry, metadata)
+            models.update_metadata(entry, result)
 
-    deleted = models.delete_records(end_ms=cutoff - 1, batch_size=RETENTION_BATCH, after_batch=log_batch)
+    deleted = models.delete_records(end_ms=cutoff - 1, batch_size=RETENTION_BATCH, after_batch=log_batch, expire=True)
+    expired_statistics = 0
+    if statistics_cutoff is not None:
+        expired_statistics = models.expire_statistics(statistics_cutoff)
+        if expired_statistics:
+            with models.write_transaction():
+                log_batch(deleted, expired_statistics)
     models.reclaim_space()
     metrics.count_retention(deleted)
     # Where the operator looks first (gunicorn's log): records vanishing must say why.
     log.info(
-        "retention: deleted %d records older than %s (ANALYTICS_RETENTION_DAYS=%d)", deleted, format_ms(cutoff), days
+        "retention: deleted %d records older than %s (ANALYTICS_RETENTION_DAYS=%d); their statistics stay %s",
+        deleted,
+        format_ms(cutoff),
+        days,
+        f"until {statistics_days()} days (ANALYTICS_STATISTICS_RETENTION_DAYS)" if statistics_cutoff else "forever",
     )
+    if expired_statistics:
+        log.info("retention: statistics of periods that ended before %s expired", format_ms(statistics_cutoff))
     return deleted
 
 
 @click.command("retention")
 @with_appcontext
 def retention_command():
-    """Delete the records older than ANALYTICS_RETENTION_DAYS now."""
+    """Delete the records older than ANALYTICS_RETENTION_DAYS now (and the statistics older
+    than ANALYTICS_STATISTICS_RETENTION_DAYS)."""
     with models.connection():
         deleted = run_retention(CLI_ACTOR)
     days = current_app.config["ANALYTICS_RETENTION_DAYS"]
-    click.echo(f"Deleted {deleted} records older than {days} days." if days > 0 else "Retention is off (0 days).")
+    if days <= 0:
+        click.echo("Retention is off (0 days).")
+        return
+    kept = f"{statistics_days()} days" if statistics_days() else "forever"
+    click.echo(f"Deleted {deleted} records older than {days} days; their statistics are kept {kept}.")
 
 
 def start_background(app):

@@ -21,8 +21,8 @@ from .ingestion import AlreadyStored, forget_batch_keys, store_once, store_recor
 from .jobs import claim, finish
 from .keys import create_key, find_key, key_is_live, list_keys, revoke_key
 from .names import BOOLEAN_TEXT, value_texts
-from .records import delete_records
-from .statistics import LatencyRow, availability, count, latency, series, top, top_series, trend
+from .records import delete_records, expire_statistics
+from .statistics import LatencyRow, availability, count, latency, series, statistics_start, top, top_series, trend
 from .status import database_sizes, endpoints_by_age, first_endpoints
 from .tables import create_schema
 from .tokens import create_token, redeem_token
@@ -50,6 +50,7 @@ __all__ = [
     "delete_clients",
     "delete_records",
     "endpoints_by_age",
+    "expire_statistics",
     "find_key",
     "finish",
     "first_endpoints",
@@ -74,6 +75,7 @@ __all__ = [
     "revoke_key",
     "series",
     "set_alias",
+    "statistics_start",
     "store_once",
     "store_records",
     "top",

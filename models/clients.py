@@ -2,6 +2,7 @@
 
 from collections import namedtuple
 
+from . import rollups
 from .database import db, query, write_transaction
 from .records import client_selection, delete_records
 from .tables import CLIENT_META_FIELDS
@@ -84,5 +85,7 @@ def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_li
             params,
         ).fetchall()
         for part in chunks([ident for ident, _, _ in gone], 500):
+            # Counts past the records' horizon that still name the entry go with it.
+            rollups.forget(None, client_ids=placeholders(len(part)), params=part)
             query(f"DELETE FROM client WHERE id IN ({placeholders(len(part))})", part)
     return sorted((name, client) for _, name, client in gone)

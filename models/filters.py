@@ -23,11 +23,6 @@ class Filters:
     end_ms: int | None = None
     endpoint_limit: frozenset | None = None  # a key's endpoint limit: always ANDed
 
-    def endpoint_only(self) -> bool:
-        """Whether nothing but endpoints (and the window) narrows these filters: then rollups,
-        which are kept per endpoint, can answer for whole periods."""
-        return not self.search and all(sql == "endpoint" for sql, values in self.values.items() if values)
-
 
 class Resolved:
     """Filters with every name looked up as its stored id, once: the statistics ask for
@@ -46,6 +41,15 @@ class Resolved:
         if filters.search:
             self._add(*_search_condition(filters.search.lower(), filters.search_mode, alias))
         self._endpoint_ids = ...
+        self._stored: dict[str, list] = {}
+
+    def stored(self, sql: str) -> list:
+        """The values of the filter on record column `sql` as that column stores them (ids of
+        names; numbers as they are)."""
+        if sql not in self._stored:
+            column, values = FIELDS_BY_SQL[sql], self.filters.values[sql]
+            self._stored[sql] = stored_ids(column, values) if column.storage in (TERM, ENDPOINT, CLIENT) else values
+        return self._stored[sql]
 
     def _add(self, sql: str, params: list):
         self.parts.append(sql)

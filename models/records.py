@@ -24,10 +24,15 @@ def client_selection(endpoints=None, client_ids=None, endpoint_limit=None) -> tu
 
 
 def delete_records(
-    endpoints=None, client_ids=None, end_ms=None, batch_size=None, endpoint_limit=None, after_batch=None
+    endpoints=None, client_ids=None, end_ms=None, batch_size=None, endpoint_limit=None, after_batch=None, expire=False
 ) -> int:
     """Delete the records of the selected clients (everyone's when neither filter is given) up
     to `end_ms` (inclusive; None: all), and raise their endpoints' lost marks to match.
+
+    A deletion takes the records' counts out of every rollup, and then what can still be
+    attributed to the selection past the records' horizon (rollups.forget). Records that
+    expire (`expire`) leave the statistics as they were: only the rollups that expire with
+    the records lose their counts.
 
     Without `batch_size` it runs as one statement inside the caller's transaction. With it,
     each batch is a transaction of its own, so writers queued behind a huge deletion get their
@@ -43,23 +48,55 @@ def delete_records(
         where.append("ts <= ?")
         params.append(end_ms)
     condition = " AND ".join(where) or "1 = 1"
+    dims = rollups.WITH_RECORDS if expire else rollups.DIMS
     if batch_size is None:
-        return _delete(f"SELECT id FROM record WHERE {condition}", params)
+        deleted = _delete(f"SELECT id FROM record WHERE {condition}", params, dims)
+        if not expire:
+            _forget(endpoints, client_ids, end_ms, endpoint_limit)
+        return deleted
     deleted = 0
     while True:
         with write_transaction():
             count = _delete(
                 f"SELECT id FROM record WHERE {condition} ORDER BY id LIMIT ?",
                 params + [batch_size],
+                dims,
             )
             deleted += count
+            if count < batch_size and not expire:
+                _forget(endpoints, client_ids, end_ms, endpoint_limit)
             if after_batch is not None and (count or deleted == 0):
                 after_batch(deleted)
         if count < batch_size:
             return deleted
 
 
-def _delete(victims: str, params: list) -> int:
+def expire_statistics(before_ms: int) -> int:
+    """Delete the statistics (rollups) of whole periods that ended before `before_ms`; how
+    many rollup rows went."""
+    with write_transaction():
+        return rollups.expire(before_ms)
+
+
+def _forget(endpoints, client_ids, end_ms, endpoint_limit):
+    """rollups.forget for a selection made as delete_records takes it."""
+    if client_ids:
+        selection, params = client_selection(endpoints, client_ids, endpoint_limit)
+        rollups.forget(end_ms, client_ids=selection, params=params)
+    elif endpoints or endpoint_limit is not None:
+        names = set(endpoints or endpoint_limit)
+        if endpoints and endpoint_limit is not None:
+            names &= set(endpoint_limit)
+        ids = []
+        if names:
+            found = query(f"SELECT id FROM endpoint WHERE name IN ({placeholders(len(names))})", sorted(names))
+            ids = [ident for (ident,) in found]
+        rollups.forget(end_ms, endpoint_ids=ids)
+    else:
+        rollups.forget(end_ms)
+
+
+def _delete(victims: str, params: list, dims) -> int:
     """Delete the records `victims` selects, with everything kept beside them: the endpoints'
     lost marks and the rollups. Their ids are taken once, into a temporary table, so that
     every step works on exactly the same rows."""
@@ -71,7 +108,7 @@ def _delete(victims: str, params: list) -> int:
     chosen = "id IN (SELECT id FROM victim)"
     marks = query(f"SELECT endpoint, MAX(ts) FROM record WHERE {chosen} GROUP BY endpoint").fetchall()
     raise_lost_marks(dict(marks))
-    rollups.apply(chosen, [], -1)
+    rollups.apply(chosen, [], -1, dims)
     deleted = query(f"DELETE FROM record WHERE {chosen}").rowcount
     query("DELETE FROM victim")
     return deleted

@@ -1,18 +1,26 @@
-"""Rollups: record counts per (column, day, endpoint, value), per (hour, endpoint) and, for a
-few columns, per (column, hour, endpoint, value), kept exactly in step with the records, so
-that statistics over long windows read thousands of rollup rows instead of millions of records.
+"""Rollups: record counts per (dim, period, endpoint, value), kept exactly in step with the
+records, so that statistics over long windows read thousands of rollup rows instead of
+millions of records.
 
-Every change to the records updates them in the same transaction: ingestion adds the counts of
-the rows it inserts (`count`, `resolved`, `add`), deletion (API, client deletion, retention)
-subtracts those of the rows it removes (`apply`); both count with the same code (`count`). A
-query may use them only for whole periods and only when its filters are on the endpoint alone
-(see Filters.endpoint_only); the parts of its window that cover part of a period are counted
-from the records (see statistics._grouped).
+A dim says what is counted (the record columns that make up `value`; none: plain counts),
+per how long a period, and whether per endpoint or over all endpoints (`endpoint` 0). Every
+change to the records updates the dims in the same transaction: ingestion adds the counts of
+the rows it inserts (`count`, `resolved`, `add`), deletion subtracts those of the rows it
+removes (`apply`); both count with the same code. A query may use a dim for the whole periods
+of its window when the dim holds every column the query filters or groups by (see `usable`);
+the rest of the window is counted from the records (see statistics._grouped).
+
+Two horizons. Daily and longer dims are the statistics: they outlive the records, so records
+expiring (retention) leave them as they are, and they expire by themselves at the statistics
+horizon (`expire`). Hourly and shorter dims expire with the records, counted down exactly like
+a deletion: they would be too many rows to keep for a year, and past the records' horizon a
+window is answered in whole days.
 """
 
 from collections import Counter
+from dataclasses import dataclass
 
-from catalogue import DAY, ENDPOINT, FIELDS, HOUR
+from catalogue import DAY, ENDPOINT, FIELDS, FIELDS_BY_NAME, FIELDS_BY_SQL, HOUR, INTEGER
 
 from .database import query, query_many
 
@@ -21,125 +29,261 @@ HOUR_MS = 3_600_000
 QUARTER_MS = 900_000
 # Rollups keep no NULLs (they are part of the key): an unknown value is stored as this.
 NULL_VALUE = -(2**62)
-# The columns counted per day and value, by position: a rollup row's `dim`. The catalogue
-# says which; `question` is not among them: with tens of thousands of names a day its rollup
-# would be nearly as big as the records and cost a third of ingestion's time.
-DIMS = tuple(field for field in FIELDS if DAY in field.rollups)
-DIM_OF = {field.sql: i for i, field in enumerate(DIMS)}
-# Plain counts per hour and endpoint, and per quarter hour and endpoint (value always 0): time
-# series of every length read these (a day's default buckets are quarter hours). Cheap to keep:
-# at most 96 rows a day per endpoint.
-HOURLY = len(DIMS)
-QUARTERLY = HOURLY + 1
-# Columns also counted per hour and value, so that their time series and their counts over
-# windows that start or end mid-day (the last 24 hours) read rollups too: in the catalogue,
-# `action` (a handful of values, the usual chart) and the client ("who asked most today").
-# A row per (hour, endpoint, value) adds up: at 10M records the client rows add ~3 bytes per
-# record.
-HOURLY_FIELDS = tuple(field for field in FIELDS if HOUR in field.rollups)
-HOURLY_DIM_OF = {field.sql: QUARTERLY + 1 + i for i, field in enumerate(HOURLY_FIELDS)}
-PERIOD_MS = {
-    **{dim: DAY_MS for dim in range(len(DIMS))},
-    HOURLY: HOUR_MS,
-    QUARTERLY: QUARTER_MS,
-    **{dim: HOUR_MS for dim in HOURLY_DIM_OF.values()},
-}
-# What the rows mean: a database whose rollups were counted under another layout has them
-# counted anew at start-up (see tables.create_schema).
-LAYOUT = ";".join(
-    [f"{dim}:{field.sql}:day" for dim, field in enumerate(DIMS)]
-    + [f"{HOURLY}:hour", f"{QUARTERLY}:quarter"]
-    + [f"{dim}:{sql}:hour" for sql, dim in HOURLY_DIM_OF.items()]
-)
+# A pair (first, second) is stored as first * PAIR + code(second): the second column is an
+# integer of a few small values (-1..5), code 0 standing for unknown.
+PAIR = 8
+_PERIODS = {DAY: DAY_MS, HOUR: HOUR_MS}
 
 
+@dataclass(frozen=True)
+class Dim:
+    id: int
+    columns: tuple[str, ...]  # record columns of `value`; (): plain counts (value 0)
+    period_ms: int
+    per_endpoint: bool = True
+
+    @property
+    def statistics(self) -> bool:
+        """Kept to the statistics horizon (else it expires with the records)."""
+        return self.period_ms >= DAY_MS
+
+    @property
+    def description(self) -> str:
+        scope = "" if self.per_endpoint else "@all"
+        return f"{'+'.join(self.columns) or 'n'}/{self.period_ms // 60_000}m{scope}"
+
+
+def _dims() -> tuple[Dim, ...]:
+    """Every dim, in a fixed order (their ids): per endpoint, plain daily counts and the
+    catalogue's daily columns (the endpoint is every per-endpoint row's own), plain hourly and quarter-hour
+    counts (time series of every length; a day's default buckets are quarter hours; at most 96
+    rows a day per endpoint), and the catalogue's hourly columns (the client's: "who asked most
+    today"; the action's: the usual chart); then the columns counted over all endpoints
+    (question with action: tens of thousands of names a day), which also have 4- and 16-day
+    periods, so that a 30-day top list reads a few blocks instead of 30 days of names."""
+    specs = []
+    narrow = [field for field in FIELDS if field.rollups and field.rollup_endpoints and field.storage != ENDPOINT]
+    specs += [((), DAY_MS, True)] + [((field.sql,), DAY_MS, True) for field in narrow if DAY in field.rollups]
+    specs += [((), HOUR_MS, True), ((), QUARTER_MS, True)]
+    specs += [((field.sql,), HOUR_MS, True) for field in narrow if HOUR in field.rollups]
+    for field in FIELDS:
+        if field.rollups and not field.rollup_endpoints:
+            columns = (field.sql, FIELDS_BY_NAME[field.rollup_with].sql) if field.rollup_with else (field.sql,)
+            periods = [16 * DAY_MS, 4 * DAY_MS, *(_PERIODS[p] for p in (DAY, HOUR) if p in field.rollups)]
+            specs += [(columns, period_ms, False) for period_ms in periods]
+    return tuple(Dim(i, *spec) for i, spec in enumerate(specs))
+
+
+DIMS = _dims()
+STATISTICS = tuple(dim for dim in DIMS if dim.statistics)
+WITH_RECORDS = tuple(dim for dim in DIMS if not dim.statistics)
+# What the rows mean, dim by dim: rows of a dim whose meaning is new are counted anew at
+# start-up, and rows of a dim that moved are renumbered (see tables.create_schema).
+LAYOUT = ";".join(f"{dim.id}:{dim.description}" for dim in DIMS)
+# The record columns each dim needs to count a row.
+_COLUMNS = tuple(dict.fromkeys(["ts", "endpoint", *(column for dim in DIMS for column in dim.columns)]))
+for _dim in DIMS:
+    if len(_dim.columns) == 2:
+        assert FIELDS_BY_NAME[_dim.columns[1]].storage == INTEGER, "a pair's second column must be a small integer"
+
+_MARK = "statistics_from"
 _UPSERT = (
     "INSERT INTO rollup (dim, period, endpoint, value, n) VALUES (?, ?, ?, ?, ?)"
     " ON CONFLICT (dim, period, endpoint, value) DO UPDATE SET n = rollup.n + excluded.n"
 )
 
 
-def levels(column: str | None) -> list[tuple[int, int]]:
-    """The rollups that count records by the record column `column` (None: plain counts), as
-    (dim, period length), longest periods first."""
-    if column is None:
-        # The endpoint's daily rollup counts every record once a day, like a plain count.
-        return [(DIM_OF["endpoint"], DAY_MS), (HOURLY, HOUR_MS), (QUARTERLY, QUARTER_MS)]
-    found = [(DIM_OF[column], DAY_MS)] if column in DIM_OF else []
-    if column in HOURLY_DIM_OF:
-        found.append((HOURLY_DIM_OF[column], HOUR_MS))
-    return found
+def usable(columns: set, endpoints_bound: bool, interval_ms: int | None) -> list[Dim]:
+    """The dims that can count records filtered or grouped by the record columns `columns`
+    (besides the endpoint), longest periods first, one per period. `endpoints_bound`: the query
+    filters or groups by endpoint, which only per-endpoint dims know. A dim qualifies when it
+    holds every one of `columns` and is keyed by one of them first (a plain count reads a plain
+    dim, not the biggest one), and when its periods make whole buckets of `interval_ms`."""
+    found: dict[int, Dim] = {}
+    for dim in DIMS:
+        keyed = dim.columns
+        if not set(columns) <= set(keyed) or (keyed and keyed[0] not in columns):
+            continue
+        if (endpoints_bound and not dim.per_endpoint) or (interval_ms and interval_ms % dim.period_ms):
+            continue
+        found.setdefault(dim.period_ms, dim)
+    return sorted(found.values(), key=lambda dim: -dim.period_ms)
+
+
+def value_sql(dim: Dim, column: str) -> str:
+    """SQL reading the record column `column` out of a rollup row of `dim` (NULL: unknown)."""
+    if column == "endpoint":
+        return "endpoint"
+    if len(dim.columns) == 1:
+        return f"(CASE WHEN value = {NULL_VALUE} THEN NULL ELSE value END)"
+    if column == dim.columns[0]:
+        return f"(CASE WHEN value < {PAIR} THEN NULL ELSE value / {PAIR} END)"
+    return f"(CASE WHEN value % {PAIR} = 0 THEN NULL ELSE value % {PAIR} - 2 END)"
 
 
 def count(columns: dict[str, list]) -> dict[tuple, int]:
     """Counts by rollup key of the rows given column by column (`columns` maps each record
-    column name ("ts", "endpoint" and every DIMS column) to its values, one per row). The values
-    may be anything hashable (ids, or the strings ingestion has before it has ids: see
-    `resolved`)."""
+    column name ("ts", "endpoint" and every dim's columns) to its values, one per row). The
+    values may be anything hashable (ids, or the strings ingestion has before it has ids: see
+    `resolved`); a key's value is the row's value of the dim's column, a tuple of a pair's
+    two, or 0 for plain counts."""
     counts: dict[tuple, int] = {}
     # Counter counts in C; a Python loop over rows x columns cost ~12 us per record.
-    days = [ts // DAY_MS for ts in columns["ts"]]
+    stamps = columns["ts"]
     endpoints = columns["endpoint"]
-    for dim, column in enumerate(DIMS):
-        for (day, endpoint, value), n in Counter(zip(days, endpoints, columns[column.sql], strict=True)).items():
-            counts[(dim, day, endpoint, NULL_VALUE if value is None else value)] = n
-    hours = [ts // HOUR_MS for ts in columns["ts"]]
-    for (hour, endpoint), n in Counter(zip(hours, endpoints, strict=True)).items():
-        counts[(HOURLY, hour, endpoint, 0)] = n
-    quarters = [ts // QUARTER_MS for ts in columns["ts"]]
-    for (quarter, endpoint), n in Counter(zip(quarters, endpoints, strict=True)).items():
-        counts[(QUARTERLY, quarter, endpoint, 0)] = n
-    for sql, dim in HOURLY_DIM_OF.items():
-        values = columns[sql]
-        for (hour, endpoint, value), n in Counter(zip(hours, endpoints, values, strict=True)).items():
-            counts[(dim, hour, endpoint, NULL_VALUE if value is None else value)] = n
+    everywhere = [0] * len(stamps)
+    periods: dict[int, list] = {}
+    for dim in DIMS:
+        if dim.period_ms not in periods:
+            periods[dim.period_ms] = [ts // dim.period_ms for ts in stamps]
+        scope = endpoints if dim.per_endpoint else everywhere
+        if not dim.columns:
+            values = everywhere
+        elif len(dim.columns) == 1:
+            values = columns[dim.columns[0]]
+        else:
+            values = zip(*(columns[column] for column in dim.columns), strict=True)
+        for (period, endpoint, value), n in Counter(zip(periods[dim.period_ms], scope, values, strict=True)).items():
+            counts[(dim.id, period, endpoint, value)] = n
     return counts
 
 
-def resolved(counts: dict[tuple, int], ids_by_storage: dict) -> dict[tuple, int]:
-    """`counts` keyed by stored ids: endpoints and each dim's values mapped through the id maps
-    of their storage (ENDPOINT, CLIENT, TERM; INTEGER values are stored as they are)."""
-    endpoint_ids = ids_by_storage[ENDPOINT]
-    maps = {dim: ids_by_storage.get(column.storage) for dim, column in enumerate(DIMS)}
-    maps.update((HOURLY_DIM_OF[field.sql], ids_by_storage.get(field.storage)) for field in HOURLY_FIELDS)
-    maps[HOURLY] = maps[QUARTERLY] = None
-    resolved_counts: dict[tuple, int] = {}
-    for (dim, period, endpoint, value), n in counts.items():
-        ids = maps[dim]
-        if ids is not None and value != NULL_VALUE:
+def resolved(counts: dict[tuple, int], ids_by_storage: dict | None = None) -> dict[tuple, int]:
+    """`counts` keyed as stored: endpoints and values mapped through the id maps of their
+    storage (ENDPOINT, CLIENT, TERM; None: they are ids already) and encoded: unknown as
+    NULL_VALUE, a pair as first * PAIR + code(second), code 0 standing for unknown."""
+    ids_by_storage = ids_by_storage or {}
+    endpoint_ids = ids_by_storage.get(ENDPOINT)
+    first_ids = {dim.id: ids_by_storage.get(FIELDS_BY_SQL[dim.columns[0]].storage) for dim in DIMS if dim.columns}
+    pairs = {dim.id for dim in DIMS if len(dim.columns) == 2}
+    stored: dict[tuple, int] = {}
+    for (dim_id, period, endpoint, value), n in counts.items():
+        if endpoint and endpoint_ids is not None:
+            endpoint = endpoint_ids[endpoint]
+        ids = first_ids.get(dim_id)
+        if dim_id in pairs:
+            first, second = value
+            first = ids[first] if ids is not None and first is not None else first
+            value = (first or 0) * PAIR + (0 if second is None else second + 2)
+        elif value is None:
+            value = NULL_VALUE
+        elif ids is not None:
             value = ids[value]
-        key = (dim, period, endpoint_ids[endpoint], value)
-        resolved_counts[key] = resolved_counts.get(key, 0) + n
-    return resolved_counts
+        key = (dim_id, period, endpoint, value)
+        stored[key] = stored.get(key, 0) + n
+    return stored
 
 
 def add(counts: dict[tuple, int]):
-    """Add counts (by stored ids) of rows being inserted."""
+    """Add counts (as stored) of rows being inserted."""
     _upsert(counts, 1)
 
 
-def apply(condition: str, params: list, sign: int):
-    """Add (sign 1) or subtract (sign -1) the counts of the stored records matching `condition`
-    (SQL on the record table). Deletions call it before they delete, in their transaction; it
-    also builds the rollups of a database that had none.
+def apply(condition: str, params: list, sign: int, dims=DIMS):
+    """Add (sign 1) or subtract (sign -1) the counts, in `dims`, of the stored records matching
+    `condition` (SQL on the record table). Deletions call it before they delete, in their
+    transaction; it also builds the rollups of a database that had none.
 
     The rows are read once and counted in Python: a GROUP BY per column over them cost several
     times more (seconds for a large client's deletion, all of it under the write lock)."""
-    fields = tuple(dict.fromkeys(["ts", "endpoint", *(field.sql for field in DIMS + HOURLY_FIELDS)]))
-    cursor = query(f"SELECT {', '.join(fields)} FROM record WHERE {condition}", params)
+    wanted = {dim.id for dim in dims}
+    cursor = query(f"SELECT {', '.join(_COLUMNS)} FROM record WHERE {condition}", params)
     counts: dict[tuple, int] = {}
     while rows := cursor.fetchmany(10_000):
-        for key, n in count(dict(zip(fields, zip(*rows, strict=True), strict=True))).items():
+        batch = count(dict(zip(_COLUMNS, zip(*rows, strict=True), strict=True)))
+        for key, n in resolved({key: n for key, n in batch.items() if key[0] in wanted}).items():
             counts[key] = counts.get(key, 0) + n
     _upsert(counts, sign)
     if sign < 0 and counts:
         # Rows counted down to nothing go, so expired periods leave no trace behind.
-        for dim in PERIOD_MS:
-            periods = [key[1] for key in counts if key[0] == dim]
-            query(
-                "DELETE FROM rollup WHERE dim = ? AND period BETWEEN ? AND ? AND n = 0",
-                [dim, min(periods), max(periods)],
-            )
+        for dim in dims:
+            periods = [key[1] for key in counts if key[0] == dim.id]
+            if periods:
+                query(
+                    "DELETE FROM rollup WHERE dim = ? AND period BETWEEN ? AND ? AND n = 0",
+                    [dim.id, min(periods), max(periods)],
+                )
+
+
+def forget(end_ms: int | None, client_ids: str | None = None, endpoint_ids: list | None = None, params=()):
+    """Remove the counts a deletion can still attribute once the records are gone (those past
+    the records' horizon): the rows of the selected clients (`client_ids`, SQL selecting client
+    entry ids, with `params`) in every dim keyed by client; or, when whole endpoints are deleted
+    (`endpoint_ids`), their rows in every per-endpoint dim; or, when neither is given, every
+    row. Only whole periods up to `end_ms` (None: all) go: a period that began before and ends
+    after it keeps its count. Run after the records' own counts were subtracted (`apply`)."""
+    for dim in STATISTICS:
+        condition, args = "dim = ?", [dim.id]
+        if end_ms is not None:
+            condition += " AND period < ?"
+            args.append((end_ms + 1) // dim.period_ms)
+        if client_ids is not None:
+            if "client" not in dim.columns:
+                continue
+            condition += f" AND value IN ({client_ids})"
+            args += list(params)
+        elif endpoint_ids is not None:
+            if not dim.per_endpoint or not endpoint_ids:
+                continue
+            condition += f" AND endpoint IN ({', '.join('?' * len(endpoint_ids))})"
+            args += list(endpoint_ids)
+        query(f"DELETE FROM rollup WHERE {condition}", args)
+
+
+def expire(before_ms: int) -> int:
+    """Forget the statistics from before the day `before_ms` falls in; how many rows went.
+
+    Every period that began before that day goes (a 16-day block with it, though part of it
+    is younger), and queries count nothing before it (`statistics_from`): so no window ever
+    reads a block whose older days are gone."""
+    mark = before_ms // DAY_MS * DAY_MS
+    query("DELETE FROM store_setting WHERE name = ?", [_MARK])
+    query("INSERT INTO store_setting (name, value) VALUES (?, ?)", [_MARK, str(mark)])
+    return sum(
+        query("DELETE FROM rollup WHERE dim = ? AND period < ?", [dim.id, -(-mark // dim.period_ms)]).rowcount
+        for dim in STATISTICS
+    )
+
+
+def statistics_from() -> int | None:
+    """The time (ms) before which statistics were expired; None if they never were."""
+    row = query("SELECT value FROM store_setting WHERE name = ?", [_MARK]).fetchone()
+    return int(row[0]) if row is not None else None
+
+
+def oldest_statistic() -> int | None:
+    """The start (ms) of the oldest period any statistic still counts, None if none."""
+    starts = [
+        row[0] * dim.period_ms
+        for dim in STATISTICS
+        if (row := query("SELECT MIN(period) FROM rollup WHERE dim = ?", [dim.id]).fetchone())[0] is not None
+    ]
+    return min(starts, default=None)
+
+
+def relayout(previous: str):
+    """Bring rows counted under the layout `previous` to LAYOUT. Rows of a dim whose meaning
+    is kept are renumbered, not counted anew: past the records' horizon the records that made
+    them are gone. Rows of dims no longer wanted go; new dims are counted from the records."""
+    old = {}
+    for entry in previous.split(";"):
+        ident, _, description = entry.partition(":")
+        if description:
+            old[description] = int(ident)
+    moves = {old[dim.description]: dim.id for dim in DIMS if dim.description in old}
+    if moves:
+        query(f"DELETE FROM rollup WHERE dim NOT IN ({', '.join('?' * len(moves))})", list(moves))
+    else:
+        query("DELETE FROM rollup")
+    # Through numbers no dim has, so that no move lands on rows still waiting to move.
+    aside = 1 + max([*moves, *moves.values()], default=0)
+    for before, after in moves.items():
+        if before != after:
+            query("UPDATE rollup SET dim = ? WHERE dim = ?", [aside + after, before])
+    query("UPDATE rollup SET dim = dim - ? WHERE dim >= ?", [aside, aside])
+    new = tuple(dim for dim in DIMS if dim.description not in old)
+    if new:
+        apply("1 = 1", [], 1, new)
 
 
 def _upsert(counts: dict, sign: int):

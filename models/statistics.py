@@ -8,7 +8,6 @@ from . import rollups
 from .database import query
 from .filters import Filters, Resolved, stored_ids
 from .names import BOOLEAN_TEXT, value_texts
-from .rollups import NULL_VALUE
 from .utils import placeholders
 
 
@@ -52,7 +51,8 @@ def trend(filters: Filters, baseline: Filters, column: str, limit: int) -> list[
     there and in the baseline's window: (value, count, baseline count)."""
     field = FIELDS_BY_SQL[column]
     found = _top(_count_by(Resolved(filters), field), limit, True)
-    before = _count_by(Resolved(baseline), field)
+    # Only the values found are counted in the baseline: a top list's window has thousands more.
+    before = _count_by(Resolved(baseline), field, _stored_values(field, [value for value, _ in found]))
     return [(value, n, before.get(value, 0)) for value, n in found]
 
 
@@ -61,22 +61,36 @@ def _top(counts: dict[str, int], limit: int, descending: bool) -> list[tuple[str
     return sorted(counts.items(), key=lambda item: (sign * item[1], item[0]))[:limit]
 
 
-def _count_by(resolved: Resolved, column: Field) -> dict[str, int]:
-    """Record counts per value of `column` ("" for unknown), for every value present."""
-    return _merge(column, [(value, n) for (_, value), n in _grouped(resolved, column=column).items()])
+def _count_by(resolved: Resolved, column: Field, only=None) -> dict[str, int]:
+    """Record counts per value of `column` ("" for unknown), for every value present (`only`
+    those stored values, when given)."""
+    if only is not None and not only:
+        return {}
+    return _merge(column, [(value, n) for (_, value), n in _grouped(resolved, column=column, only=only).items()])
 
 
-def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None) -> dict[tuple, int]:
+def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, stored=False) -> dict[tuple, int]:
     """Record counts by (bucket start or None, stored value of `column` or None), `only` those
     stored values when given.
 
-    The window is split into the whole periods the rollups can answer and the rest: whole days
-    first, then whole hours of what is left at the edges (where a column has hourly rollups),
-    then the records for the part hours left. Rollups answer only when the filters are on
-    endpoints alone, and only with buckets made of whole periods."""
+    The window is split into the whole periods the rollups can answer and the rest: the
+    longest periods first (days, or blocks of days), then whole hours of what is left at the
+    edges (where the columns have hourly rollups), then the records for the part hours left.
+    Rollups answer only when they hold every column filtered or grouped by, and only with
+    buckets made of whole periods. Past the records' horizon the records are gone and the
+    hourly rollups with them: a window there is counted in whole days. `stored`: count the
+    records stored, not what the statistics remember (rollups that expire with them only)."""
     counts: dict[tuple, int] = {}
-    parts = [(resolved.filters.start_ms, resolved.filters.end_ms)]
-    for dim, period_ms in _usable_rollups(resolved.filters, interval_ms, column):
+    start, end = resolved.filters.start_ms, resolved.filters.end_ms
+    if not stored and (expired := rollups.statistics_from()) is not None:
+        start = expired if start is None else max(start, expired)
+        if end is not None and start > end:
+            return counts
+    parts = [(start, end)]
+    for dim in _usable_rollups(resolved.filters, interval_ms, column):
+        if stored and dim.statistics:
+            continue
+        period_ms = dim.period_ms
         rest = []
         for start, end in parts:
             first = -((-start) // period_ms) if start is not None else -(2**40)
@@ -84,7 +98,7 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None) -> di
             if first > last:
                 rest.append((start, end))
                 continue
-            _add(counts, _from_rollups(resolved, dim, period_ms, first, last, interval_ms, column, only))
+            _add(counts, _from_rollups(resolved, dim, first, last, interval_ms, column, only))
             if start is not None and start <= first * period_ms - 1:
                 rest.append((start, first * period_ms - 1))
             if end is not None and (last + 1) * period_ms <= end:
@@ -95,15 +109,15 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None) -> di
     return counts
 
 
-def _usable_rollups(filters: Filters, interval_ms, column) -> list[tuple[int, int]]:
-    """(dim, period) of the rollups that can answer, longest periods first."""
-    if not filters.endpoint_only():
+def _usable_rollups(filters: Filters, interval_ms, column) -> list[rollups.Dim]:
+    """The rollups that can answer, longest periods first."""
+    if filters.search:
         return []
-    return [
-        (dim, period_ms)
-        for dim, period_ms in rollups.levels(column.sql if column else None)
-        if not interval_ms or interval_ms % period_ms == 0
-    ]
+    columns = {sql for sql, values in filters.values.items() if values}
+    if column is not None:
+        columns.add(column.sql)
+    endpoints_bound = "endpoint" in columns or filters.endpoint_limit is not None
+    return rollups.usable(columns - {"endpoint"}, endpoints_bound, interval_ms)
 
 
 def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only) -> list[tuple]:
@@ -116,25 +130,31 @@ def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, onl
     ).fetchall()
 
 
-def _from_rollups(resolved: Resolved, dim, period_ms, first, last, interval_ms, column, only) -> list[tuple]:
-    condition, params = "dim = ? AND period BETWEEN ? AND ?", [dim, first, last]
+def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, only) -> list[tuple]:
+    condition, params = "dim = ? AND period BETWEEN ? AND ?", [dim.id, first, last]
     endpoints = resolved.endpoint_ids()
     if endpoints is not None:
         if not endpoints:
             return []
         condition += f" AND endpoint IN ({placeholders(len(endpoints))})"
         params += endpoints
-    value = f"CASE WHEN value = {NULL_VALUE} THEN NULL ELSE value END"
+    for sql, values in resolved.filters.values.items():
+        if values and sql != "endpoint":
+            stored = resolved.stored(sql)
+            if not stored:
+                return []
+            condition += f" AND {rollups.value_sql(dim, sql)} IN ({placeholders(len(stored))})"
+            params += stored
+    value = rollups.value_sql(dim, column.sql) if column else "NULL"
     if only is not None:
         condition, params = _only(condition, params, value, only)
     if interval_ms:
-        i, start = int(interval_ms), f"(period * {int(period_ms)})"
+        i, start = int(interval_ms), f"(period * {int(dim.period_ms)})"
         bucket = f"({start} - ((({start}) % {i}) + {i}) % {i})"
     else:
         bucket = "NULL"
     return query(
-        f"SELECT {bucket}, {value if column else 'NULL'}, CAST(SUM(n) AS BIGINT) FROM rollup"
-        f" WHERE {condition} GROUP BY 1, 2",
+        f"SELECT {bucket}, {value}, CAST(SUM(n) AS BIGINT) FROM rollup WHERE {condition} GROUP BY 1, 2",
         params,
     ).fetchall()
 
@@ -197,7 +217,12 @@ def availability(filters: Filters) -> tuple[int | None, int | None, int]:
         query(f"SELECT {aggregate} FROM record r WHERE {condition}", params).fetchone()[0]
         for aggregate in ("MIN(r.ts)", "MAX(r.ts)")
     )
-    return oldest, newest, sum(_grouped(resolved).values())
+    return oldest, newest, sum(_grouped(resolved, stored=True).values())
+
+
+def statistics_start() -> int | None:
+    """The start (ms) of the oldest period the statistics still count; None if they count none."""
+    return rollups.oldest_statistic()
 
 
 # A summary of response times: how many records have one, their mean, median, 95th percentile

@@ -18,7 +18,7 @@ from catalogue import CLIENT, ENDPOINT, FIELDS, NUMBER, TERM, TIME
 from .database import db, is_sqlite, query, retry_locked, write_transaction
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -134,7 +134,7 @@ class Rollup(BaseModel):
     """Record counts per (column, period, endpoint, value): see models/rollups.py."""
 
     dim = IntegerField()
-    period = BigIntegerField()  # day or hour number since 1970, by dim (times ms: BIGINT arithmetic)
+    period = BigIntegerField()  # the period's number since 1970 (times its length in ms: BIGINT arithmetic)
     endpoint = IntegerField()
     value = BigIntegerField()
     n = BigIntegerField()
@@ -263,8 +263,8 @@ def _add_missing_columns(model):
 
 
 def _count_rollups_if_new_layout(fresh: bool):
-    """Count the rollups anew when the stored ones were counted under another layout (a
-    catalogue field gained or lost its rollup): they would be read under wrong meanings."""
+    """Bring the rollups to the current layout when they were counted under another (a
+    catalogue field gained or lost a rollup): they would be read under wrong meanings."""
     from . import rollups
 
     row = query("SELECT value FROM store_setting WHERE name = ?", ["rollup_layout"]).fetchone()
@@ -272,7 +272,6 @@ def _count_rollups_if_new_layout(fresh: bool):
         return
     if not fresh:
         query("DROP TABLE IF EXISTS rollup_day")  # the daily table of schema versions before 5
-        query("DELETE FROM rollup")
-        rollups.apply("1 = 1", [], 1)
+        rollups.relayout(row[0] if row is not None else "")
     query("DELETE FROM store_setting WHERE name = ?", ["rollup_layout"])
     query("INSERT INTO store_setting (name, value) VALUES (?, ?)", ["rollup_layout", rollups.LAYOUT])

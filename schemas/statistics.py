@@ -11,6 +11,8 @@ from .filters import FiltersSchema, OptionalWindowSchema, WindowSchema
 GROUPS = tuple(column.name for column in GROUPABLE)
 # DataAvailability's columns: the fields the query operations accept, as filters or groups.
 COLUMNS = tuple(field for field in FIELDS if field.filterable or field.groupable)
+# How finely a part of a window is answered: see ResolutionSpanSchema.
+RESOLUTIONS = ("record", "day")
 INTERVALS = (60, 300, 900, 3600, 10800, 21600, 43200, 86400, 604800)
 _SORT_ORDER = fields.String(load_default="desc", validate=ma.validate.OneOf(["desc", "asc"]))
 
@@ -143,9 +145,42 @@ class ColumnSchema(BaseSchema):
     groupable = fields.Boolean(required=True)
 
 
+class DataAvailabilityQuerySchema(OptionalWindowSchema):
+    pass
+
+
+class ResolutionSpanSchema(BaseSchema):
+    startTime = Datetime(required=True)
+    endTime = Datetime(required=True)
+    resolution = fields.String(
+        required=True,
+        validate=ma.validate.OneOf(RESOLUTIONS),
+        metadata={
+            "description": "record: every statistic, the activity log and CSV answer to the millisecond; "
+            "day: statistics answer from rollups in whole UTC days (filters and groups on endpoints, "
+            "action, clientId and question), the activity log has nothing."
+        },
+    )
+
+
+class StatisticsAvailabilitySchema(BaseSchema):
+    retentionDays = fields.Integer(
+        required=True, metadata={"description": "How long statistics are kept (0: forever)."}
+    )
+    startTime = Datetime(
+        required=True, allow_none=True, metadata={"description": "Start of the oldest day the statistics count."}
+    )
+    resolutions = fields.List(
+        fields.Nested(ResolutionSpanSchema),
+        required=True,
+        metadata={"description": "The parts of the asked window (default: all that is kept) and their resolution."},
+    )
+
+
 class DataAvailabilitySchema(BaseSchema):
     startTime = Datetime(required=True, allow_none=True)
     endTime = Datetime(required=True, allow_none=True)
     retentionDays = fields.Integer(required=True)
     recordCount = fields.Integer(required=True)
     columns = fields.List(fields.Nested(ColumnSchema), required=True)
+    statistics = fields.Nested(StatisticsAvailabilitySchema, required=True)

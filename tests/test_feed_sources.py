@@ -126,4 +126,7 @@ def test_the_summary_says_how_many_records_retention_will_delete(tmp_path):
     log = write_log(tmp_path / "querylog.json", *lines)
     result = app.test_cli_runner().invoke(args=["import-adguard", log])
     assert "Imported 2 records" in result.output
-    assert "1 of them are older than the retention horizon (ANALYTICS_RETENTION_DAYS=33)" in result.output
+    assert (
+        "1 of them are older than the records' horizon (ANALYTICS_RETENTION_DAYS=33): their statistics are kept "
+        "400 days (ANALYTICS_STATISTICS_RETENTION_DAYS)" in result.output
+    )

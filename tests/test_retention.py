@@ -52,7 +52,7 @@ def test_cli_deletes_exactly_the_expired_records(app30):
     before = clients(client)
     result = app30.test_cli_runner().invoke(args=["retention"])
     assert result.exit_code == 0, result.output
-    assert "Deleted 3 records older than 30 days." in result.output
+    assert "Deleted 3 records older than 30 days; their statistics are kept 400 days." in result.output
 
     window = f"startTime={ago(60)}"
     left = client.get(f"/v2/activity-log?{window}", headers=AUTH).json["queries"]
@@ -65,7 +65,7 @@ def test_cli_deletes_exactly_the_expired_records(app30):
     entries = retention_entries(client)
     assert len(entries) == 1
     assert entries[0]["keyName"] == "cli"
-    assert entries[0]["metadata"]["result"] == {"deletedCount": 3}
+    assert entries[0]["metadata"]["result"] == {"deletedCount": 3, "expiredStatisticRows": 0}
     assert entries[0]["metadata"]["retentionDays"] == 30
 
     again = app30.test_cli_runner().invoke(args=["retention"])
@@ -82,6 +82,7 @@ def test_zero_days_keeps_everything(client, runner, app):
 
 @pytest.mark.sqlite_only  # PostgreSQL's autovacuum does this on its own schedule
 def test_freed_space_is_given_back(app30, database):
+    app30.config["ANALYTICS_STATISTICS_RETENTION_DAYS"] = 30  # the statistics go too
     client = app30.test_client()
     for batch in range(4):
         ingest(client, *[record("e1", f"c{i % 20}", ago(40), f"d{batch}-{i}.example.com") for i in range(5000)])

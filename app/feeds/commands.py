@@ -16,7 +16,7 @@ import models
 from models.clock import now_ms
 from schemas.records import MAX_ID_LENGTH
 
-from ..retention import horizon_ms
+from ..retention import horizon_ms, statistics_days
 from . import adguard, dnstap, pihole
 from .collector import Collector
 from .common import SourceError, Summary
@@ -183,9 +183,12 @@ def _report(summary: Summary, path: str, endpoint: str, url: str | None, waiting
     click.echo(f"Imported {summary.stored} records from {path} into {target}; {summary.describe()}.")
     if summary.past_retention:
         days = current_app.config["ANALYTICS_RETENTION_DAYS"]
+        kept = statistics_days()
         click.echo(
-            f"{summary.past_retention} of them are older than the retention horizon "
-            f"(ANALYTICS_RETENTION_DAYS={days}): the next retention run deletes them."
+            f"{summary.past_retention} of them are older than the records' horizon "
+            f"(ANALYTICS_RETENTION_DAYS={days}): their statistics are kept "
+            f"{f'{kept} days' if kept else 'forever'} (ANALYTICS_STATISTICS_RETENTION_DAYS); "
+            "the next retention run deletes the records themselves."
         )
     if waiting:
         click.echo(f"{waiting} batches wait in the spool: the next run sends them first.")
