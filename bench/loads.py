@@ -72,6 +72,23 @@ def storage_breakdown(path: str) -> dict:
     return {"objects": objects, "page_size": page_size, "analyzed": analyzed}
 
 
+def rollup_rows(path: str) -> dict:
+    """The rollup table's bytes, and (meaning, rows) of every dim by the layout the database
+    stores (models/rollups.py)."""
+    conn = sqlite3.connect(path, timeout=60)
+    try:
+        layout = conn.execute("SELECT value FROM store_setting WHERE name = 'rollup_layout'").fetchone()
+        counts = dict(conn.execute("SELECT dim, COUNT(*) FROM rollup GROUP BY dim").fetchall())
+        size = conn.execute("SELECT SUM(pgsize) FROM dbstat WHERE name = 'rollup'").fetchone()[0] or 0
+    except sqlite3.Error:
+        return {"bytes": 0, "dims": []}
+    finally:
+        conn.close()
+    meanings = dict(entry.split(":", 1) for entry in layout[0].split(";")) if layout else {}
+    dims = [(meanings.get(str(dim), f"dim {dim}"), rows) for dim, rows in sorted(counts.items())]
+    return {"bytes": size, "dims": dims}
+
+
 def load_raw(traffic, path: str, code_dir: str) -> dict:
     """Insert every batch with RawLoader; the insert time (conversion + executemany + commit)
     is timed apart from the time spent generating the records."""

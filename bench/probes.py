@@ -105,6 +105,23 @@ def read_probes(traffic) -> list[Probe]:
                     f"{operation} ({name})", query(f"/v2/statistic/{operation}", startTime=start, endTime=end), target
                 )
             )
+    # The top lists (issue 16): top blocked domains, and the top domains of the busiest client.
+    busiest = max(zip(traffic.client_weights, (base["clientId"] for base, _ in traffic.clients), strict=True))[1]
+    for name, start in windows.items():
+        target = 150 if name == "24 h" else 300
+        window = {"startTime": start, "endTime": end}
+        probes += [
+            Probe(
+                f"count/question?action[]=0 ({name})",
+                query("/v2/statistic/count/question", **window, action_=0),
+                target,
+            ),
+            Probe(
+                f"count/question?clientId[] (busiest client, {name})",
+                query("/v2/statistic/count/question", **window, clientId_=busiest),
+                target,
+            ),
+        ]
     for group in ("question", "clientId"):
         probes.append(
             Probe(
@@ -113,6 +130,10 @@ def read_probes(traffic) -> list[Probe]:
                 150,
             )
         )
+    # A year: past the records' horizon statistics answer from the daily rollups alone.
+    year = {"startTime": fmt(traffic.end_ms - 365 * DAY_MS), "endTime": end}
+    for operation in ("count", "count/question", "count/clientId", "timeseries", "timeseries/action"):
+        probes.append(Probe(f"{operation} (365 d)", query(f"/v2/statistic/{operation}", **year), 300))
     return probes
 
 

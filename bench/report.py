@@ -156,6 +156,22 @@ def render(result: dict) -> str:
     for name, size in breakdown["objects"]:
         lines.append(f"| {name} | {size / 2**20:,.1f} | {size / n:,.1f} |")
     lines += ["", f"Page size {breakdown['page_size']:,} B."]
+    rollups = (result.get("rollups") or {}).get("dims") or []
+    if rollups:
+        table = result["rollups"]["bytes"]
+        total = sum(rows for _, rows in rollups)
+        lines += [
+            "",
+            "### Rollups: rows per dim (columns/period in minutes; @all: over all endpoints)",
+            "",
+            "MiB is the rollup table's size shared out by rows (dbstat does not split a table by key).",
+            "",
+            "| dim | rows | rows per 1,000 records | MiB (share) |",
+            "|---|---|---|---|",
+        ]
+        for meaning, rows in rollups:
+            share = f"{table * rows / total / 2**20:,.1f}" if table and total else "-"
+            lines.append(f"| {meaning} | {rows:,} | {rows * 1000 / n:,.1f} | {share} |")
     lines += ["", "### Errors seen during the run", ""]
     problems = result["errors"] + [f"gunicorn log: {line}" for line in result["log_findings"]]
     lines += [f"- {problem}" for problem in problems] or ["- none: every request answered as expected."]

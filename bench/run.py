@@ -141,6 +141,7 @@ def _load_http(args, traffic, server, path: str, result: dict):
     print(f"  {http['bytes'] / args.records:,.0f} bytes/record; storage breakdown (dbstat) ...", flush=True)
     result["http"] = http
     result["breakdown"] = loads.storage_breakdown(path)
+    result["rollups"] = loads.rollup_rows(path)
 
 
 def _time_reads(args, traffic, server, path: str, result: dict):

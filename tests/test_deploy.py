@@ -61,6 +61,8 @@ def test_units_run_commands_the_service_has(app):
     commands = set(app.cli.list_commands(None))
     service = deploy_file("dns-analytics.service")
     assert "ExecStart=/opt/dns-analytics/.venv/bin/gunicorn wsgi:app" in service
+    assert "ExecStartPre=/opt/dns-analytics/.venv/bin/flask --app wsgi init" in service
+    assert "init" in commands
     importer = deploy_file("dns-analytics-import@.service")
     kinds = {"pihole", "adguard"}
     assert "flask --app wsgi import-%i ${SOURCE} --follow" in importer
