@@ -45,6 +45,12 @@ filters = st.fixed_dictionaries(
         "searchQuestionMode": st.sampled_from(["includes", "startsWith", "endsWith", "excludes", "apex"]),
     },
 )
+# One filter alone: rollups keyed by that column answer for it (action, clientId, question).
+single_filters = st.one_of(
+    st.fixed_dictionaries({"action[]": st.lists(st.sampled_from([-1, 0, 1, 2, 3]), min_size=1, max_size=3)}),
+    st.fixed_dictionaries({"clientId[]": st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2)}),
+    st.fixed_dictionaries({"question[]": st.lists(st.sampled_from(["x.com", "y.org"]), min_size=1, max_size=2)}),
+)
 groups = st.sampled_from(["endpointId", "clientId", "action", "rrType", "question", "srcAsn", "dstAsn"])
 
 
@@ -76,7 +82,7 @@ def log_count(client, query) -> int:
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     data=records,
-    chosen=st.one_of(filters, st.just({}), st.fixed_dictionaries({"endpointId[]": st.just(["e1"])})),
+    chosen=st.one_of(filters, single_filters, st.just({}), st.fixed_dictionaries({"endpointId[]": st.just(["e1"])})),
     group=groups,
     window=windows,
     delete_client=st.sampled_from([None, "a", "b"]),
@@ -122,3 +128,44 @@ def test_counts_agree_with_the_activity_log(
         for item in groups_body["counts"][:2]:
             if item["value"]:
                 assert log_count(client, f"{query}&{group}[]={item['value']}") == item["count"]
+
+
+# Top lists and the filters rollups hold: each value's count, not just their sum, is checked
+# against the activity log filtered by that value.
+TOP_LISTS = [
+    ("", "question"),
+    ("action[]=0", "question"),
+    ("action[]=-1&action[]=1", "question"),
+    ("question[]=x.com", "action"),
+    ("question[]=y.org&action[]=0&action[]=2", "question"),
+    ("clientId[]=a", "clientId"),
+    ("clientId[]=a&clientId[]=b", "question"),
+    ("action[]=2", "endpointId"),
+]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=records, window=windows, top_list=st.sampled_from(TOP_LISTS), delete_client=st.sampled_from([None, "a"]))
+def test_each_value_of_a_top_list_agrees_with_the_activity_log(
+    tmp_path_factory, new_database, data, window, top_list, delete_client
+):
+    path = tmp_path_factory.mktemp("top")
+    app = create_app(
+        {
+            "TESTING": True,
+            "ANALYTICS_DATABASE": new_database(f"{path.name}.db"),
+            "ANALYTICS_API_KEY": API_KEY,
+            "INSTANCE_PATH": str(path / "i"),
+        }
+    )
+    client = app.test_client()
+    ingest(client, *data)
+    if delete_client:
+        client.delete(f"/v2/activity-log?clientId[]={delete_client}&endTime={BASE + DAY + 5}", headers=AUTH)
+    filters, group = top_list
+    query = "&".join(part for part in (query_string({}, window), filters) if part)
+    counts = client.get(f"/v2/statistic/count/{group}?{query}&limit=1000", headers=AUTH).json["counts"]
+    assert sum(c["count"] for c in counts) == log_count(client, query)
+    for item in counts:
+        if item["value"]:
+            assert log_count(client, f"{query}&{group}[]={item['value']}") == item["count"], item
