@@ -43,7 +43,7 @@ def create_app(test_config=None) -> Flask:
 
     app.before_request(_connect)
     metrics.init_app(app)  # before the key check, so that refused requests are timed too
-    app.before_request(auth.check_request)
+    auth.init_app(app)
     app.before_request(refuse_nul_in_path)
     app.before_request(bound_chunked_body)
     app.teardown_request(_close)

@@ -14,6 +14,7 @@ limit, which the views pass to the store as `endpoint_limit` (or inside Filters)
 import hashlib
 import hmac
 import logging
+import math
 import threading
 import time
 from collections import defaultdict, deque
@@ -126,37 +127,50 @@ def authenticate(secret: str) -> Principal:
             scopes=frozenset(key["scopes"]),
             endpoints=None if key["endpoints"] is None else frozenset(key["endpoints"]),
         )
-    _failures.slow_down(request.remote_addr or "")
+    wait = current_app.extensions["failed_attempts"].count(request.remote_addr or "")
+    if wait:
+        raise ApiError(
+            ErrorCode.TOO_MANY_FAILURES,
+            f"Too many failed authentications from this address: retry in {wait} s.",
+            headers={"Retry-After": str(wait)},
+        )
     raise ApiError(ErrorCode.INVALID_KEY, "Invalid API key.")
 
 
 class FailedAttempts:
     """Failed authentications per source address over the last minute. Past `free` of them,
-    each further failure is answered later and later (up to `max_delay` seconds), which makes
-    guessing keys slow; a valid key is never delayed, so nobody is locked out."""
+    each further failure is answered at once with a 429 and a Retry-After, never by waiting:
+    a sleeping thread is a thread an attacker holds, and enough of them starve everyone. The
+    key is always checked first, so a valid key is never delayed or refused."""
 
-    def __init__(self, free: int = 10, window: float = 60.0, step: float = 0.05, max_delay: float = 1.0):
-        self.free, self.window, self.step, self.max_delay = free, window, step, max_delay
+    def __init__(self, free: int = 10, window: float = 60.0):
+        self.free, self.window = free, window
         self._seen: dict[str, deque] = defaultdict(deque)
         self._lock = threading.Lock()
 
-    def slow_down(self, address: str):
+    def count(self, address: str) -> int:
+        """Count one failure; the seconds to wait before trying again, or 0 within the free ones."""
         now = time.monotonic()
         with self._lock:
             seen = self._seen[address]
             while seen and now - seen[0] > self.window:
                 seen.popleft()
-            seen.append(now)
-            excess = len(seen) - self.free
+            if len(seen) < self.free + 1000:  # enough to know the address is over; bounded memory
+                seen.append(now)
+            failures = len(seen)
+            wait = math.ceil(self.window - (now - seen[0])) if failures > self.free else 0
             if len(self._seen) > 10_000:  # forget idle addresses rather than grow forever
                 for stale in [a for a, s in self._seen.items() if not s or now - s[-1] > self.window]:
                     del self._seen[stale]
-        if excess > 0:
-            log.warning("failed authentication #%d in a minute from %s", len(seen), address)
-            time.sleep(min(self.max_delay, self.step * excess))
+        if failures == self.free + 1:  # once per address and minute, not once per failure
+            log.warning("more than %d failed authentications in a minute from %s", self.free, address)
+        return max(wait, 1) if failures > self.free else 0
 
 
-_failures = FailedAttempts()
+def init_app(app):
+    """Count failed authentications per app (per worker process), and check every request."""
+    app.extensions["failed_attempts"] = FailedAttempts()
+    app.before_request(check_request)
 
 
 def issue_stream_token(principal: Principal) -> tuple[str, int]:
