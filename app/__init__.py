@@ -7,7 +7,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 import models
 
-from . import auth, budget, cli, cors, dashboard, docs, metrics, security
+from . import auth, budget, cli, cors, dashboard, docs, metrics, security, shares
 from .config import load_config
 from .extensions import Api, JSONProvider
 from .requests import bound_chunked_body, refuse_nul_in_path
@@ -46,6 +46,7 @@ def create_app(test_config=None) -> Flask:
     auth.init_app(app)
     app.before_request(refuse_nul_in_path)
     app.before_request(bound_chunked_body)
+    shares.init_app(app)  # after the key check: a request without a valid key takes no share
     app.teardown_request(_close)
     # After _close: teardowns run in reverse order, so the budget is lifted before the
     # connection goes back to the pool.
