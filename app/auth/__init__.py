@@ -27,6 +27,7 @@ from models.clock import now_ms
 from schemas.auth import SCOPES
 
 from ..errors import ApiError, ErrorCode
+from . import signing
 
 STREAM_TOKEN_LIFETIME_MS = 60_000
 # The scope an operation needs unless its view says otherwise (see `requires`).
@@ -170,19 +171,29 @@ class FailedAttempts:
 def init_app(app):
     """Count failed authentications per app (per worker process), and check every request."""
     app.extensions["failed_attempts"] = FailedAttempts()
+    with models.connection():
+        app.extensions["token_secret"] = models.token_secret()
     app.before_request(check_request)
 
 
 def issue_stream_token(principal: Principal) -> tuple[str, int]:
-    return models.create_token(principal.to_dict(), now_ms(), STREAM_TOKEN_LIFETIME_MS)
+    expires = now_ms() + STREAM_TOKEN_LIFETIME_MS
+    secret = current_app.extensions["token_secret"]
+    return signing.sign(secret, {"principal": principal.to_dict(), "expires": expires}), expires
 
 
 def redeem_stream_token(token: str) -> Principal:
-    data = models.redeem_token(token, now_ms())
+    claims = signing.verify(current_app.extensions["token_secret"], token)
+    now = now_ms()
+    valid = claims is not None and isinstance(claims.get("expires"), int) and claims["expires"] >= now
     # A token holds its key's rights only while the key lives: revoking reaches it too.
-    if data is None or not models.key_is_live(data["key_id"]):
+    if (
+        not valid
+        or not models.key_is_live(claims["principal"]["key_id"])
+        or not models.use_token(token, claims["expires"], now)
+    ):
         raise ApiError(ErrorCode.INVALID_TOKEN, "Invalid, expired or already used authToken, or its key was revoked.")
-    return Principal.from_dict(data)
+    return Principal.from_dict(claims["principal"])
 
 
 def check_request():
