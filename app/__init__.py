@@ -10,7 +10,7 @@ import models
 from . import auth, budget, cli, cors, dashboard, docs, metrics, security, shares
 from .config import load_config
 from .extensions import Api, JSONProvider
-from .requests import bound_chunked_body, refuse_nul_in_path
+from .requests import bound_chunked_body, bound_url, refuse_nul_in_path
 
 INSTANCE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "instance")
 
@@ -41,6 +41,7 @@ def create_app(test_config=None) -> Flask:
     with models.connection():
         models.create_schema()
 
+    app.before_request(bound_url)  # first: like an over-long body, refused before it costs anything
     app.before_request(_connect)
     metrics.init_app(app)  # before the key check, so that refused requests are timed too
     auth.init_app(app)
