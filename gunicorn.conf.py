@@ -25,6 +25,13 @@ graceful_timeout = 5
 MAX_REQUEST_LINE = 1024 * 1024
 gunicorn.http.message.MAX_REQUEST_LINE = MAX_REQUEST_LINE
 limit_request_line = MAX_REQUEST_LINE
+# gunicorn 25.1+ opens a control socket (for gunicornc) at one fixed path per user, so two
+# services on a host (or a test run's many servers) would take it from each other. Off unless
+# ANALYTICS_CONTROL_SOCKET names a path of this instance's own.
+if os.environ.get("ANALYTICS_CONTROL_SOCKET"):
+    control_socket = os.environ["ANALYTICS_CONTROL_SOCKET"]
+else:
+    control_socket_disable = True
 accesslog = "-"
 # The path without its query string: a realtime authToken must not end up in a log file.
 access_log_format = '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms pid=%(p)s'
