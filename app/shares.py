@@ -89,7 +89,10 @@ def _hand_over(response):
     # its share goes back when the server closes the response, after the last byte or a hang-up.
     share = g.pop("share", None)
     if share is not None:
-        response.call_on_close(share.give_back)
+        if response.is_streamed:
+            response.call_on_close(share.give_back)
+        else:
+            share.give_back()
     return response
 
 
