@@ -5,6 +5,8 @@ import os
 import shutil
 import tempfile
 
+import gunicorn.http.message
+
 bind = os.environ.get("ANALYTICS_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("ANALYTICS_WORKERS", "2"))
 # Threaded workers: a slow request (a CSV export, a realtime stream) holds one thread, not a
@@ -14,6 +16,22 @@ threads = int(os.environ.get("ANALYTICS_THREADS", "32"))
 # Long exports and streams are legitimate; a stop must not wait long for them.
 timeout = 120
 graceful_timeout = 5
+# Long URLs: 1,000 values of a filter (the documented limit) need far more than gunicorn's
+# 4094-byte request line. The service answers a URL past MAX_URL_BYTES (512 KiB) with its own
+# JSON 414 (app.requests.bound_url); gunicorn reads request lines up to 1 MiB, so that a
+# longer URL reaches the service to be refused, while the line a client can make a worker
+# hold in memory stays bounded. gunicorn caps the setting at 8190 unless it is 0 (no bound at
+# all), so the cap is raised instead (a module constant, read at each request).
+MAX_REQUEST_LINE = 1024 * 1024
+gunicorn.http.message.MAX_REQUEST_LINE = MAX_REQUEST_LINE
+limit_request_line = MAX_REQUEST_LINE
+# gunicorn 25.1+ opens a control socket (for gunicornc) at one fixed path per user, so two
+# services on a host (or a test run's many servers) would take it from each other. Off unless
+# ANALYTICS_CONTROL_SOCKET names a path of this instance's own.
+if os.environ.get("ANALYTICS_CONTROL_SOCKET"):
+    control_socket = os.environ["ANALYTICS_CONTROL_SOCKET"]
+else:
+    control_socket_disable = True
 accesslog = "-"
 # The path without its query string: a realtime authToken must not end up in a log file.
 access_log_format = '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms pid=%(p)s'

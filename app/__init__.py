@@ -7,10 +7,10 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 import models
 
-from . import auth, budget, cli, cors, dashboard, docs, metrics, security
+from . import auth, budget, cli, cors, dashboard, docs, metrics, security, shares
 from .config import load_config
 from .extensions import Api, JSONProvider
-from .requests import bound_chunked_body, refuse_nul_in_path
+from .requests import bound_chunked_body, bound_url, refuse_nul_in_path
 
 INSTANCE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "instance")
 
@@ -41,11 +41,13 @@ def create_app(test_config=None) -> Flask:
     with models.connection():
         models.create_schema()
 
+    app.before_request(bound_url)  # first: like an over-long body, refused before it costs anything
     app.before_request(_connect)
     metrics.init_app(app)  # before the key check, so that refused requests are timed too
-    app.before_request(auth.check_request)
+    auth.init_app(app)
     app.before_request(refuse_nul_in_path)
     app.before_request(bound_chunked_body)
+    shares.init_app(app)  # after the key check: a request without a valid key takes no share
     app.teardown_request(_close)
     # After _close: teardowns run in reverse order, so the budget is lifted before the
     # connection goes back to the pool.

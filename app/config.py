@@ -14,6 +14,7 @@ DEFAULTS = {
     "ANALYTICS_MAX_BODY_MB": 16,
     "ANALYTICS_MAX_BATCH": 50_000,
     "ANALYTICS_MAX_STREAMS": 16,  # realtime streams per worker process
+    "ANALYTICS_MAX_EXPENSIVE_PER_KEY": 8,  # expensive requests per key per worker process (0: no cap)
     "ANALYTICS_CORS_ORIGINS": "",  # comma-separated origins allowed cross-origin; empty: CORS off
     # Seconds a read's queries may take (0: no limit); past it the answer is a 503 (50302).
     "ANALYTICS_QUERY_SECONDS": 60.0,
@@ -27,6 +28,7 @@ _INTEGERS = (
     "ANALYTICS_MAX_BODY_MB",
     "ANALYTICS_MAX_BATCH",
     "ANALYTICS_MAX_STREAMS",
+    "ANALYTICS_MAX_EXPENSIVE_PER_KEY",
     "ANALYTICS_METRICS_ENDPOINTS",
 )
 

@@ -25,7 +25,7 @@ from .records import delete_records, expire_statistics
 from .statistics import LatencyRow, availability, count, latency, series, statistics_start, top, top_series, trend
 from .status import database_sizes, endpoints_by_age, first_endpoints
 from .tables import create_schema
-from .tokens import create_token, redeem_token
+from .tokens import token_secret, use_token
 
 __all__ = [
     "BOOLEAN_TEXT",
@@ -44,7 +44,6 @@ __all__ = [
     "count",
     "create_key",
     "create_schema",
-    "create_token",
     "database_sizes",
     "db",
     "delete_clients",
@@ -71,17 +70,18 @@ __all__ = [
     "reclaim_space",
     "record_action",
     "records_after",
-    "redeem_token",
     "revoke_key",
     "series",
     "set_alias",
     "statistics_start",
     "store_once",
     "store_records",
+    "token_secret",
     "top",
     "top_series",
     "trend",
     "update_metadata",
+    "use_token",
     "value_texts",
     "write_transaction",
 ]

@@ -16,6 +16,7 @@ from playhouse.migrate import SchemaMigrator, migrate
 from catalogue import CLIENT, ENDPOINT, FIELDS, NUMBER, TERM, TIME
 
 from .database import db, is_sqlite, query, retry_locked, write_transaction
+from .tokens import ensure_token_secret
 
 # Bumped when the schema changes; start-up migrates older databases forward.
 SCHEMA_VERSION = 9
@@ -96,8 +97,9 @@ class Term(BaseModel):
 
 
 class StreamToken(BaseModel):
-    """Single-use realtime tokens, in the database so that any worker can redeem them.
-    Only a hash of the token is kept; `principal` is the issuing key's scopes and limits."""
+    """Realtime tokens already used, until they expire, in the database so that a token works
+    once whichever worker sees it. Only a hash of the token is kept; `principal` is unused (the
+    signed token itself carries it; see models.tokens)."""
 
     token_hash = TextField(unique=True)
     expires = BigIntegerField()
@@ -247,6 +249,7 @@ def create_schema():
             query(dialect.term_index())
             _add_missing_columns(Record)
             _count_rollups_if_new_layout(fresh=version == 0)
+            ensure_token_secret()
             dialect.set_schema_version(query, SCHEMA_VERSION)
 
     retry_locked(create)

@@ -1,32 +1,33 @@
-"""Single-use, short-lived tokens for the realtime stream (EventSource cannot send headers)."""
+"""Single-use realtime tokens (EventSource cannot send headers): the secret they are signed
+with, and the record of tokens already used. Issuing a token writes nothing; using one does."""
 
-import json
 import secrets
 
 from .database import query, write_transaction
 from .keys import secret_hash
 
+SECRET_SETTING = "stream_token_secret"
 
-def create_token(principal: dict, now_ms: int, lifetime_ms: int) -> tuple[str, int]:
-    """A new token carrying `principal`; returns (token, expiry ms)."""
-    token = secrets.token_urlsafe(32)
-    expires = now_ms + lifetime_ms
+
+def ensure_token_secret():
+    """Make the signing secret once, at schema creation (inside its write transaction), so that
+    every worker and every process on the database signs and verifies with the same one."""
+    if query("SELECT 1 FROM store_setting WHERE name = ?", [SECRET_SETTING]).fetchone() is None:
+        query("INSERT INTO store_setting (name, value) VALUES (?, ?)", [SECRET_SETTING, secrets.token_hex(32)])
+
+
+def token_secret() -> bytes:
+    (value,) = query("SELECT value FROM store_setting WHERE name = ?", [SECRET_SETTING]).fetchone()
+    return bytes.fromhex(value)
+
+
+def use_token(token: str, expires: int, now_ms: int) -> bool:
+    """Mark a (validly signed, unexpired) token used; False if it was used before. Used tokens
+    are kept until they expire, when their signature alone no longer lets them in."""
     with write_transaction():
         query("DELETE FROM stream_token WHERE expires < ?", [now_ms])
-        query(
-            "INSERT INTO stream_token (token_hash, expires, principal) VALUES (?, ?, ?)",
-            [secret_hash(token), expires, json.dumps(principal)],
-        )
-    return token, expires
-
-
-def redeem_token(token: str, now_ms: int) -> dict | None:
-    """The principal of a valid token, which is used up by this call; None if unknown,
-    already used or expired."""
-    with write_transaction():
-        row = query(
-            "DELETE FROM stream_token WHERE token_hash = ? RETURNING expires, principal", [secret_hash(token)]
-        ).fetchone()
-    if row is None or row[0] < now_ms:
-        return None
-    return json.loads(row[1])
+        token_hash = secret_hash(token)
+        if query("SELECT 1 FROM stream_token WHERE token_hash = ?", [token_hash]).fetchone() is not None:
+            return False
+        query("INSERT INTO stream_token (token_hash, expires, principal) VALUES (?, ?, ?)", [token_hash, expires, ""])
+    return True

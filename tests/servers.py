@@ -94,6 +94,18 @@ class Gunicorn:
         except urllib.error.HTTPError as error:
             return error.code, error.read()
 
+    def create_key(self, *args) -> str:
+        """`flask keys create ARGS` on this server's database; the new key's secret."""
+        result = subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "wsgi", "keys", "create", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return result.stdout.strip().splitlines()[-1]
+
     def stop(self):
         if self.process.poll() is None and not self.log.closed:
             self.process.send_signal(signal.SIGTERM)

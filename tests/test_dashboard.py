@@ -2,8 +2,6 @@
 known data; what the page shows must equal what the API answers for the same question."""
 
 import json
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -13,7 +11,7 @@ import pytest
 
 from browser import MISSING, Chromium, find_chromium
 from helpers import API_KEY, AUTH, record
-from servers import ROOT, Gunicorn
+from servers import Gunicorn
 
 DESKTOP = (1280, 900)
 PHONE = (390, 844)
@@ -385,20 +383,8 @@ def test_admin_actions_show_the_audit_log(server, browser, shots):
     screenshots(browser, shots, "admin")
 
 
-def create_key(server, *args) -> str:
-    result = subprocess.run(
-        [sys.executable, "-m", "flask", "--app", "wsgi", "keys", "create", *args],
-        cwd=ROOT,
-        env=server.env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return result.stdout.strip().splitlines()[-1]
-
-
 def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
-    key = create_key(server, "--name", "viewer", "--scope", "read")
+    key = server.create_key("--name", "viewer", "--scope", "read")
     sign_in(browser, server, key, "clients")
     loaded(browser, "clients")
     assert browser.evaluate("document.querySelectorAll('#clients tbody tr').length") > 0
@@ -414,7 +400,7 @@ def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
 
 
 def test_an_endpoint_limited_key_sees_only_its_endpoints(server, browser):
-    key = create_key(server, "--name", "cabin-viewer", "--scope", "read", "--endpoint", "cabin")
+    key = server.create_key("--name", "cabin-viewer", "--scope", "read", "--endpoint", "cabin")
     sign_in(browser, server, key, "clients")
     loaded(browser, "clients")
     options = browser.evaluate("Array.from(document.getElementById('endpoint').options, (o) => o.value)")
@@ -428,7 +414,7 @@ def test_an_endpoint_limited_key_sees_only_its_endpoints(server, browser):
 
 
 def test_a_key_that_may_not_read_is_told_so(server, browser):
-    key = create_key(server, "--name", "feeder", "--scope", "ingest")
+    key = server.create_key("--name", "feeder", "--scope", "ingest")
     sign_in(browser, server, key)
     message = browser.wait_for("document.getElementById('signin-error').textContent")
     assert "may not read" in message

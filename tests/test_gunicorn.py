@@ -1,5 +1,7 @@
 """The service under real gunicorn with two workers on a fresh database file."""
 
+import time
+
 import pytest
 import stores
 
@@ -47,3 +49,29 @@ def test_two_workers_start_on_a_new_database_and_serve_ingest_get_delete(server,
     if not stores.is_postgres(database):
         assert stores.scalar(database, "PRAGMA journal_mode") == "wal"
         assert stores.scalar(database, "PRAGMA integrity_check") == "ok"
+
+
+def test_two_servers_side_by_side_share_no_control_socket(tmp_path):
+    """gunicorn 25.1+ opens a control socket at one path per user ($XDG_RUNTIME_DIR/gunicorn.ctl):
+    none by default, and one of its own where an instance asks for it."""
+    run = tmp_path / "run"
+    run.mkdir()
+    base = {"ANALYTICS_API_KEY": API_KEY, "XDG_RUNTIME_DIR": str(run), "HOME": str(tmp_path)}
+    first = Gunicorn(tmp_path, {**base, "ANALYTICS_DATABASE": str(tmp_path / "a.db")}, workers=1)
+    own = tmp_path / "b.ctl"
+    second = Gunicorn(
+        tmp_path,
+        {**base, "ANALYTICS_DATABASE": str(tmp_path / "b.db"), "ANALYTICS_CONTROL_SOCKET": str(own)},
+        workers=1,
+    )
+    try:
+        assert not (run / "gunicorn.ctl").exists() and not (tmp_path / ".gunicorn").exists()
+        deadline = time.monotonic() + 10
+        while not own.exists():
+            assert time.monotonic() < deadline, "the asked-for control socket never appeared"
+            time.sleep(0.1)
+        assert first.call("GET", "/v2/client", headers=AUTH)[0] == 200
+        assert second.call("GET", "/v2/client", headers=AUTH)[0] == 200
+    finally:
+        first.stop()
+        second.stop()

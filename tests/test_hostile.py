@@ -69,6 +69,7 @@ def test_injection_shaped_values_in_every_string_parameter(data, database):
                 # Nothing matches a value no record has: no filter was bypassed.
                 kept = [q for q in response.json["queries"]]
                 assert kept == [] or name == "searchQuestion", (name, value, len(kept))
+            response.close()  # as a server does: a streamed export holds its key's fair share until then
     for value in INJECTIONS:
         assert data.put(f"/v2/client/alias/{value}/c1", json={"alias": "x"}, headers=AUTH).status_code in (404, 400)
         data.delete("/v2/client", json={"endpointIds": [value], "clientIds": [value]}, headers=AUTH)
@@ -192,3 +193,24 @@ def test_a_read_past_its_time_budget_is_stopped_with_a_clear_error(new_database,
     export = client.get(slow.replace("statistic/count/question", "activity-log/csv"), headers=AUTH)
     assert export.status_code == 200 and export.get_data(as_text=True).count("\n") == 20_001
     assert loader.get(slow, headers=AUTH).status_code == 200, "within the default budget it answers"
+
+
+def test_long_urls_reach_the_service_and_longer_ones_get_its_414(tmp_path):
+    server = Gunicorn(
+        tmp_path, {"ANALYTICS_DATABASE": str(tmp_path / "urls.db"), "ANALYTICS_API_KEY": API_KEY}, workers=1
+    )
+    try:
+        server.call("POST", "/v2/ingest", [record(question="wanted.example.com")], headers=AUTH)
+        # 1,000 values (the documented limit) of a realistic length: ~85 KB of query string.
+        names = [f"host-{i:04d}.some-long-subdomain.example-company.com" for i in range(999)]
+        many = "&".join(f"question%5B%5D={name}" for name in ["wanted.example.com", *names])
+        status, body = server.call("GET", f"/v2/activity-log?{WINDOW}&{many}", headers=AUTH)
+        assert status == 200, body
+        assert [q["question"] for q in body["queries"]] == ["wanted.example.com"]
+        status, body = server.call("GET", f"/v2/activity-log?{WINDOW}&{many}&question[]=one-too-many", headers=AUTH)
+        assert (status, body["error"]["code"]) == (400, 40001), "past 1,000 values: the service's own 400"
+        # Past the service's URL limit (512 KiB): its JSON 414, not gunicorn's page.
+        status, raw = server.fetch("GET", f"/v2/activity-log?{WINDOW}&searchQuestion={'a' * 600_000}", headers=AUTH)
+        assert status == 414 and json.loads(raw)["error"]["code"] == 41401, raw[:200]
+    finally:
+        server.stop()

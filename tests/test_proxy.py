@@ -163,3 +163,55 @@ def test_an_oversized_body_is_refused_by_nginx_with_the_api_error(proxy, prefix)
     # 10 MB (unknown fields are ignored) goes through to the service.
     big = [record("big", "big", pad="x" * 2000)] * 5_000
     assert call(proxy, "POST", f"{prefix}/v2/ingest", big, AUTH)[:1] == (200,)
+
+
+def test_long_urls_pass_the_proxy_and_longer_ones_get_the_api_error(proxy):
+    window = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
+    many = "&".join(f"question%5B%5D=host-{i:04d}.some-long-subdomain.example-company.com" for i in range(1000))
+    status, _, body = call(proxy, "GET", f"/v2/activity-log?{window}&{many}", headers=AUTH)
+    assert status == 200, body[:200]
+    for size, code in ((600_000, 41401), (1_200_000, 41401)):  # refused by the service, then by nginx
+        status, headers, body = call(proxy, "GET", f"/v2/activity-log?searchQuestion={'a' * size}", headers=AUTH)
+        assert status == 414 and headers["Content-Type"].startswith("application/json"), (size, body[:200])
+        assert json.loads(body)["error"]["code"] == code
+
+
+def test_slow_senders_hold_nginx_connections_not_server_threads(tmp_path):
+    """70 clients sending one header line every 2 s, against a gunicorn of 4 threads behind
+    nginx: nginx passes only whole requests on, so a valid request is answered at once."""
+    if nginx.UNAVAILABLE:
+        pytest.skip(nginx.banner())
+    env = {"ANALYTICS_DATABASE": str(tmp_path / "slow.db"), "ANALYTICS_API_KEY": API_KEY, "ANALYTICS_THREADS": "4"}
+    server = Gunicorn(tmp_path, env, workers=1)
+    front, slow, stop = None, [], threading.Event()
+    try:
+        front = nginx.Nginx(server.port)
+
+        def trickle(connection):
+            try:
+                connection.putrequest("GET", "/v2/client")
+                for i in range(10):
+                    connection.putheader(f"X-Slow-{i}", "1")
+                    connection.send(b"")  # putheader only buffers: flush what is there
+                    if stop.wait(2):
+                        return
+            except OSError:
+                pass  # nginx gave up on it (client_header_timeout): as it should
+
+        for _ in range(70):
+            connection = connect(front)
+            connection.connect()
+            slow.append(connection)
+            threading.Thread(target=trickle, args=(connection,), daemon=True).start()
+        time.sleep(3)
+        for _ in range(5):
+            started = time.monotonic()
+            status, _, _ = call(front, "GET", "/v2/client", headers=AUTH)
+            assert status == 200 and time.monotonic() - started < 2
+    finally:
+        stop.set()
+        for connection in slow:
+            connection.close()
+        if front is not None:
+            front.stop()
+        server.stop()

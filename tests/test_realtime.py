@@ -3,6 +3,7 @@
 import http.client
 import json
 import queue
+import sqlite3
 import threading
 import time
 
@@ -65,6 +66,29 @@ def test_token_is_single_use(client):
     assert_error(response, 401, 40103)
 
 
+@pytest.mark.sqlite_only
+def test_tokens_are_issued_without_a_write(client, database):
+    """A token flood must not queue behind (or slow) ingest: issuing writes nothing, so it goes
+    on while another connection holds the database's write lock."""
+    locker = sqlite3.connect(database, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        issued = [token(client) for _ in range(20)]
+        assert time.monotonic() - started < 5, "issuing waited for the write lock"
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+    assert len(set(issued)) == 20
+    response, _ = open_stream(client, f"authToken={issued[0]}")
+    assert response.status_code == 200
+    response.close()
+    assert_error(open_stream(client, f"authToken={issued[0]}")[0], 401, 40103)
+    response, _ = open_stream(client, f"authToken={issued[1]}")
+    assert response.status_code == 200, "using one token leaves the others alone"
+    response.close()
+
+
 def test_expired_token_is_401(client, monkeypatch):
     secret = token(client)
     real_now = app.auth.now_ms
@@ -75,6 +99,9 @@ def test_expired_token_is_401(client, monkeypatch):
 
 def test_unknown_token_and_no_credentials_are_401(client):
     assert_error(open_stream(client, "authToken=made-up")[0], 401, 40103)
+    payload, signature = token(client).split(".")
+    forged = payload[:-2] + ("AA" if payload[-2:] != "AA" else "BB")
+    assert_error(open_stream(client, f"authToken={forged}.{signature}")[0], 401, 40103)
     assert_error(open_stream(client)[0], 401, 40101)
 
 
@@ -179,6 +206,8 @@ def test_realtime_across_gunicorn_workers(servers):
 
     status, error = streaming.call("GET", f"/v2/activity-log/realtime?authToken={secret}")
     assert (status, error["error"]["code"]) == (401, 40103), "a token works once"
+    status, error = ingesting.call("GET", f"/v2/activity-log/realtime?authToken={secret}")
+    assert (status, error["error"]["code"]) == (401, 40103), "once, also in another gunicorn's workers"
 
     sent = time.monotonic()
     for i in range(3):

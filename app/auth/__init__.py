@@ -14,6 +14,7 @@ limit, which the views pass to the store as `endpoint_limit` (or inside Filters)
 import hashlib
 import hmac
 import logging
+import math
 import threading
 import time
 from collections import defaultdict, deque
@@ -26,6 +27,7 @@ from models.clock import now_ms
 from schemas.auth import SCOPES
 
 from ..errors import ApiError, ErrorCode
+from . import signing
 
 STREAM_TOKEN_LIFETIME_MS = 60_000
 # The scope an operation needs unless its view says otherwise (see `requires`).
@@ -126,49 +128,72 @@ def authenticate(secret: str) -> Principal:
             scopes=frozenset(key["scopes"]),
             endpoints=None if key["endpoints"] is None else frozenset(key["endpoints"]),
         )
-    _failures.slow_down(request.remote_addr or "")
+    wait = current_app.extensions["failed_attempts"].count(request.remote_addr or "")
+    if wait:
+        raise ApiError(
+            ErrorCode.TOO_MANY_FAILURES,
+            f"Too many failed authentications from this address: retry in {wait} s.",
+            headers={"Retry-After": str(wait)},
+        )
     raise ApiError(ErrorCode.INVALID_KEY, "Invalid API key.")
 
 
 class FailedAttempts:
     """Failed authentications per source address over the last minute. Past `free` of them,
-    each further failure is answered later and later (up to `max_delay` seconds), which makes
-    guessing keys slow; a valid key is never delayed, so nobody is locked out."""
+    each further failure is answered at once with a 429 and a Retry-After, never by waiting:
+    a sleeping thread is a thread an attacker holds, and enough of them starve everyone. The
+    key is always checked first, so a valid key is never delayed or refused."""
 
-    def __init__(self, free: int = 10, window: float = 60.0, step: float = 0.05, max_delay: float = 1.0):
-        self.free, self.window, self.step, self.max_delay = free, window, step, max_delay
+    def __init__(self, free: int = 10, window: float = 60.0):
+        self.free, self.window = free, window
         self._seen: dict[str, deque] = defaultdict(deque)
         self._lock = threading.Lock()
 
-    def slow_down(self, address: str):
+    def count(self, address: str) -> int:
+        """Count one failure; the seconds to wait before trying again, or 0 within the free ones."""
         now = time.monotonic()
         with self._lock:
             seen = self._seen[address]
             while seen and now - seen[0] > self.window:
                 seen.popleft()
-            seen.append(now)
-            excess = len(seen) - self.free
+            if len(seen) < self.free + 1000:  # enough to know the address is over; bounded memory
+                seen.append(now)
+            failures = len(seen)
+            wait = math.ceil(self.window - (now - seen[0])) if failures > self.free else 0
             if len(self._seen) > 10_000:  # forget idle addresses rather than grow forever
                 for stale in [a for a, s in self._seen.items() if not s or now - s[-1] > self.window]:
                     del self._seen[stale]
-        if excess > 0:
-            log.warning("failed authentication #%d in a minute from %s", len(seen), address)
-            time.sleep(min(self.max_delay, self.step * excess))
+        if failures == self.free + 1:  # once per address and minute, not once per failure
+            log.warning("more than %d failed authentications in a minute from %s", self.free, address)
+        return max(wait, 1) if failures > self.free else 0
 
 
-_failures = FailedAttempts()
+def init_app(app):
+    """Count failed authentications per app (per worker process), and check every request."""
+    app.extensions["failed_attempts"] = FailedAttempts()
+    with models.connection():
+        app.extensions["token_secret"] = models.token_secret()
+    app.before_request(check_request)
 
 
 def issue_stream_token(principal: Principal) -> tuple[str, int]:
-    return models.create_token(principal.to_dict(), now_ms(), STREAM_TOKEN_LIFETIME_MS)
+    expires = now_ms() + STREAM_TOKEN_LIFETIME_MS
+    secret = current_app.extensions["token_secret"]
+    return signing.sign(secret, {"principal": principal.to_dict(), "expires": expires}), expires
 
 
 def redeem_stream_token(token: str) -> Principal:
-    data = models.redeem_token(token, now_ms())
+    claims = signing.verify(current_app.extensions["token_secret"], token)
+    now = now_ms()
+    valid = claims is not None and isinstance(claims.get("expires"), int) and claims["expires"] >= now
     # A token holds its key's rights only while the key lives: revoking reaches it too.
-    if data is None or not models.key_is_live(data["key_id"]):
+    if (
+        not valid
+        or not models.key_is_live(claims["principal"]["key_id"])
+        or not models.use_token(token, claims["expires"], now)
+    ):
         raise ApiError(ErrorCode.INVALID_TOKEN, "Invalid, expired or already used authToken, or its key was revoked.")
-    return Principal.from_dict(data)
+    return Principal.from_dict(claims["principal"])
 
 
 def check_request():

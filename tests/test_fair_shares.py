@@ -1,0 +1,109 @@
+"""One key, or a client with no valid key at all, cannot take the service from the others:
+against real gunicorn with few threads, so that a held thread shows."""
+
+import http.client
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from helpers import API_KEY, AUTH, record
+from servers import Gunicorn
+
+WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
+
+
+@pytest.fixture
+def few_threads(tmp_path):
+    """gunicorn with 2 workers of 4 threads each."""
+    env = {"ANALYTICS_DATABASE": str(tmp_path / "fair.db"), "ANALYTICS_API_KEY": API_KEY, "ANALYTICS_THREADS": "4"}
+    server = Gunicorn(tmp_path, env, workers=2)
+    yield server
+    server.stop()
+
+
+def get(server, path, headers, timeout=60) -> tuple[int, dict]:
+    """(status, headers) of one GET on a connection of its own."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+    try:
+        connection.request("GET", path, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        return response.status, dict(response.headers)
+    finally:
+        connection.close()
+
+
+def timed(server, path, headers) -> float:
+    started = time.monotonic()
+    status, _ = get(server, path, headers)
+    assert status == 200
+    return time.monotonic() - started
+
+
+def test_wrong_keys_do_not_hold_threads_and_valid_keys_are_not_delayed(few_threads):
+    server = few_threads
+    answers = []
+
+    def guess(i):
+        answers.append(get(server, "/v2/client", {"Authorization": f"guess-{i}"}))
+
+    with ThreadPoolExecutor(200) as pool:
+        for i in range(200):
+            pool.submit(guess, i)
+        time.sleep(0.5)  # the guesses are in flight
+        valid = [timed(server, "/v2/client", AUTH) for _ in range(5)]
+    assert max(valid) < 2, f"a valid key waited {max(valid):.1f} s behind 200 wrong keys"
+    statuses = {status for status, _ in answers}
+    assert len(answers) == 200 and statuses <= {401, 429}, statuses
+    refused = [headers for status, headers in answers if status == 429]
+    assert refused and all(1 <= int(h["Retry-After"]) <= 60 for h in refused), "past the free ones: 429"
+
+
+def held_export(server, key) -> socket.socket:
+    """A CSV export asked for and then not read: its answer waits in full socket buffers, and
+    the request holds its server thread until the socket closes."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(30)
+    sock.connect(("127.0.0.1", server.port))
+    sock.sendall(f"GET /v2/activity-log/csv?{WINDOW} HTTP/1.1\r\nHost: x\r\nAuthorization: {key}\r\n\r\n".encode())
+    return sock
+
+
+def test_one_key_cannot_take_every_thread_with_expensive_requests(tmp_path):
+    env = {
+        "ANALYTICS_DATABASE": str(tmp_path / "shares.db"),
+        "ANALYTICS_API_KEY": API_KEY,
+        "ANALYTICS_THREADS": "4",
+        "ANALYTICS_MAX_EXPENSIVE_PER_KEY": "2",
+    }
+    server = Gunicorn(tmp_path, env, workers=1)
+    held = []
+    try:
+        reader = server.create_key("--name", "greedy", "--scope", "read")
+        # ~8 MB of CSV: more than the kernel buffers between server and a client that does not read.
+        long = "x" * 150
+        for start in range(0, 20_000, 5_000):
+            batch = [record(client_id=f"c{i % 7}", question=f"{long}-{i}.example") for i in range(start, start + 5_000)]
+            assert server.call("POST", "/v2/ingest", batch, headers=AUTH)[0] == 200
+        held = [held_export(server, reader) for _ in range(8)]
+        statuses = [int(sock.recv(12)[9:12]) for sock in held]
+        assert sorted(statuses) == [200] * 2 + [429] * 6, statuses
+        status, headers = get(server, f"/v2/statistic/count?{WINDOW}", {"Authorization": reader})
+        assert status == 429 and headers["Retry-After"] == "2"
+        # Another key (the operator's) is served at once, statistics included.
+        assert timed(server, "/v2/client", AUTH) < 3
+        assert timed(server, f"/v2/statistic/count?{WINDOW}", AUTH) < 3
+        # A hang-up gives the shares back.
+        for sock in held:
+            sock.close()
+        deadline = time.monotonic() + 10
+        while get(server, f"/v2/statistic/count?{WINDOW}", {"Authorization": reader})[0] != 200:
+            assert time.monotonic() < deadline, "the closed exports' shares never came back"
+            time.sleep(0.2)
+    finally:
+        for sock in held:
+            sock.close()
+        server.stop()
