@@ -3,9 +3,12 @@
 rollup and once with one family left out, in turns; a family's cost is the difference.
 
     python bench/rollup_cost.py [--density 10000000] [--records 200000] [--rounds 3]
+    python bench/rollup_cost.py --candidates [--density 10000000]
 
 The batches are the first `--records` of a `--density`-record data set over 30 days, so each
 batch holds as many distinct names, clients and hours as at that size. Prints a markdown table.
+With --candidates it counts instead the rows that candidate rollups of names would have over the
+whole data set (the keys a rollup keeps are its rows), without storing anything.
 """
 
 import argparse
@@ -62,14 +65,49 @@ def store(bodies: list[bytes], keep, workdir: str) -> float:
         shutil.rmtree(path, ignore_errors=True)
 
 
+CANDIDATES = {
+    "(day, question) over all endpoints": lambda r, day, hour: (day, r[4]),
+    "(day, question, action) over all endpoints": lambda r, day, hour: (day, r[4], r[5]),
+    "(day, endpoint, question, action)": lambda r, day, hour: (day, r[6], r[4], r[5]),
+    "(hour, question, action) over all endpoints": lambda r, day, hour: (hour, r[4], r[5]),
+    "(hour, endpoint, question, action)": lambda r, day, hour: (hour, r[6], r[4], r[5]),
+    "(day, client, question)": lambda r, day, hour: (day, r[0], r[4]),
+    "(4 days, question, action) over all endpoints": lambda r, day, hour: (day // 4, r[4], r[5]),
+    "(16 days, question, action) over all endpoints": lambda r, day, hour: (day // 16, r[4], r[5]),
+}
+
+
+def candidates(traffic) -> dict[str, int]:
+    """Rows of each candidate rollup over the whole data set."""
+    from datetime import datetime
+
+    keys = {name: set() for name in CANDIDATES}
+    endpoints = [base["endpointId"] for base, _ in traffic.clients]
+    for index in range(traffic.batches):
+        for event in traffic._events(index):
+            ms = int(datetime.fromisoformat(event[1].replace("Z", "+00:00")).timestamp() * 1000)
+            row = (*event[:6], endpoints[event[0]])
+            day, hour = ms // rollups.DAY_MS, ms // rollups.HOUR_MS
+            for name, key in CANDIDATES.items():
+                keys[name].add(key(row, day, hour))
+    return {name: len(found) for name, found in keys.items()}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--density", type=int, default=10_000_000, help="records of the data set over 30 days")
     parser.add_argument("--records", type=int, default=200_000, help="records stored per measurement")
     parser.add_argument("--batch", type=int, default=5000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--candidates", action="store_true", help="count candidate rollups' rows instead")
     args = parser.parse_args(argv)
     traffic = Traffic(args.density, int(time.time() // 60 * 60_000), args.batch)
+    if args.candidates:
+        print(f"Rows of candidate rollups of names over {args.density:,} records (30 days).\n")
+        print("| rollup | rows | rows per 1,000 records |\n|---|---|---|")
+        for name, rows in candidates(traffic).items():
+            print(f"| {name} | {rows:,} | {rows * 1000 / args.density:,.1f} |")
+        return 0
     bodies = [traffic.batch_json(i) for i in range(args.records // args.batch)]
     n = len(bodies) * args.batch
     workdir = tempfile.mkdtemp(prefix="dns-rollup-cost-")
