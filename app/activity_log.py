@@ -104,4 +104,11 @@ def stream(query):
             last_id = -1
         if not 0 <= last_id < 2**63:
             raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'Last-Event-ID': not an event id.")
-    return realtime.event_stream(filters, last_id, current_app.config["ANALYTICS_MAX_STREAMS"])
+    config = current_app.config
+    return realtime.event_stream(
+        filters,
+        last_id,
+        config["ANALYTICS_MAX_STREAMS"],
+        config["ANALYTICS_MAX_STREAMS_PER_KEY"],
+        config["ANALYTICS_STREAM_BACKLOG"],
+    )

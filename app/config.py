@@ -15,6 +15,8 @@ DEFAULTS = {
     "ANALYTICS_MAX_BATCH": 50_000,
     "ANALYTICS_MAX_STREAMS": 16,  # realtime streams per worker process
     "ANALYTICS_MAX_EXPENSIVE_PER_KEY": 8,  # expensive requests per key per worker process (0: no cap)
+    "ANALYTICS_MAX_STREAMS_PER_KEY": 4,  # realtime streams per API key and worker process (then 429)
+    "ANALYTICS_STREAM_BACKLOG": 100_000,  # newest records a resumed stream replays at most
     "ANALYTICS_CORS_ORIGINS": "",  # comma-separated origins allowed cross-origin; empty: CORS off
     # Seconds a read's queries may take (0: no limit); past it the answer is a 503 (50302).
     "ANALYTICS_QUERY_SECONDS": 60.0,
@@ -29,6 +31,8 @@ _INTEGERS = (
     "ANALYTICS_MAX_BATCH",
     "ANALYTICS_MAX_STREAMS",
     "ANALYTICS_MAX_EXPENSIVE_PER_KEY",
+    "ANALYTICS_MAX_STREAMS_PER_KEY",
+    "ANALYTICS_STREAM_BACKLOG",
     "ANALYTICS_METRICS_ENDPOINTS",
 )
 

@@ -45,17 +45,31 @@ def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int 
         after = (rows[-1][_TS], rows[-1][0])
 
 
-def records_after(filters: Filters, last_id: int, limit: int = 500) -> tuple[list[RecordRow], int]:
-    """Matching records with id > last_id, oldest id first, and the highest id read (rows of
-    clients deleted meanwhile are left out, but read past)."""
+def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 20_000) -> tuple[list[RecordRow], int]:
+    """Matching records among the ids (last_id, last_id + scan], oldest id first, and the id
+    the next call starts after: the last id examined, matching or not, so a stream whose filter
+    matches nothing still moves on and never reads the same records twice. Rows of clients
+    deleted meanwhile are left out, but read past."""
+    # Writers take turns and ids are handed out in order (see models.dialect), so once an id
+    # is visible every lower id is final: nothing below `top` can still commit.
+    top = committed_top()
+    bound = min(last_id + scan, top)
+    if bound <= last_id:
+        return [], last_id
     # One statement, one snapshot: with ids looked up beforehand, a batch committed in between
     # could add a matching client (low id, missed) and records above it (seen), and the
     # stream would move past the missed record for good.
     condition, params = Resolved(filters, inline=True).where()
     rows = query(
-        f"{_SELECT} WHERE r.id > ? AND {condition} ORDER BY r.id LIMIT ?", [last_id, *params, limit]
+        f"{_SELECT} WHERE r.id > ? AND r.id <= ? AND {condition} ORDER BY r.id LIMIT ?",
+        [last_id, bound, *params, limit],
     ).fetchall()
-    return texts(rows), rows[-1][0] if rows else last_id
+    return texts(rows), rows[-1][0] if len(rows) == limit else bound
+
+
+def committed_top() -> int:
+    """The highest record id visible now (0: none); unlike newest_id, it takes no lock."""
+    return query("SELECT MAX(id) FROM record").fetchone()[0] or 0
 
 
 def newest_id() -> int:

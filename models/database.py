@@ -24,7 +24,10 @@ SQLITE_PRAGMAS = {
     # Writers queue behind each other instead of failing with "database is locked".
     "busy_timeout": 30000,
     "foreign_keys": 1,
-    "cache_size": -64 * 1024,
+    # 16 MB of pages per connection, and a worker keeps few idle connections (see _SqlitePool):
+    # long reads stream through far more pages than any of these caches holds, and the OS
+    # caches the file for all connections at once.
+    "cache_size": -16 * 1024,
     "temp_store": "memory",
     # Truncate the WAL back to this size after a checkpoint so it cannot stay large.
     "journal_size_limit": 64 * 1024 * 1024,
@@ -54,6 +57,7 @@ def open_database(target: str):
     # Caches that are only valid for this one database (see models.terms).
     database.term_cache = {}
     database.term_value_cache = {}
+    database.term_cache_bytes = 0
     db.initialize(database)
     return database
 
@@ -64,12 +68,23 @@ def bind(database):
         db.initialize(database)
 
 
+# Pooled SQLite connections kept open while idle: a burst of concurrent requests opens one
+# connection per thread, and each keeps its page cache; past this many idle ones a returned
+# connection is closed instead.
+MAX_IDLE_SQLITE = 4
+
+
+class _SqlitePool(PooledSqliteDatabase):
+    def _can_reuse(self, conn):
+        return len(self._connections) < MAX_IDLE_SQLITE and super()._can_reuse(conn)
+
+
 def _sqlite(path: str) -> SqliteDatabase:
     # Pooled: a request's close() hands the connection back instead of closing it. Closing the
     # last connection to a WAL database checkpoints and removes the WAL (~5 ms), and a new one
     # runs every pragma again (~4 ms): far more than most requests take.
     # A pooled connection serves one thread at a time, but not always the thread that opened it.
-    database = PooledSqliteDatabase(
+    database = _SqlitePool(
         path, pragmas=SQLITE_PRAGMAS, max_connections=128, stale_timeout=600, check_same_thread=False
     )
     database.dialect = SQLite()

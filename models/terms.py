@@ -3,8 +3,11 @@
 from .database import db, query
 from .utils import chunks, placeholders
 
-# Past this many entries the cache starts over rather than growing without bound.
-CACHE_LIMIT = 500_000
+# Past this many bytes the cache starts over rather than growing without bound. Bytes, not
+# entries: answer sets are terms too, and can be kilobytes each. A value is costed as its
+# length plus the str object and the entries of both dicts.
+CACHE_BYTES = 64 * 1024 * 1024
+_ENTRY_OVERHEAD = 250
 
 
 def term_ids(values) -> dict[str, int]:
@@ -68,8 +71,11 @@ def _select_ids(values) -> dict[str, int]:
 
 def _remember(mapping: dict[str, int]):
     cache, reverse = db.obj.term_cache, db.obj.term_value_cache
-    if len(cache) + len(mapping) > CACHE_LIMIT:
+    cost = sum(len(value) for value in mapping) + _ENTRY_OVERHEAD * len(mapping)
+    if db.obj.term_cache_bytes + cost > CACHE_BYTES:
         cache.clear()
         reverse.clear()
+        db.obj.term_cache_bytes = 0
+    db.obj.term_cache_bytes += cost
     cache.update(mapping)
     reverse.update((term, value) for value, term in mapping.items())

@@ -324,7 +324,15 @@ def _geoip(value, path: str) -> dict:
 # answers and client metadata over and over, and validating them is most of a record's cost.
 # The results are shared, so nothing may change them.
 _MEMO: dict[tuple, object] = {}
-_MEMO_LIMIT = 100_000
+# Bounded in bytes, not entries: rejected batches of large, distinct answer sets once grew a
+# worker by over a GB. An entry is costed as three times its key's JSON (the result holds as
+# much text again, e.g. the answers' compact JSON, and the geoip strings besides) plus the
+# dict and tuple around them.
+MEMO_BYTES = 16 * 1024 * 1024
+_ENTRY_OVERHEAD = 400
+# Larger objects are validated each time: they seldom repeat, and would crowd out the rest.
+_MEMO_LARGEST = 16 * 1024
+_memo_bytes = 0  # an estimate: threads may race on it, which only blurs the bound
 # One encoder for all calls: json.dumps with options builds a new one each time.
 _compact_json = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 _NO_OBJECT = {"countryCode": "", "city": "", "isp": "", "asn": None}
@@ -341,10 +349,16 @@ def _memoized(validate, value, path: str):
         return validate(value, path)
     found = _MEMO.get(key)
     if found is None:
+        global _memo_bytes
         found = validate(value, path)  # a RecordError is not remembered
-        if len(_MEMO) >= _MEMO_LIMIT:
-            _MEMO.clear()
+        if len(key[1]) > _MEMO_LARGEST:
+            return found
+        cost = 3 * len(key[1]) + _ENTRY_OVERHEAD
+        if _memo_bytes + cost > MEMO_BYTES:
+            _MEMO.clear()  # starting over is cheaper than tracking an order to evict in
+            _memo_bytes = 0
         _MEMO[key] = found
+        _memo_bytes += cost
     return found
 
 

@@ -4,6 +4,8 @@ import http.client
 import json
 import queue
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
@@ -12,7 +14,7 @@ import pytest
 import app.auth
 
 from helpers import API_KEY, AUTH, assert_error, ingest, record
-from servers import Gunicorn
+from servers import ROOT, Gunicorn
 
 
 def token(client):
@@ -312,3 +314,87 @@ def test_revoking_a_key_ends_its_streams_and_voids_its_tokens(client, runner):
     response.close()
     response, _ = open_stream(client, f"authToken={spare}")  # minted before the revocation
     assert_error(response, 401, 40103)
+
+
+def blocks(chunks, until, timeout=5.0) -> list[dict]:
+    """SSE blocks with an id as field dicts, read until `until(blocks)` holds."""
+    found, text, deadline = [], "", time.monotonic() + timeout
+    for chunk in chunks:
+        text += chunk.decode()
+        *done, text = text.split("\n\n")
+        for block in done:
+            fields = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":"))
+            if "id" in fields:
+                found.append(fields)
+        if until(found) or time.monotonic() > deadline:
+            break
+    return found
+
+
+def test_a_stream_that_matches_nothing_moves_on_and_says_how_far(client):
+    response, chunks = open_stream(client, "endpointId=nobody", headers=AUTH)
+    next(chunks)
+    ingest(client, *[record(question=f"q{i}.com") for i in range(30)])
+    top = 30  # ids start at 1 on a fresh database
+    got = blocks(chunks, lambda found: any(b.get("id") == str(top) for b in found))
+    response.close()
+    # A position without data: EventSource moves its Last-Event-ID and fires no event.
+    assert {"id": str(top)} in got, got
+    assert not any("data" in b for b in got)
+
+
+def test_a_resume_from_an_old_id_replays_only_the_newest_records(app, client):
+    app.config["ANALYTICS_STREAM_BACKLOG"] = 5
+    ingest(client, *[record(question=f"q{i}.com") for i in range(12)])
+    response, chunks = open_stream(client, headers={**AUTH, "Last-Event-ID": "0"})
+    got = blocks(chunks, lambda found: len(found) >= 6)
+    response.close()
+    skipped, replayed = got[0], got[1:]
+    assert skipped["event"] == "skipped" and skipped["id"] == "7"
+    assert json.loads(skipped["data"])["afterId"] == 0
+    assert json.loads(skipped["data"])["upToId"] == 7
+    assert [json.loads(b["data"])["question"] for b in replayed] == [f"q{i}.com" for i in range(7, 12)]
+    assert [int(b["id"]) for b in replayed] == list(range(8, 13))
+
+
+def test_one_key_cannot_take_every_stream(tmp_path):
+    database = str(tmp_path / "one.db")
+    env = {
+        "ANALYTICS_DATABASE": database,
+        "ANALYTICS_API_KEY": API_KEY,
+        "ANALYTICS_MAX_STREAMS": "4",
+        "ANALYTICS_MAX_STREAMS_PER_KEY": "2",
+    }
+    server = Gunicorn(tmp_path, env, workers=1)
+    try:
+        created = subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "wsgi", "keys", "create", "--name", "r", "--scope", "read"],
+            cwd=ROOT,
+            env={**server.env},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        reader = {"Authorization": created.stdout.strip().splitlines()[-1]}
+        held = [StreamReader(server, "/v2/activity-log/realtime", reader) for _ in range(2)]
+        assert [s.response.status for s in held] == [200, 200]
+        refused = StreamReader(server, "/v2/activity-log/realtime", reader)
+        assert refused.response.status == 429
+        assert int(refused.response.headers["Retry-After"]) > 0
+        status, body = server.call("GET", "/v2/activity-log/realtime", headers=reader)  # (a 429: no stream to hang on)
+        assert (status, body["error"]["code"]) == (429, 42902)
+        operator = StreamReader(server, "/v2/activity-log/realtime", AUTH)
+        assert operator.response.status == 200, "the operator still gets a stream"
+        operator.close()
+        held[0].close()
+        deadline = time.monotonic() + 5
+        while True:  # the closed stream gives its share back
+            again = StreamReader(server, "/v2/activity-log/realtime", reader)
+            if again.response.status == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert again.response.status == 200
+        again.close()
+        held[1].close()
+    finally:
+        server.stop()

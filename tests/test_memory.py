@@ -1,0 +1,78 @@
+"""A worker's memory stays under its ceiling (README, "Memory"): rejected hostile batches and
+bursts of concurrent requests leave a real gunicorn worker bounded."""
+
+import threading
+
+import pytest
+
+import models
+
+from helpers import API_KEY, AUTH, record
+from servers import Gunicorn
+
+WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        line = next(line for line in status if line.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
+
+
+def hostile_batch(number: int, size: int = 1000) -> list[dict]:
+    """Records whose answers are large and all distinct, and a last record that is invalid,
+    so nothing is stored and every answer set before it was validated."""
+    records = [
+        record(
+            question="example.com",
+            answers=[{"ips": ["192.0.2.1"], "geoip": {"city": f"{number}-{i}-" + "c" * 1000, "isp": "i" * 1000}}],
+        )
+        for i in range(size)
+    ]
+    return [*records, record(action=99)]
+
+
+@pytest.fixture
+def server(tmp_path):
+    database = str(tmp_path / "memory.db")
+    server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=1)
+    server.database = database
+    yield server
+    server.stop()
+
+
+def test_rejected_hostile_batches_do_not_grow_a_worker(server):
+    (worker,) = server.worker_pids()
+    assert server.call("POST", "/v2/ingest", hostile_batch(0), AUTH)[0] == 400
+    before = rss_mb(worker)  # after one batch: its passing peak is not growth
+    for number in range(1, 41):
+        status, body = server.call("POST", "/v2/ingest", hostile_batch(number), AUTH)
+        assert status == 400 and body["error"]["code"] == 40005
+    grown = rss_mb(worker) - before
+    print(f"worker RSS: {before:.0f} MB, then +{grown:.0f} MB after 40 hostile batches")
+    assert grown < 150, f"the worker grew by {grown:.0f} MB"
+    assert server.call("GET", f"/v2/activity-log?{WINDOW}", headers=AUTH)[1]["queries"] == []
+
+
+@pytest.mark.sqlite_only
+def test_a_burst_of_connections_leaves_few_idle_in_the_pool(app):
+    """20 threads holding a connection at once (as 20 concurrent requests do), then none: the
+    pool keeps only a few open, each with its page cache. (Counted in the pool itself: SQLite
+    keeps a closed connection's file descriptor open while the process holds a lock on the
+    file, so descriptors do not tell.)"""
+    database = app.extensions["database"]
+    together, done = threading.Barrier(20), []
+
+    def request():
+        with models.connection():
+            models.db.execute_sql("SELECT COUNT(*) FROM record").fetchone()
+            together.wait(timeout=10)
+        done.append(True)
+
+    threads = [threading.Thread(target=request) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(done) == 20 and len(database._in_use) == 0
+    assert len(database._connections) <= 4
