@@ -37,7 +37,9 @@ def create_app(test_config=None) -> Flask:
         count = app.config["ANALYTICS_PROXY_COUNT"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=count, x_proto=count, x_host=count, x_prefix=count)
 
-    app.extensions["database"] = models.open_database(app.config["ANALYTICS_DATABASE"])
+    app.extensions["database"] = models.open_database(
+        app.config["ANALYTICS_DATABASE"], app.config["ANALYTICS_WAL_LIMIT_MB"] << 20
+    )
     with models.connection():
         models.create_schema()
 

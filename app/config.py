@@ -18,6 +18,8 @@ DEFAULTS = {
     "ANALYTICS_MAX_STREAMS_PER_KEY": 4,  # realtime streams per API key and worker process (then 429)
     "ANALYTICS_STREAM_BACKLOG": 100_000,  # newest records a resumed stream replays at most
     "ANALYTICS_CORS_ORIGINS": "",  # comma-separated origins allowed cross-origin; empty: CORS off
+    # SQLite: the write-ahead log is kept under this (see models.dialect.SQLite.after_write).
+    "ANALYTICS_WAL_LIMIT_MB": 256,
     # Seconds a read's queries may take (0: no limit); past it the answer is a 503 (50302).
     "ANALYTICS_QUERY_SECONDS": 60.0,
     "ANALYTICS_METRICS_ENDPOINTS": 20,  # endpoints with a metrics label of their own
@@ -34,6 +36,7 @@ _INTEGERS = (
     "ANALYTICS_MAX_STREAMS_PER_KEY",
     "ANALYTICS_STREAM_BACKLOG",
     "ANALYTICS_METRICS_ENDPOINTS",
+    "ANALYTICS_WAL_LIMIT_MB",
 )
 
 API_SETTINGS = {

@@ -1,6 +1,7 @@
 """The two ways in for the same records: raw executemany into a file of the project's schema, and
 POST /v2/ingest to gunicorn from parallel senders. Each generates its batches on the fly."""
 
+import contextlib
 import json
 import os
 import resource
@@ -49,6 +50,30 @@ def checkpoint(path: str) -> int:
     finally:
         conn.close()
     return os.path.getsize(path)
+
+
+@contextlib.contextmanager
+def largest_wal(path: str):
+    """The largest size the write-ahead log of `path` reached during the block (sampled every
+    50 ms), in the dict yielded, under "bytes"."""
+    seen = {"bytes": 0}
+    stop = threading.Event()
+
+    def sample():
+        while not stop.is_set():
+            try:
+                seen["bytes"] = max(seen["bytes"], os.path.getsize(path + "-wal"))
+            except OSError:
+                pass
+            stop.wait(0.05)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        sampler.join()
 
 
 def storage_breakdown(path: str) -> dict:

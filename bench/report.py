@@ -98,6 +98,8 @@ def render(result: dict) -> str:
         f"| database bytes per record (served database, after checkpoint) | {http['bytes'] / n:,.0f} B "
         f"({http['bytes'] / 2**20:,.0f} MiB) | <= 150 B | {_at_most(http['bytes'] / n, 150, ' B')} |",
         f"| database bytes per record (raw load, same schema) | {raw['bytes'] / n:,.0f} B | - | - |",
+        f"| largest write-ahead log during the HTTP load | {http.get('largest_wal', 0) / 2**20:,.0f} MiB | "
+        f"<= 256 MiB | {_at_most(http.get('largest_wal', 0) / 2**20, 256, ' MiB')} |",
         "",
         "### Read latency (warm, one call at a time, milliseconds)",
         "",

@@ -34,8 +34,9 @@ SQLITE_PRAGMAS = {
 }
 
 
-def open_database(target: str):
-    """Bind `db` to a SQLite file path or a database URL (sqlite:///..., postgresql://...)."""
+def open_database(target: str, wal_limit: int = 256 << 20):
+    """Bind `db` to a SQLite file path or a database URL (sqlite:///..., postgresql://...);
+    `wal_limit`: the bytes a SQLite write-ahead log is kept under (see SQLite.after_write)."""
     if target.startswith(("postgresql://", "postgres://")):
         database = _postgres("postgresql://" + target.split("://", 1)[1])
     elif "://" in target:
@@ -44,9 +45,9 @@ def open_database(target: str):
                 f"ANALYTICS_DATABASE: {target.split(':')[0]!r} is not supported: use a SQLite path or "
                 "sqlite:///path, or postgresql://user@host/database"
             )
-        database = _sqlite(connect_url(target).database)
+        database = _sqlite(connect_url(target).database, wal_limit)
     else:
-        database = _sqlite(target)
+        database = _sqlite(target, wal_limit)
     if isinstance(db.obj, PooledDatabase):
         db.obj.close_all()  # the pool of a database this process no longer uses
     if isinstance(database, SqliteDatabase) and database.database != ":memory:":
@@ -79,7 +80,7 @@ class _SqlitePool(PooledSqliteDatabase):
         return len(self._connections) < MAX_IDLE_SQLITE and super()._can_reuse(conn)
 
 
-def _sqlite(path: str) -> SqliteDatabase:
+def _sqlite(path: str, wal_limit: int) -> SqliteDatabase:
     # Pooled: a request's close() hands the connection back instead of closing it. Closing the
     # last connection to a WAL database checkpoints and removes the WAL (~5 ms), and a new one
     # runs every pragma again (~4 ms): far more than most requests take.
@@ -87,7 +88,7 @@ def _sqlite(path: str) -> SqliteDatabase:
     database = _SqlitePool(
         path, pragmas=SQLITE_PRAGMAS, max_connections=128, stale_timeout=600, check_same_thread=False
     )
-    database.dialect = SQLite()
+    database.dialect = SQLite(wal_limit)
     return database
 
 
@@ -120,6 +121,8 @@ def write_transaction():
     with dialect.begin_write(db) as transaction:
         dialect.lock_writes(query)
         yield transaction
+    if not db.in_transaction():
+        dialect.after_write(db.obj.database, query)
 
 
 @contextmanager

@@ -5,6 +5,8 @@ Every query elsewhere in models/ is written once, in SQL both engines run, with 
 its dialect (`db.obj.dialect`, set by open_database).
 """
 
+import os
+import threading
 import time
 
 from .utils import placeholders
@@ -19,10 +21,22 @@ def ascii_lower(text: str) -> str:
     return text.translate(str.maketrans(_ASCII_UPPER, _ASCII_UPPER.lower()))
 
 
+# The write-ahead log is restarted once it is past a quarter of its limit, waiting for old
+# readers up to the seconds paired with the largest share of the limit it is past (see
+# SQLite.after_write).
+WAL_RESTART_WAITS = ((0.25, 0.25), (0.5, 1.0), (0.75, 5.0))
+WAL_CHECK_SECONDS = 1.0
+
+
 class SQLite:
     name = "sqlite"
     # The ids of the records one deletion removes (see records._delete).
     victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id INTEGER PRIMARY KEY)"
+
+    def __init__(self, wal_limit: int = 256 << 20):
+        self.wal_limit = wal_limit
+        self._next_wal_check = 0.0
+        self._wal_lock = threading.Lock()
 
     def driver_sql(self, sql: str) -> str:
         return sql  # sqlite3 takes `?` placeholders as they are
@@ -35,6 +49,33 @@ class SQLite:
 
     def lock_writes(self, query):
         pass  # BEGIN IMMEDIATE already holds the database's one write lock
+
+    def after_write(self, path: str, query):
+        """Keep the write-ahead log under `wal_limit`. SQLite restarts it from its start only when no
+        reader still uses it, and with overlapping readers (dashboards, looping scripts) and
+        ingest going on that moment never comes by itself: the log grew by gigabytes. Past a
+        size, a RESTART checkpoint waits for the readers of the moment (new ones read the file
+        once it is copied back) and for that wait holds writers back: briefly at first, longer
+        the further over the log is, so ingest slows down rather than fill the disk. A read
+        holds its snapshot at most ANALYTICS_QUERY_SECONDS. Checked at most once a second."""
+        now = time.monotonic()
+        with self._wal_lock:
+            if now < self._next_wal_check:
+                return
+            self._next_wal_check = now + WAL_CHECK_SECONDS
+        try:
+            size = os.path.getsize(path + "-wal")
+        except OSError:
+            return
+        waits = [seconds for share, seconds in WAL_RESTART_WAITS if size >= share * self.wal_limit]
+        if not waits:
+            return
+        usual = query("PRAGMA busy_timeout").fetchone()[0]
+        query(f"PRAGMA busy_timeout = {int(waits[-1] * 1000)}")
+        try:
+            query("PRAGMA wal_checkpoint(RESTART)").fetchall()
+        finally:
+            query(f"PRAGMA busy_timeout = {int(usual)}")
 
     def limit_queries(self, connection, query, seconds, stop):
         """Stop this connection's statements past `seconds` from now, or as soon as `stop()`
@@ -111,6 +152,9 @@ class Postgres(SQLite):
 
     def begin_write(self, db):
         return db.atomic()
+
+    def after_write(self, path: str, query):
+        pass  # PostgreSQL recycles its write-ahead log by itself
 
     def limit_queries(self, connection, query, seconds, stop):
         # The server stops a statement past statement_timeout; a client gone meanwhile is
