@@ -38,7 +38,7 @@ FAMILIES = {
     ),
     "without question+action over all endpoints (16 d, 4 d, 1 d, 1 h)": lambda dim: dim.per_endpoint,
     "without its 16- and 4-day blocks": lambda dim: dim.per_endpoint or dim.period_ms <= rollups.DAY_MS,
-    "without its hourly rows": lambda dim: dim.per_endpoint or dim.statistics,
+    "without its 6-hour and hourly rows": lambda dim: dim.per_endpoint or dim.statistics,
     "no rollups at all": lambda dim: False,
 }
 

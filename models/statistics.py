@@ -1,5 +1,6 @@
 """Aggregates over the records, computed in SQL: counts, counts per group, time buckets."""
 
+import heapq
 from collections import namedtuple
 
 from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
@@ -19,7 +20,7 @@ def count(filters: Filters) -> int:
 def top(filters: Filters, column: str, limit: int, descending: bool = True) -> list[tuple[str, int]]:
     """The `limit` most (or least) frequent values of the record column `column` as
     (text, count), ties by text ascending; "" stands for unknown."""
-    return _top(_count_by(Resolved(filters), FIELDS_BY_SQL[column]), limit, descending)
+    return _ranked(Resolved(filters), FIELDS_BY_SQL[column], limit, descending)
 
 
 def series(filters: Filters, interval_ms: int) -> dict[int, int]:
@@ -32,7 +33,7 @@ def top_series(filters: Filters, interval_ms: int, column: str, limit: int) -> t
     (values, {bucket start: {value: count}})."""
     resolved = Resolved(filters)
     field = FIELDS_BY_SQL[column]
-    values = [value for value, _ in _top(_count_by(resolved, field), limit, True)]
+    values = [value for value, _ in _ranked(resolved, field, limit, True)]
     stored = _stored_values(field, values)
     if not stored:
         return values, {}
@@ -50,7 +51,7 @@ def trend(filters: Filters, baseline: Filters, column: str, limit: int) -> list[
     """The `limit` most frequent values of `column` in the filters' window, each with its count
     there and in the baseline's window: (value, count, baseline count)."""
     field = FIELDS_BY_SQL[column]
-    found = _top(_count_by(Resolved(filters), field), limit, True)
+    found = _ranked(Resolved(filters), field, limit, True)
     # Only the values found are counted in the baseline: a top list's window has thousands more.
     before = _count_by(Resolved(baseline), field, _stored_values(field, [value for value, _ in found]))
     return [(value, n, before.get(value, 0)) for value, n in found]
@@ -59,6 +60,26 @@ def trend(filters: Filters, baseline: Filters, column: str, limit: int) -> list[
 def _top(counts: dict[str, int], limit: int, descending: bool) -> list[tuple[str, int]]:
     sign = -1 if descending else 1
     return sorted(counts.items(), key=lambda item: (sign * item[1], item[0]))[:limit]
+
+
+def _ranked(resolved: Resolved, column: Field, limit: int, descending: bool) -> list[tuple[str, int]]:
+    """The `limit` most (or least) frequent values of `column` as (text, count), ties by text.
+
+    A top list of names ranks tens of thousands of them: only those that can make the list
+    (counts up to the limit-th, and its ties) are named and sorted. That needs one stored
+    value per text; a client id is stored once per endpoint, so clients are merged first."""
+    if column.storage == CLIENT:
+        return _top(_count_by(resolved, column), limit, descending)
+    counts = {value: n for (_, value), n in _grouped(resolved, column=column).items()}
+    if None in counts and column.storage not in (INTEGER, BOOLEAN):
+        # An unknown value reads "", and so would a stored "": they are one value.
+        for empty in stored_ids(column, [""]):
+            counts[None] += counts.pop(empty, 0)
+    if len(counts) > limit:
+        pick = heapq.nlargest if descending else heapq.nsmallest
+        edge = pick(limit, counts.values())[-1]
+        counts = {v: n for v, n in counts.items() if (n >= edge if descending else n <= edge)}
+    return _top(_merge(column, list(counts.items())), limit, descending)
 
 
 def _count_by(resolved: Resolved, column: Field, only=None) -> dict[str, int]:
@@ -80,12 +101,12 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
     buckets made of whole periods. Past the records' horizon the records are gone and the
     hourly rollups with them: a window there is counted in whole days. `stored`: count the
     records stored, not what the statistics remember (rollups that expire with them only)."""
-    counts: dict[tuple, int] = {}
     start, end = resolved.filters.start_ms, resolved.filters.end_ms
     if not stored and (expired := rollups.statistics_from()) is not None:
         start = expired if start is None else max(start, expired)
         if end is not None and start > end:
-            return counts
+            return {}
+    selects = []  # (SQL, params) of each part; one statement sums them all
     parts = [(start, end)]
     for dim in _usable_rollups(resolved.filters, interval_ms, column):
         if stored and dim.statistics:
@@ -98,15 +119,26 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
             if first > last:
                 rest.append((start, end))
                 continue
-            _add(counts, _from_rollups(resolved, dim, first, last, interval_ms, column, only))
+            selects.append(_from_rollups(resolved, dim, first, last, interval_ms, column, only))
             if start is not None and start <= first * period_ms - 1:
                 rest.append((start, first * period_ms - 1))
             if end is not None and (last + 1) * period_ms <= end:
                 rest.append(((last + 1) * period_ms, end))
         parts = rest
-    for start, end in parts:
-        _add(counts, _from_records(resolved, start, end, interval_ms, column, only))
-    return counts
+    selects += [_from_records(resolved, start, end, interval_ms, column, only) for start, end in parts]
+    selects = [select for select in selects if select is not None]
+    if not selects:
+        return {}
+    # Summed in the engine: a top list's parts (blocks, days, hours, part hours) hold the same
+    # tens of thousands of names each, and adding them up row by row in Python cost as much as
+    # reading them.
+    rows = query(
+        "SELECT b, v, CAST(SUM(n) AS BIGINT) FROM ("
+        + " UNION ALL ".join(sql for sql, _ in selects)
+        + ") AS parts GROUP BY b, v",
+        [param for _, params in selects for param in params],
+    ).fetchall()
+    return {(bucket, value): n for bucket, value, n in rows if n}
 
 
 def _usable_rollups(filters: Filters, interval_ms, column) -> list[rollups.Dim]:
@@ -120,29 +152,30 @@ def _usable_rollups(filters: Filters, interval_ms, column) -> list[rollups.Dim]:
     return rollups.usable(columns - {"endpoint"}, endpoints_bound, interval_ms)
 
 
-def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only) -> list[tuple]:
+def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only) -> tuple[str, list]:
+    """(SELECT of (b: bucket, v: value, n: count) rows, params) counting the records of a part."""
     condition, params = resolved.where(start_ms, end_ms)
     keys = [_bucket_sql(interval_ms) if interval_ms else "NULL", f"r.{column.sql}" if column else "NULL"]
     if only is not None:
         condition, params = _only(condition, params, f"r.{column.sql}", only)
-    return query(
-        f"SELECT {keys[0]}, {keys[1]}, COUNT(*) FROM record r WHERE {condition} GROUP BY 1, 2", params
-    ).fetchall()
+    return f"SELECT {keys[0]} AS b, {keys[1]} AS v, COUNT(*) AS n FROM record r WHERE {condition} GROUP BY 1, 2", params
 
 
-def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, only) -> list[tuple]:
+def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, only) -> tuple[str, list] | None:
+    """(SELECT of (b, v, n) rows, params) of the rollup rows of periods first..last of `dim`;
+    None when the filters select nothing."""
     condition, params = "dim = ? AND period BETWEEN ? AND ?", [dim.id, first, last]
     endpoints = resolved.endpoint_ids()
     if endpoints is not None:
         if not endpoints:
-            return []
+            return None
         condition += f" AND endpoint IN ({placeholders(len(endpoints))})"
         params += endpoints
     for sql, values in resolved.filters.values.items():
         if values and sql != "endpoint":
             stored = resolved.stored(sql)
             if not stored:
-                return []
+                return None
             condition += f" AND {rollups.value_sql(dim, sql)} IN ({placeholders(len(stored))})"
             params += stored
     value = rollups.value_sql(dim, column.sql) if column else "NULL"
@@ -153,10 +186,7 @@ def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, onl
         bucket = f"({start} - ((({start}) % {i}) + {i}) % {i})"
     else:
         bucket = "NULL"
-    return query(
-        f"SELECT {bucket}, {value}, CAST(SUM(n) AS BIGINT) FROM rollup WHERE {condition} GROUP BY 1, 2",
-        params,
-    ).fetchall()
+    return f"SELECT {bucket} AS b, {value} AS v, n FROM rollup WHERE {condition}", params
 
 
 def _only(condition: str, params: list, target: str, only: list) -> tuple[str, list]:
@@ -165,12 +195,6 @@ def _only(condition: str, params: list, target: str, only: list) -> tuple[str, l
     if None in only:
         parts.append(f"{target} IS NULL")
     return f"{condition} AND ({' OR '.join(parts)})", params + present
-
-
-def _add(counts: dict, rows):
-    for bucket, value, n in rows:
-        if n:
-            counts[(bucket, value)] = counts.get((bucket, value), 0) + n
 
 
 def _bucket_sql(interval_ms: int) -> str:
