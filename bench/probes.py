@@ -105,8 +105,10 @@ def read_probes(traffic) -> list[Probe]:
                     f"{operation} ({name})", query(f"/v2/statistic/{operation}", startTime=start, endTime=end), target
                 )
             )
-    # The top lists (issue 16): top blocked domains, and the top domains of the busiest client.
-    busiest = max(zip(traffic.client_weights, (base["clientId"] for base, _ in traffic.clients), strict=True))[1]
+    # The top lists (issue 16): top blocked domains, and the top domains of one client (a median
+    # one, and the busiest: 1 % of all records, read from the records through its index).
+    by_weight = sorted(zip(traffic.client_weights, (base["clientId"] for base, _ in traffic.clients), strict=True))
+    median, busiest = by_weight[len(by_weight) // 2][1], by_weight[-1][1]
     for name, start in windows.items():
         target = 150 if name == "24 h" else 300
         window = {"startTime": start, "endTime": end}
@@ -117,7 +119,12 @@ def read_probes(traffic) -> list[Probe]:
                 target,
             ),
             Probe(
-                f"count/question?clientId[] (busiest client, {name})",
+                f"count/question?clientId[] (a median client, {name})",
+                query("/v2/statistic/count/question", **window, clientId_=median),
+                target,
+            ),
+            Probe(
+                f"count/question?clientId[] (the busiest client, {name})",
                 query("/v2/statistic/count/question", **window, clientId_=busiest),
                 target,
             ),
