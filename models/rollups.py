@@ -116,11 +116,13 @@ def value_sql(dim: Dim, column: str) -> str:
     """SQL reading the record column `column` out of a rollup row of `dim` (NULL: unknown)."""
     if column == "endpoint":
         return "endpoint"
+    # NULLIF rather than CASE: a top list decodes hundreds of thousands of rows, and CASE cost
+    # a third of the statement's time.
     if len(dim.columns) == 1:
-        return f"(CASE WHEN value = {NULL_VALUE} THEN NULL ELSE value END)"
+        return f"NULLIF(value, {NULL_VALUE})"
     if column == dim.columns[0]:
-        return f"(CASE WHEN value < {PAIR} THEN NULL ELSE value / {PAIR} END)"
-    return f"(CASE WHEN value % {PAIR} = 0 THEN NULL ELSE value % {PAIR} - 2 END)"
+        return f"NULLIF(value / {PAIR}, 0)"
+    return f"(NULLIF(value % {PAIR}, 0) - 2)"
 
 
 def count(columns: dict[str, list]) -> dict[tuple, int]:
@@ -197,14 +199,11 @@ def apply(condition: str, params: list, sign: int, dims=DIMS):
             counts[key] = counts.get(key, 0) + n
     _upsert(counts, sign)
     if sign < 0 and counts:
-        # Rows counted down to nothing go, so expired periods leave no trace behind.
-        for dim in dims:
-            periods = [key[1] for key in counts if key[0] == dim.id]
-            if periods:
-                query(
-                    "DELETE FROM rollup WHERE dim = ? AND period BETWEEN ? AND ? AND n = 0",
-                    [dim.id, min(periods), max(periods)],
-                )
+        # Rows counted down to nothing go, so expired periods leave no trace behind: looked up
+        # by key (a range per dim scanned millions of hourly rows for one small client).
+        query_many(
+            "DELETE FROM rollup WHERE dim = ? AND period = ? AND endpoint = ? AND value = ? AND n = 0", list(counts)
+        )
 
 
 def forget(end_ms: int | None, client_ids: str | None = None, endpoint_ids: list | None = None, params=()):
