@@ -36,7 +36,7 @@ FAMILIES = {
     "without the per-endpoint hourly columns (client, action)": lambda dim: (
         not (dim.columns and not dim.statistics and dim.per_endpoint)
     ),
-    "without question+action over all endpoints (16 d, 4 d, 1 d, 1 h)": lambda dim: dim.per_endpoint,
+    "without question+action over all endpoints (16 d, 4 d, 1 d, 6 h, 1 h)": lambda dim: dim.per_endpoint,
     "without its 16- and 4-day blocks": lambda dim: dim.per_endpoint or dim.period_ms <= rollups.DAY_MS,
     "without its 6-hour and hourly rows": lambda dim: dim.per_endpoint or dim.statistics,
     "no rollups at all": lambda dim: False,
