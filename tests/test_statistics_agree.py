@@ -69,6 +69,20 @@ def query_string(chosen: dict, window) -> str:
     return "&".join(parts)
 
 
+def fresh_client(tmp_path_factory, new_database, name: str):
+    """A test client of an app on a database of its own (one per generated example)."""
+    path = tmp_path_factory.mktemp(name)
+    app = create_app(
+        {
+            "TESTING": True,
+            "ANALYTICS_DATABASE": new_database(f"{path.name}.db"),
+            "ANALYTICS_API_KEY": API_KEY,
+            "INSTANCE_PATH": str(path / "i"),
+        }
+    )
+    return app.test_client()
+
+
 def log_count(client, query) -> int:
     total, page = 0, 0
     while True:
@@ -91,16 +105,7 @@ def log_count(client, query) -> int:
 def test_counts_agree_with_the_activity_log(
     tmp_path_factory, new_database, data, chosen, group, window, delete_client, delete_endpoint
 ):
-    path = tmp_path_factory.mktemp("prop")
-    app = create_app(
-        {
-            "TESTING": True,
-            "ANALYTICS_DATABASE": new_database(f"{path.name}.db"),
-            "ANALYTICS_API_KEY": API_KEY,
-            "INSTANCE_PATH": str(path / "i"),
-        }
-    )
-    client = app.test_client()
+    client = fresh_client(tmp_path_factory, new_database, "prop")
     for batch in (data[: len(data) // 2], data[len(data) // 2 :]):  # two batches: rollups add up
         if batch:
             ingest(client, *batch)
@@ -149,16 +154,7 @@ TOP_LISTS = [
 def test_each_value_of_a_top_list_agrees_with_the_activity_log(
     tmp_path_factory, new_database, data, window, top_list, delete_client
 ):
-    path = tmp_path_factory.mktemp("top")
-    app = create_app(
-        {
-            "TESTING": True,
-            "ANALYTICS_DATABASE": new_database(f"{path.name}.db"),
-            "ANALYTICS_API_KEY": API_KEY,
-            "INSTANCE_PATH": str(path / "i"),
-        }
-    )
-    client = app.test_client()
+    client = fresh_client(tmp_path_factory, new_database, "top")
     ingest(client, *data)
     if delete_client:
         client.delete(f"/v2/activity-log?clientId[]={delete_client}&endTime={BASE + DAY + 5}", headers=AUTH)

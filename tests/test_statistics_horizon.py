@@ -9,7 +9,7 @@ from app import create_app
 from models.clock import now_ms
 from schemas.datetimes import format_ms, parse_datetime
 
-from helpers import API_KEY, AUTH, ingest, record
+from helpers import AUTH, ingest, record
 
 DAY = 86_400_000
 HOUR = 3_600_000
@@ -76,18 +76,11 @@ def logged(client, window: str = WINDOW) -> int:
 
 
 @pytest.fixture
-def app(tmp_path, database):
-    return create_app(
-        {
-            "TESTING": True,
-            "PROPAGATE_EXCEPTIONS": False,
-            "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-            "ANALYTICS_RETENTION_DAYS": 30,
-            "ANALYTICS_STATISTICS_RETENTION_DAYS": 60,
-        }
-    )
+def app(app):
+    """The shared app with a 30-day records' horizon and a 60-day statistics horizon (both are
+    read at each use)."""
+    app.config.update(ANALYTICS_RETENTION_DAYS=30, ANALYTICS_STATISTICS_RETENTION_DAYS=60)
+    return app
 
 
 @pytest.fixture
