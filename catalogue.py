@@ -24,7 +24,7 @@ TIME, ENDPOINT, CLIENT, TERM = "time", "endpoint", "client", "term"
 INTEGER, NUMBER, BOOLEAN = "integer", "number", "boolean"
 
 # Rollup periods a field can be counted by (see models/rollups.py).
-DAY, HOUR = "day", "hour"
+DAY, HOUR, QUARTER = "day", "hour", "quarter"
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ FIELDS = (
     Field("rrType", "rr_type", TERM, ("rrType",), "rrType", **_grouping(DAY)),
     Field("statusCode", "status", TERM, ("statusCode",), "statusCode", **_grouping(DAY)),
     Field("protocol", "protocol", TERM, ("protocol",), "protocol", **_grouping(DAY)),
-    Field("action", "action", INTEGER, ("action",), "action", **_grouping(DAY, HOUR)),
+    Field("action", "action", INTEGER, ("action",), "action", **_grouping(DAY, HOUR, QUARTER)),
     Field("trigger", "trigger_type", TERM, ("trigger",), "trigger", **_grouping(DAY)),
     Field("triggerValue", "trigger_value", TERM, ("triggerValue",), "triggerValue", **_grouping(DAY)),
     Field("spoofTarget", "spoof_target", TERM, ("spoofTarget",), "spoofTarget", **_grouping(DAY)),

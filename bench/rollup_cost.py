@@ -33,7 +33,7 @@ FAMILIES = {
     "every rollup (the service as it is)": lambda dim: True,
     "without the per-endpoint daily columns": lambda dim: not (dim.per_endpoint and dim.statistics and dim.columns),
     "without the plain hourly and quarter-hour counts": lambda dim: dim.columns or dim.statistics,
-    "without the per-endpoint hourly columns (client, action)": lambda dim: (
+    "without the per-endpoint hourly and quarter-hour columns (client, action)": lambda dim: (
         not (dim.columns and not dim.statistics and dim.per_endpoint)
     ),
     "without question+action over all endpoints (16 d, 4 d, 1 d, 6 h, 1 h)": lambda dim: dim.per_endpoint,

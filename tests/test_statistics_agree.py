@@ -120,11 +120,12 @@ def test_counts_agree_with_the_activity_log(
     assert count == expected
     groups_body = client.get(f"/v2/statistic/count/{group}?{query}&limit=1000", headers=AUTH).json
     assert sum(c["count"] for c in groups_body["counts"]) == count
-    for interval in (3600, 21600, 86400, 604800):  # plain counts: hourly rollups; groups: daily ones
-        series = client.get(f"/v2/statistic/timeseries?{query}&interval={interval}&limit=100", headers=AUTH).json
+    # Quarter hours and hours: the hourly and quarter-hour rollups; longer: the daily ones.
+    for interval in (900, 3600, 21600, 86400, 604800):
+        series = client.get(f"/v2/statistic/timeseries?{query}&interval={interval}&limit=1000", headers=AUTH).json
         assert sum(q["count"] for q in series["queries"]) == count
         per_group = client.get(
-            f"/v2/statistic/timeseries/{group}?{query}&interval={interval}&limit=100&groupLimit=100", headers=AUTH
+            f"/v2/statistic/timeseries/{group}?{query}&interval={interval}&limit=1000&groupLimit=100", headers=AUTH
         ).json
         assert sum(sum(q["count"].values()) for q in per_group["queries"]) == count
         for bucket, point in zip(series["queries"], per_group["queries"], strict=True):
