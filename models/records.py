@@ -1,7 +1,10 @@
 """Deleting records, always together with the lost-record marks of their endpoints."""
 
+from catalogue import FIELDS_BY_SQL
+
 from . import rollups
 from .database import db, query, write_transaction
+from .filters import stored_ids
 from .utils import placeholders
 
 
@@ -87,11 +90,7 @@ def _forget(endpoints, client_ids, end_ms, endpoint_limit):
         names = set(endpoints or endpoint_limit)
         if endpoints and endpoint_limit is not None:
             names &= set(endpoint_limit)
-        ids = []
-        if names:
-            found = query(f"SELECT id FROM endpoint WHERE name IN ({placeholders(len(names))})", sorted(names))
-            ids = [ident for (ident,) in found]
-        rollups.forget(end_ms, endpoint_ids=ids)
+        rollups.forget(end_ms, endpoint_ids=stored_ids(FIELDS_BY_SQL["endpoint"], sorted(names)))
     else:
         rollups.forget(end_ms)
 

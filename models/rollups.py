@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from catalogue import DAY, ENDPOINT, FIELDS, FIELDS_BY_NAME, FIELDS_BY_SQL, HOUR, INTEGER, QUARTER
 
+from . import settings
 from .database import query, query_many
 
 DAY_MS = 86_400_000
@@ -127,19 +128,19 @@ def value_sql(dim: Dim, column: str) -> str:
     return f"(NULLIF(value % {PAIR}, 0) - 2)"
 
 
-def count(columns: dict[str, list]) -> dict[tuple, int]:
+def count(columns: dict[str, list], dims=None) -> dict[tuple, int]:
     """Counts by rollup key of the rows given column by column (`columns` maps each record
     column name ("ts", "endpoint" and every dim's columns) to its values, one per row). The
     values may be anything hashable (ids, or the strings ingestion has before it has ids: see
     `resolved`); a key's value is the row's value of the dim's column, a tuple of a pair's
-    two, or 0 for plain counts."""
+    two, or 0 for plain counts. Counted for `dims` (None: every dim)."""
     counts: dict[tuple, int] = {}
     # Counter counts in C; a Python loop over rows x columns cost ~12 us per record.
     stamps = columns["ts"]
     endpoints = columns["endpoint"]
     everywhere = [0] * len(stamps)
     periods: dict[int, list] = {}
-    for dim in DIMS:
+    for dim in DIMS if dims is None else dims:
         if dim.period_ms not in periods:
             periods[dim.period_ms] = [ts // dim.period_ms for ts in stamps]
         scope = endpoints if dim.per_endpoint else everywhere
@@ -185,19 +186,18 @@ def add(counts: dict[tuple, int]):
     _upsert(counts, 1)
 
 
-def apply(condition: str, params: list, sign: int, dims=DIMS):
-    """Add (sign 1) or subtract (sign -1) the counts, in `dims`, of the stored records matching
+def apply(condition: str, params: list, sign: int, dims=None):
+    """Add (sign 1) or subtract (sign -1) the counts, in `dims` (None: all), of the records matching
     `condition` (SQL on the record table). Deletions call it before they delete, in their
     transaction; it also builds the rollups of a database that had none.
 
     The rows are read once and counted in Python: a GROUP BY per column over them cost several
     times more (seconds for a large client's deletion, all of it under the write lock)."""
-    wanted = {dim.id for dim in dims}
     cursor = query(f"SELECT {', '.join(_COLUMNS)} FROM record WHERE {condition}", params)
     counts: dict[tuple, int] = {}
     while rows := cursor.fetchmany(10_000):
-        batch = count(dict(zip(_COLUMNS, zip(*rows, strict=True), strict=True)))
-        for key, n in resolved({key: n for key, n in batch.items() if key[0] in wanted}).items():
+        batch = count(dict(zip(_COLUMNS, zip(*rows, strict=True), strict=True)), dims)
+        for key, n in resolved(batch).items():
             counts[key] = counts.get(key, 0) + n
     _upsert(counts, sign)
     if sign < 0 and counts:
@@ -240,8 +240,7 @@ def expire(before_ms: int) -> int:
     is younger), and queries count nothing before it (`statistics_from`): so no window ever
     reads a block whose older days are gone."""
     mark = before_ms // DAY_MS * DAY_MS
-    query("DELETE FROM store_setting WHERE name = ?", [_MARK])
-    query("INSERT INTO store_setting (name, value) VALUES (?, ?)", [_MARK, str(mark)])
+    settings.write(_MARK, str(mark))
     return sum(
         query("DELETE FROM rollup WHERE dim = ? AND period < ?", [dim.id, -(-mark // dim.period_ms)]).rowcount
         for dim in STATISTICS
@@ -250,8 +249,8 @@ def expire(before_ms: int) -> int:
 
 def statistics_from() -> int | None:
     """The time (ms) before which statistics were expired; None if they never were."""
-    row = query("SELECT value FROM store_setting WHERE name = ?", [_MARK]).fetchone()
-    return int(row[0]) if row is not None else None
+    mark = settings.read(_MARK)
+    return int(mark) if mark is not None else None
 
 
 def oldest_statistic() -> int | None:

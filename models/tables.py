@@ -268,13 +268,12 @@ def _add_missing_columns(model):
 def _count_rollups_if_new_layout(fresh: bool):
     """Bring the rollups to the current layout when they were counted under another (a
     catalogue field gained or lost a rollup): they would be read under wrong meanings."""
-    from . import rollups
+    from . import rollups, settings
 
-    row = query("SELECT value FROM store_setting WHERE name = ?", ["rollup_layout"]).fetchone()
-    if row is not None and row[0] == rollups.LAYOUT:
+    layout = settings.read("rollup_layout")
+    if layout == rollups.LAYOUT:
         return
     if not fresh:
         query("DROP TABLE IF EXISTS rollup_day")  # the daily table of schema versions before 5
-        rollups.relayout(row[0] if row is not None else "")
-    query("DELETE FROM store_setting WHERE name = ?", ["rollup_layout"])
-    query("INSERT INTO store_setting (name, value) VALUES (?, ?)", ["rollup_layout", rollups.LAYOUT])
+        rollups.relayout(layout or "")
+    settings.write("rollup_layout", rollups.LAYOUT)

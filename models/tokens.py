@@ -3,6 +3,7 @@ with, and the record of tokens already used. Issuing a token writes nothing; usi
 
 import secrets
 
+from . import settings
 from .database import query, write_transaction
 from .keys import secret_hash
 
@@ -12,13 +13,12 @@ SECRET_SETTING = "stream_token_secret"
 def ensure_token_secret():
     """Make the signing secret once, at schema creation (inside its write transaction), so that
     every worker and every process on the database signs and verifies with the same one."""
-    if query("SELECT 1 FROM store_setting WHERE name = ?", [SECRET_SETTING]).fetchone() is None:
-        query("INSERT INTO store_setting (name, value) VALUES (?, ?)", [SECRET_SETTING, secrets.token_hex(32)])
+    if settings.read(SECRET_SETTING) is None:
+        settings.write(SECRET_SETTING, secrets.token_hex(32))
 
 
 def token_secret() -> bytes:
-    (value,) = query("SELECT value FROM store_setting WHERE name = ?", [SECRET_SETTING]).fetchone()
-    return bytes.fromhex(value)
+    return bytes.fromhex(settings.read(SECRET_SETTING))
 
 
 def use_token(token: str, expires: int, now_ms: int) -> bool:
