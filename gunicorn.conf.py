@@ -1,5 +1,6 @@
 """gunicorn reads this file by itself when started from the project root."""
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -9,9 +10,21 @@ import gunicorn.http.message
 
 bind = os.environ.get("ANALYTICS_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("ANALYTICS_WORKERS", "2"))
-# Threaded workers: a slow request (a CSV export, a realtime stream) holds one thread, not a
-# whole process, so the other requests keep being served.
-worker_class = "gthread"
+
+
+def _worker_class():
+    """app/worker.py's HoldingWorker, loaded from its file (see its docstring for why)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app", "worker.py")
+    spec = importlib.util.spec_from_file_location("dns_analytics_worker", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.HoldingWorker
+
+
+# Threaded workers (gthread's): a slow request (a CSV export, a realtime stream) holds one
+# thread, not a whole process, so the other requests keep being served; refused
+# authentications are answered after a pause that holds no thread.
+worker_class = _worker_class()
 threads = int(os.environ.get("ANALYTICS_THREADS", "32"))
 # Long exports and streams are legitimate; a stop must not wait long for them.
 timeout = 120

@@ -90,3 +90,14 @@ def test_failed_attempts_past_the_free_ones_are_a_429_per_address_but_valid_keys
     other = {"REMOTE_ADDR": "192.0.2.99"}
     response = client.get("/v2/client", headers={"Authorization": "guess"}, environ_base=other)
     assert_error(response, 401, 40102)  # another address has a count of its own
+
+
+def test_requests_without_a_key_count_as_failures_too(client):
+    from app.auth import FailedAttempts
+
+    client.application.extensions["failed_attempts"] = FailedAttempts(free=3)
+    for _ in range(3):
+        assert_error(client.get("/v2/client"), 401, 40101)
+    assert_error(client.get("/v2/client"), 429, 42903)
+    assert_error(client.get("/v2/activity-log/realtime?authToken=forged"), 429, 42903)
+    assert client.get("/v2/client", headers=AUTH).status_code == 200

@@ -27,6 +27,7 @@ from models.clock import now_ms
 from schemas.auth import SCOPES
 
 from ..errors import ApiError, ErrorCode
+from ..requests import hold_answer
 from . import signing
 
 STREAM_TOKEN_LIFETIME_MS = 60_000
@@ -128,24 +129,35 @@ def authenticate(secret: str) -> Principal:
             scopes=frozenset(key["scopes"]),
             endpoints=None if key["endpoints"] is None else frozenset(key["endpoints"]),
         )
-    wait = current_app.extensions["failed_attempts"].count(request.remote_addr or "")
-    if wait:
-        raise ApiError(
-            ErrorCode.TOO_MANY_FAILURES,
-            f"Too many failed authentications from this address: retry in {wait} s.",
-            headers={"Retry-After": str(wait)},
-        )
     raise ApiError(ErrorCode.INVALID_KEY, "Invalid API key.")
+
+
+def counted(failure: ApiError) -> ApiError:
+    """A failed authentication, counted for its address: past the free ones, a 429 whose
+    answer is held back (app/worker.py) rather than given at once."""
+    attempts = current_app.extensions["failed_attempts"]
+    wait = attempts.count(request.remote_addr or "")
+    if not wait:
+        return failure
+    hold_answer(attempts.hold)
+    return ApiError(
+        ErrorCode.TOO_MANY_FAILURES,
+        f"Too many failed authentications from this address: retry in {wait} s.",
+        headers={"Retry-After": str(wait)},
+    )
 
 
 class FailedAttempts:
     """Failed authentications per source address over the last minute. Past `free` of them,
-    each further failure is answered at once with a 429 and a Retry-After, never by waiting:
-    a sleeping thread is a thread an attacker holds, and enough of them starve everyone. The
-    key is always checked first, so a valid key is never delayed or refused."""
+    each further failure is a 429 with a Retry-After, answered after `hold` seconds. The pause
+    holds no thread (a sleeping thread is a thread an attacker holds, and enough of them
+    starve everyone); it makes a client that guesses in a loop guess once per pause and
+    connection, where answers given at once let a few hundred connections queue thousands of
+    refusals a second in front of every valid request. The key is always checked first, so a
+    valid key is never delayed or refused."""
 
-    def __init__(self, free: int = 10, window: float = 60.0):
-        self.free, self.window = free, window
+    def __init__(self, free: int = 10, window: float = 60.0, hold: float = 1.0):
+        self.free, self.window, self.hold = free, window, hold
         self._seen: dict[str, deque] = defaultdict(deque)
         self._lock = threading.Lock()
 
@@ -203,10 +215,13 @@ def check_request():
     view = current_app.view_functions[request.endpoint]
     if getattr(view, "public", False) or request.endpoint.startswith("api-docs."):
         return
-    if getattr(view, "stream_token", False) and request.args.get("authToken"):
-        principal = redeem_stream_token(request.args["authToken"])
-    else:
-        principal = authenticate(presented_key())
+    try:
+        if getattr(view, "stream_token", False) and request.args.get("authToken"):
+            principal = redeem_stream_token(request.args["authToken"])
+        else:
+            principal = authenticate(presented_key())
+    except ApiError as failure:
+        raise counted(failure) from None
     g.principal = principal
     scope = getattr(view, "required_scope", SCOPE_BY_METHOD.get(request.method, "admin"))
     if scope is not None and not principal.has_scope(scope):
