@@ -2,6 +2,8 @@
 known data; what the page shows must equal what the API answers for the same question."""
 
 import json
+import subprocess
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -11,7 +13,7 @@ import pytest
 
 from browser import MISSING, Chromium, find_chromium
 from helpers import API_KEY, AUTH, record
-from servers import Gunicorn
+from servers import ROOT, Gunicorn
 
 DESKTOP = (1280, 900)
 PHONE = (390, 844)
@@ -60,7 +62,12 @@ def known_data(now: datetime) -> list[dict]:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("dashboard-server")
-    env = {"ANALYTICS_DATABASE": str(tmp / "analytics.db"), "ANALYTICS_API_KEY": API_KEY}
+    # A short backlog, so that a resume from far back shows its gap (the live tail's test).
+    env = {
+        "ANALYTICS_DATABASE": str(tmp / "analytics.db"),
+        "ANALYTICS_API_KEY": API_KEY,
+        "ANALYTICS_STREAM_BACKLOG": "5",
+    }
     server = Gunicorn(tmp, env, workers=2)
     try:
         assert server.call("POST", "/v2/ingest", known_data(datetime.now(UTC)), AUTH)[0] == 200
@@ -360,6 +367,21 @@ def test_query_log_shows_the_apis_page_and_tails_live(server, browser, shots):
     assert server.call("POST", "/v2/ingest", later, AUTH)[0] == 200
     browser.wait_for(f"{live}.includes('after-the-drop.example')", timeout=15)
     assert browser.evaluate(live) == ["after-the-drop.example", "live.example"]
+
+    # Away for longer than the backlog (8 records stored while the server was down, 5 the
+    # backlog): the newest 5 arrive, and the page says where the others were left out.
+    server.kill_all()
+    missed = "\n".join(json.dumps(record("home", "tv", iso(datetime.now(UTC)), f"gap-{i}.example")) for i in range(8))
+    command = [sys.executable, "-m", "flask", "--app", "wsgi", "ingest", "-"]
+    subprocess.run(command, cwd=ROOT, env=server.env, input=missed, text=True, check=True, capture_output=True)
+    server.start()
+    browser.wait_for(f"{live}.includes('gap-7.example')", timeout=15)
+    rows = "Array.from(document.querySelectorAll('#log tbody tr.new, #log tbody tr.gap'), (tr) => tr.className)"
+    assert browser.evaluate(live) == [f"gap-{i}.example" for i in range(7, 2, -1)] + [
+        "after-the-drop.example",
+        "live.example",
+    ]
+    assert browser.evaluate(rows)[5] == "gap", "the gap is shown between the replayed and the older rows"
     browser.evaluate("document.getElementById('live').click()")
     assert browser.evaluate("document.getElementById('live-status').textContent") == ""
 

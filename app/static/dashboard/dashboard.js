@@ -534,6 +534,16 @@
         body.prepend(...labelled(body, [logRow(JSON.parse(event.data), event.lastEventId)]));
         while (body.children.length > LIVE_ROWS) body.lastElementChild.remove();
       };
+      // A resume from too far back replays only the newest records (ANALYTICS_STREAM_BACKLOG):
+      // the gap is shown where it is, and the next resume goes on from after it.
+      source.addEventListener("skipped", (event) => {
+        live.lastId = event.lastEventId;
+        const body = document.querySelector("#log tbody");
+        const cell = element("td", "Not replayed here: older queries received while the live view was " +
+          "away (the query log's pages have them).", "empty");
+        cell.colSpan = body.closest("table").tHead.rows[0].cells.length;
+        body.prepend(row([cell], "gap"));
+      });
       source.onerror = () => {
         source.close();
         $("live-status").dataset.state = "closed";
