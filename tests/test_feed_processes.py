@@ -224,3 +224,60 @@ def test_a_batch_spooled_just_before_a_crash_is_sent_once_and_its_number_never_r
         wait_for(lambda: count() == 3, what="batches two and three")
     finally:
         service.stop()
+
+
+@pytest.mark.parametrize(
+    "limit, records",
+    [
+        ({"ANALYTICS_MAX_BATCH": "4"}, 25),  # more records than the service takes at once
+        ({"ANALYTICS_MAX_BODY_MB": "1"}, 30),  # a body over its size limit (~75 KB a record)
+    ],
+    ids=["records", "bytes"],
+)
+def test_a_batch_too_large_for_the_service_is_sent_in_parts_once_each_in_order(tmp_path, limit, records):
+    from app.feeds.sinks import RemoteSink
+
+    env = {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY, **limit}
+    service = Gunicorn(tmp_path, env)
+    ips = [f"2001:db8:{a:x}::{b:x}" for a in range(64) for b in range(64)]
+    answers = [{"ips": ips[i : i + 64]} for i in range(0, len(ips), 64)] if "ANALYTICS_MAX_BODY_MB" in limit else []
+    wire = [
+        {"endpointId": "e", "clientId": "c", "question": f"q{i}.example", "timestamp": f"2024-05-01T00:00:{i:02d}Z"}
+        | ({"answers": answers} if answers else {})
+        for i in range(records)
+    ]
+    try:
+        with RemoteSink(service.base, API_KEY, str(tmp_path / "spool"), wait_seconds=60) as sink:
+            sink.commit("src", [], wire, {"n": 1}, 0)
+        assert sink.pending() == 0
+        body = service.call("GET", f"/v2/activity-log?{WHOLE}&sortOrder=asc&pageSize=100", headers=AUTH)[1]
+        assert [q["question"] for q in body["queries"]] == [f"q{i}.example" for i in range(records)]
+    finally:
+        service.stop()
+
+
+def test_a_split_batch_resumed_after_a_crash_sends_each_part_once(tmp_path):
+    """The crash came after the service stored a batch's first part and before the spool
+    file said so: the restarted feed sends that part again, and its key makes it a replay."""
+    import hashlib
+
+    from app.feeds.sinks import RemoteSink
+
+    env = {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY}
+    service = Gunicorn(tmp_path, env)
+    records = [{"endpointId": "e", "clientId": "c", "question": f"q{i}.example"} for i in range(4)]
+    parts = [{"idempotencyKey": "s-1.1", "records": records[:2]}, {"idempotencyKey": "s-1.2", "records": records[2:]}]
+    folder = tmp_path / "spool" / hashlib.sha256(b"src").hexdigest()[:24]
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text(json.dumps({"source": "src", "spool": "s", "batch": 1, "position": {}}))
+    (folder / "000000000001.json").write_text(json.dumps({"parts": parts, "position": {}}))
+    try:
+        headers = {**AUTH, "Idempotency-Key": "s-1.1"}
+        assert service.call("POST", "/v2/ingest", records[:2], headers=headers)[0] == 200
+        with RemoteSink(service.base, API_KEY, str(tmp_path / "spool"), wait_seconds=10) as sink:
+            pass
+        assert sink.pending() == 0
+        body = service.call("GET", f"/v2/activity-log?{WHOLE}&sortOrder=asc&pageSize=100", headers=AUTH)[1]
+        assert sorted(q["question"] for q in body["queries"]) == [f"q{i}.example" for i in range(4)]
+    finally:
+        service.stop()

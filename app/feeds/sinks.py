@@ -219,9 +219,41 @@ class RemoteSink:
                 self._wake.clear()
 
     def _send(self, path: str) -> str:
+        """Deliver the batch in the file at `path`, part by part. A batch the service finds
+        too large (413: more records than its ANALYTICS_MAX_BATCH, or a body over its
+        ANALYTICS_MAX_BODY_MB) is split in two halves, in order, and those are sent instead;
+        the file is rewritten (atomically) after each change, and every part keeps an
+        idempotency key of its own, so a crash at any point neither loses nor doubles one."""
         with open(path, encoding="utf-8") as handle:
             batch = json.load(handle)
-        body = json.dumps({"records": batch["records"]}, separators=(",", ":")).encode()
+        parts = batch.get("parts") or [{"idempotencyKey": batch["idempotencyKey"], "records": batch["records"]}]
+        while parts:
+            outcome, detail = self._post(parts[0])
+            if outcome == 413 and len(parts[0]["records"]) > 1:
+                part = parts[0]
+                half = len(part["records"]) // 2
+                parts[:1] = [
+                    {"idempotencyKey": f"{part['idempotencyKey']}.{n}", "records": records}
+                    for n, records in ((1, part["records"][:half]), (2, part["records"][half:]))
+                ]
+            elif outcome == "sent":
+                parts = parts[1:]
+            elif outcome == "later":
+                return "later"
+            else:
+                self._error = (
+                    f"the service refused a batch with HTTP {outcome}: {detail}; it stays in the spool "
+                    f"({path}) and is sent again when the feed restarts"
+                )
+                return "refused"
+            if parts:
+                _write_atomically(path, {"parts": parts, "position": batch["position"]})
+        os.remove(path)
+        return "sent"
+
+    def _post(self, part: dict) -> tuple[str | int, str]:
+        """POST one part: ("sent", ""), ("later", "") or (the HTTP status refusing it, why)."""
+        body = json.dumps({"records": part["records"]}, separators=(",", ":")).encode()
         request = urllib.request.Request(
             self.url,
             data=body,
@@ -229,7 +261,7 @@ class RemoteSink:
             headers={
                 "Authorization": self.key,
                 "Content-Type": "application/json",
-                "Idempotency-Key": batch["idempotencyKey"],
+                "Idempotency-Key": part["idempotencyKey"],
             },
         )
         try:
@@ -238,18 +270,12 @@ class RemoteSink:
         except urllib.error.HTTPError as exc:
             if exc.code in (408, 429) or exc.code >= 500:
                 log.warning("the service answered %s; the batch waits in the spool", exc.code)
-                return "later"
-            detail = exc.read().decode("utf-8", "replace")[:300]
-            self._error = (
-                f"the service refused a batch with HTTP {exc.code}: {detail}; it stays in the spool "
-                f"({path}) and is sent again when the feed restarts"
-            )
-            return "refused"
+                return "later", ""
+            return exc.code, exc.read().decode("utf-8", "replace")[:300]
         except OSError as exc:
             log.warning("the service is unreachable (%s); batches wait in the spool", exc)
-            return "later"
-        os.remove(path)
-        return "sent"
+            return "later", ""
+        return "sent", ""
 
 
 class Sink(Protocol):
