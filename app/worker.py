@@ -1,12 +1,22 @@
-"""The gunicorn worker: gthread's, plus answers held back without a thread.
+"""The gunicorn worker: gthread's, plus two things done in its event loop instead of a thread.
 
-A refused authentication past the free ones is answered only after a pause, so that a client
-guessing keys in a loop makes one guess per pause and connection instead of thousands a second
-(which, even answered at once, queue in front of every valid request). Sleeping in the request's
-thread would hand the attacker a thread per connection; here the thread writes the answer into
-a buffer and moves on, and the worker's event loop sends it when the pause is over. The app asks
-for it through the request's socket (`environ["gunicorn.socket"].hold_answer(seconds)`); under
-any other server that method is absent and the answer goes at once.
+Reading a request's head. gthread hands a connection to a thread as soon as its first bytes
+arrive, and the thread then reads the head itself, blocking: a client sending one header line
+every few seconds held a thread for as long as it liked, and 70 of them stopped a server of
+64 threads. Here the event loop reads the head (the request line and headers), without
+blocking, until it is whole, and only then hands the connection to a thread; a head not
+whole within ANALYTICS_HEADER_SECONDS (10) closes the connection, as nginx's
+client_header_timeout does. (Bodies are still read by the thread: the reverse proxy in front
+buffers them, see README "Slow senders and the front door".)
+
+Holding an answer back. A refused authentication past the free ones is answered only after a
+pause, so that a client guessing keys in a loop makes one guess per pause and connection
+instead of thousands a second (which, even answered at once, queue in front of every valid
+request). Sleeping in the request's thread would hand the attacker a thread per connection;
+here the thread writes the answer into a buffer and moves on, and the event loop sends it when
+the pause is over. The app asks for it through the request's socket
+(`environ["gunicorn.socket"].hold_answer(seconds)`); under any other server that method is
+absent and the answer goes at once.
 
 gunicorn.conf.py loads this file by its path, not as part of the `app` package: importing that
 package would load the whole application (and prometheus-client, before its multiprocess
@@ -15,9 +25,14 @@ folder is set) in gunicorn's master process.
 
 import heapq
 import itertools
+import os
+import re
+import selectors
 import time
 from concurrent import futures
+from functools import partial
 
+from gunicorn.http2 import negotiation
 from gunicorn.workers.gthread import ThreadWorker
 
 # Held answers per worker. Past it an answer goes at once: held connections count against
@@ -25,6 +40,13 @@ from gunicorn.workers.gthread import ThreadWorker
 MAX_HELD = 256
 # A held answer is a short error; a longer one (never expected) is not worth buffering.
 MAX_HELD_BYTES = 64 * 1024
+# How long a request's head may take to arrive, and how much of it the loop reads: past that
+# the thread takes over, and gunicorn's own limits (a 1 MiB request line, 100 header fields of
+# 8 KiB, see gunicorn.conf.py) refuse it.
+HEAD_SECONDS = float(os.environ.get("ANALYTICS_HEADER_SECONDS", "10"))
+MAX_HEAD = 2 * 1024 * 1024
+# The empty line that ends a head (CRLF, or a bare LF, which gunicorn judges for itself).
+_HEAD_END = re.compile(rb"\n\r?\n")
 
 
 class HoldingSocket:
@@ -74,6 +96,66 @@ class HoldingWorker(ThreadWorker):
         super().__init__(*args, **kwargs)
         self._held = []  # heap of (due, sequence, conn, Held)
         self._sequence = itertools.count()
+        self._reading = {}  # connections whose head is being read: deadline, oldest first
+
+    def enqueue_req(self, conn):
+        """Runs in the event loop for every request: a thread gets it once its head is whole."""
+        if not self._reads_head(conn):
+            return super().enqueue_req(conn)
+        conn.head = bytearray()
+        conn.sock.setblocking(False)
+        self._reading[conn] = time.monotonic() + HEAD_SECONDS
+        self._read_head(conn, registered=False)
+
+    def _reads_head(self, conn) -> bool:
+        # TLS and HTTP/2 read their own first bytes in the thread; bytes gunicorn already holds
+        # (a pipelined request) are read from its buffer, not the socket.
+        if self.cfg.is_ssl or negotiation.prior_knowledge_allowed(self.cfg, conn.client):
+            return False
+        return conn.parser is None or not conn.parser.unreader.buf.getvalue()
+
+    def _on_readable(self, conn, sock):
+        self._read_head(conn, registered=True)
+
+    def _read_head(self, conn, registered: bool):
+        """Read what the socket has: a whole head goes to a thread, a closed connection is
+        closed, and the loop waits for the rest of a head begun."""
+        try:
+            data = conn.sock.recv(65536)
+        except BlockingIOError:
+            data = None
+        except OSError:
+            data = b""
+        if data:
+            start = max(0, len(conn.head) - 2)
+            conn.head += data
+            whole = _HEAD_END.search(conn.head, start) is not None or len(conn.head) >= MAX_HEAD
+        if data is None or (data and not whole):
+            if not registered:
+                self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, conn))
+            return
+        if registered:
+            self.poller.unregister(conn.sock)
+        if not data:
+            self._drop_reading(conn)
+            return
+        del self._reading[conn]
+        super().enqueue_req(conn)
+
+    def _drop_reading(self, conn):
+        del self._reading[conn]
+        self.nr_conns -= 1
+        conn.close()
+
+    def handle(self, conn):
+        """Runs in a request thread: what the loop read of the request is read first."""
+        head, conn.head = getattr(conn, "head", None), None
+        if head:
+            conn.sock.setblocking(True)
+            conn.init()
+            conn.parser.unreader.unread(bytes(head))
+            conn.data_ready = True
+        return super().handle(conn)
 
     def handle_request(self, req, conn):
         """Runs in a request thread: serve the request through a HoldingSocket."""
@@ -104,13 +186,25 @@ class HoldingWorker(ThreadWorker):
         heapq.heappush(self._held, (held.due, next(self._sequence), conn, held))
 
     def wait_for_and_dispatch_events(self, timeout):
+        now = time.monotonic()
         if self._held:
-            timeout = max(0.0, min(timeout, self._held[0][0] - time.monotonic()))
-        super().wait_for_and_dispatch_events(timeout)
+            timeout = min(timeout, self._held[0][0] - now)
+        if self._reading:
+            timeout = min(timeout, next(iter(self._reading.values())) - now)
+        super().wait_for_and_dispatch_events(max(0.0, timeout))
         now = time.monotonic()
         while self._held and (self._held[0][0] <= now or not self.alive):
             _, _, conn, held = heapq.heappop(self._held)
             self._send_held(conn, held)
+        # Heads too slow to arrive; a stopping worker waits only for heads already begun.
+        for conn, deadline in list(self._reading.items()):
+            if deadline > now:
+                if self.alive:
+                    break  # oldest first: the others are younger
+                if conn.head:
+                    continue
+            self.poller.unregister(conn.sock)
+            self._drop_reading(conn)
 
     def _send_held(self, conn, held: Held):
         """Send without blocking the loop: a short answer fits the socket's buffer, and a

@@ -113,6 +113,48 @@ def test_held_refusals_keep_their_connection_open(tmp_path):
         server.stop()
 
 
+def test_slow_senders_hold_no_thread_and_are_dropped_when_their_head_is_late(tmp_path):
+    """20 clients sending their headers a line at a time, on one worker of 4 threads: the
+    event loop reads heads, so valid requests go on being served, and a head not whole within
+    ANALYTICS_HEADER_SECONDS closes its connection."""
+    env = {
+        "ANALYTICS_DATABASE": str(tmp_path / "slow.db"),
+        "ANALYTICS_API_KEY": API_KEY,
+        "ANALYTICS_THREADS": "4",
+        "ANALYTICS_HEADER_SECONDS": "3",
+    }
+    server = Gunicorn(tmp_path, env, workers=1)
+    slow = []
+    try:
+        for _ in range(20):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            sock.sendall(b"GET /v2/client HTTP/1.1\r\nHost: x\r\n")
+            slow.append(sock)
+        waits = []
+        for _ in range(4):
+            for sock in slow:
+                sock.sendall(b"X-Slow: 1\r\n")
+            started = time.monotonic()
+            try:
+                status, _ = get(server, "/v2/client", AUTH, timeout=2)
+            except TimeoutError:
+                status = None
+            waits.append(time.monotonic() - started if status == 200 else 2.0)
+            time.sleep(0.4)
+        assert sorted(waits)[2] < 0.5, f"valid requests waited {waits} behind slow senders"
+        # Their heads began 3 s ago at least: closed by now, or within a second.
+        for sock in slow:
+            sock.settimeout(2)
+            try:
+                assert sock.recv(100) == b"", "a late head was answered"
+            except ConnectionResetError:
+                pass
+    finally:
+        for sock in slow:
+            sock.close()
+        server.stop()
+
+
 def held_export(server, key) -> socket.socket:
     """A CSV export asked for and then not read: its answer waits in full socket buffers, and
     the request holds its server thread until the socket closes."""
