@@ -26,18 +26,28 @@ folder is set) in gunicorn's master process.
 import heapq
 import itertools
 import os
+import errno
 import re
 import selectors
+import socket
 import time
 from concurrent import futures
 from functools import partial
 
 from gunicorn.http2 import negotiation
-from gunicorn.workers.gthread import ThreadWorker
+from gunicorn.workers.gthread import TConn, ThreadWorker
 
-# Held answers per worker. Past it an answer goes at once: held connections count against
-# worker_connections (1,000), and a worker that reaches that stops accepting anyone.
-MAX_HELD = 256
+# Held answers per worker: half its worker_connections (1,000), for a worker that reaches
+# that stops accepting anyone. Past it an answer goes at once (and guessing loops on more
+# connections than that run at full speed: a connection flood, for the proxy's limit_conn).
+HELD_SHARE = 0.5
+# After a last answer, a connection is closed once the client has closed its end too (or after
+# this long), as gunicorn does (util.close_graceful: else unread request bytes make the kernel
+# reset the connection and cut the answer), but waited for in the loop rather than blocking it
+# (a client that never reads nor closes held the whole worker for 2 s per connection).
+LINGER_SECONDS = 2.0
+MAX_LINGERING = 256
+MAX_DRAIN = 64 * 1024
 # A held answer is a short error; a longer one (never expected) is not worth buffering.
 MAX_HELD_BYTES = 64 * 1024
 # How long a request's head may take to arrive, and how much of it the loop reads: past that
@@ -91,12 +101,70 @@ class Held:
         self.data, self.due, self.keepalive = data, due, keepalive
 
 
+class Connection(TConn):
+    """gthread's connection, whose graceful close lingers in the worker's loop."""
+
+    def __init__(self, worker, *args):
+        super().__init__(*args)
+        self.worker = worker
+        self.drained = 0
+
+    def close(self, graceful=False):
+        if graceful:
+            self.worker.linger(self)
+        else:
+            super().close()
+
+
 class HoldingWorker(ThreadWorker):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._held = []  # heap of (due, sequence, conn, Held)
+        self._max_held = int(self.cfg.worker_connections * HELD_SHARE)
         self._sequence = itertools.count()
         self._reading = {}  # connections whose head is being read: deadline, oldest first
+        self._lingering = {}  # connections closing: deadline, oldest first
+
+    def accept(self, listener):
+        """Runs in the event loop: gthread's, with a Connection."""
+        try:
+            sock, client = listener.accept()
+        except OSError as exc:
+            if exc.errno in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                return
+            raise
+        self.nr_conns += 1
+        self.enqueue_req(Connection(self, self.cfg, sock, client, listener.getsockname()))
+
+    def linger(self, conn):
+        """Close `conn` gracefully without blocking the loop (see LINGER_SECONDS)."""
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            conn.sock.close()
+            return
+        if len(self._lingering) >= MAX_LINGERING:
+            conn.sock.close()
+            return
+        conn.sock.setblocking(False)
+        self._lingering[conn] = time.monotonic() + LINGER_SECONDS
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_lingering, conn))
+
+    def _on_lingering(self, conn, sock):
+        try:
+            data = sock.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        conn.drained += len(data)
+        if not data or conn.drained > MAX_DRAIN:
+            self._closed(conn)
+
+    def _closed(self, conn):
+        del self._lingering[conn]
+        self.poller.unregister(conn.sock)
+        conn.sock.close()
 
     def enqueue_req(self, conn):
         """Runs in the event loop for every request: a thread gets it once its head is whole."""
@@ -181,7 +249,7 @@ class HoldingWorker(ThreadWorker):
         held = None if fs.cancelled() or fs.exception() is not None else fs.result()
         if not isinstance(held, Held):
             return super().finish_request(conn, fs)
-        if len(self._held) >= MAX_HELD or not self.alive:
+        if len(self._held) >= self._max_held or not self.alive:
             return self._send_held(conn, held)
         heapq.heappush(self._held, (held.due, next(self._sequence), conn, held))
 
@@ -189,8 +257,9 @@ class HoldingWorker(ThreadWorker):
         now = time.monotonic()
         if self._held:
             timeout = min(timeout, self._held[0][0] - now)
-        if self._reading:
-            timeout = min(timeout, next(iter(self._reading.values())) - now)
+        for waiting in (self._reading, self._lingering):
+            if waiting:
+                timeout = min(timeout, next(iter(waiting.values())) - now)
         super().wait_for_and_dispatch_events(max(0.0, timeout))
         now = time.monotonic()
         while self._held and (self._held[0][0] <= now or not self.alive):
@@ -205,6 +274,8 @@ class HoldingWorker(ThreadWorker):
                     continue
             self.poller.unregister(conn.sock)
             self._drop_reading(conn)
+        while self._lingering and next(iter(self._lingering.values())) <= now:
+            self._closed(next(iter(self._lingering)))
 
     def _send_held(self, conn, held: Held):
         """Send without blocking the loop: a short answer fits the socket's buffer, and a

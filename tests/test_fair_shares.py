@@ -37,11 +37,17 @@ def get(server, path, headers, timeout=60) -> tuple[int, dict]:
         connection.close()
 
 
-def timed(server, path, headers) -> float:
+def timed(server, path, headers, timeout=60) -> float:
     started = time.monotonic()
-    status, _ = get(server, path, headers)
+    status, _ = get(server, path, headers, timeout)
     assert status == 200
     return time.monotonic() - started
+
+
+def single_worker(tmp_path, name, **settings) -> Gunicorn:
+    """gunicorn with one worker and these settings (environment variables)."""
+    env = {"ANALYTICS_DATABASE": str(tmp_path / f"{name}.db"), "ANALYTICS_API_KEY": API_KEY, **settings}
+    return Gunicorn(tmp_path, env, workers=1)
 
 
 def test_wrong_keys_do_not_hold_threads_and_valid_keys_are_not_delayed(few_threads):
@@ -93,8 +99,7 @@ def test_a_client_guessing_keys_in_a_loop_is_slowed_without_holding_threads(few_
 
 def test_held_refusals_keep_their_connection_open(tmp_path):
     """A held answer goes whole, and the kept-alive connection serves the next request."""
-    env = {"ANALYTICS_DATABASE": str(tmp_path / "held.db"), "ANALYTICS_API_KEY": API_KEY}
-    server = Gunicorn(tmp_path, env, workers=1)
+    server = single_worker(tmp_path, "held")
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
         for _ in range(10):  # the free ones
@@ -117,13 +122,7 @@ def test_slow_senders_hold_no_thread_and_are_dropped_when_their_head_is_late(tmp
     """20 clients sending their headers a line at a time, on one worker of 4 threads: the
     event loop reads heads, so valid requests go on being served, and a head not whole within
     ANALYTICS_HEADER_SECONDS closes its connection."""
-    env = {
-        "ANALYTICS_DATABASE": str(tmp_path / "slow.db"),
-        "ANALYTICS_API_KEY": API_KEY,
-        "ANALYTICS_THREADS": "4",
-        "ANALYTICS_HEADER_SECONDS": "3",
-    }
-    server = Gunicorn(tmp_path, env, workers=1)
+    server = single_worker(tmp_path, "slow", ANALYTICS_THREADS="4", ANALYTICS_HEADER_SECONDS="3")
     slow = []
     try:
         for _ in range(20):
@@ -155,6 +154,30 @@ def test_slow_senders_hold_no_thread_and_are_dropped_when_their_head_is_late(tmp
         server.stop()
 
 
+def test_clients_that_never_read_nor_close_do_not_stall_the_worker(tmp_path):
+    """A last answer's connection is closed once the client closes too (or after 2 s); clients
+    that do neither, waited for one after the other, held up the whole worker 2 s each."""
+    server = single_worker(tmp_path, "linger")
+    silent = []
+    try:
+        for _ in range(10):
+            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+            sock.sendall(b"GET /v2/client HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            silent.append(sock)
+        time.sleep(0.5)
+        try:
+            waited = timed(server, "/v2/client", AUTH, timeout=5)
+        except TimeoutError:
+            waited = 5.0
+        assert waited < 1, f"a valid request waited {waited:.1f} s behind 10 silent clients"
+        for sock in silent:
+            assert b"401" in sock.recv(100)  # each got its answer whole
+    finally:
+        for sock in silent:
+            sock.close()
+        server.stop()
+
+
 def held_export(server, key) -> socket.socket:
     """A CSV export asked for and then not read: its answer waits in full socket buffers, and
     the request holds its server thread until the socket closes."""
@@ -167,13 +190,7 @@ def held_export(server, key) -> socket.socket:
 
 
 def test_one_key_cannot_take_every_thread_with_expensive_requests(tmp_path):
-    env = {
-        "ANALYTICS_DATABASE": str(tmp_path / "shares.db"),
-        "ANALYTICS_API_KEY": API_KEY,
-        "ANALYTICS_THREADS": "4",
-        "ANALYTICS_MAX_EXPENSIVE_PER_KEY": "2",
-    }
-    server = Gunicorn(tmp_path, env, workers=1)
+    server = single_worker(tmp_path, "shares", ANALYTICS_THREADS="4", ANALYTICS_MAX_EXPENSIVE_PER_KEY="2")
     held = []
     try:
         reader = server.create_key("--name", "greedy", "--scope", "read")
