@@ -23,10 +23,10 @@ package would load the whole application (and prometheus-client, before its mult
 folder is set) in gunicorn's master process.
 """
 
+import errno
 import heapq
 import itertools
 import os
-import errno
 import re
 import selectors
 import socket

@@ -44,6 +44,15 @@ def timed(server, path, headers, timeout=60) -> float:
     return time.monotonic() - started
 
 
+def raw_connections(server, count: int, data: bytes) -> list[socket.socket]:
+    """`count` connections that each sent `data` and then nothing."""
+    connections = []
+    for _ in range(count):
+        connections.append(socket.create_connection(("127.0.0.1", server.port), timeout=10))
+        connections[-1].sendall(data)
+    return connections
+
+
 def single_worker(tmp_path, name, **settings) -> Gunicorn:
     """gunicorn with one worker and these settings (environment variables)."""
     env = {"ANALYTICS_DATABASE": str(tmp_path / f"{name}.db"), "ANALYTICS_API_KEY": API_KEY, **settings}
@@ -125,10 +134,7 @@ def test_slow_senders_hold_no_thread_and_are_dropped_when_their_head_is_late(tmp
     server = single_worker(tmp_path, "slow", ANALYTICS_THREADS="4", ANALYTICS_HEADER_SECONDS="3")
     slow = []
     try:
-        for _ in range(20):
-            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-            sock.sendall(b"GET /v2/client HTTP/1.1\r\nHost: x\r\n")
-            slow.append(sock)
+        slow = raw_connections(server, 20, b"GET /v2/client HTTP/1.1\r\nHost: x\r\n")
         waits = []
         for _ in range(4):
             for sock in slow:
@@ -160,10 +166,7 @@ def test_clients_that_never_read_nor_close_do_not_stall_the_worker(tmp_path):
     server = single_worker(tmp_path, "linger")
     silent = []
     try:
-        for _ in range(10):
-            sock = socket.create_connection(("127.0.0.1", server.port), timeout=10)
-            sock.sendall(b"GET /v2/client HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            silent.append(sock)
+        silent = raw_connections(server, 10, b"GET /v2/client HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
         time.sleep(0.5)
         try:
             waited = timed(server, "/v2/client", AUTH, timeout=5)
