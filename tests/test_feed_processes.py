@@ -231,8 +231,9 @@ def test_a_batch_spooled_just_before_a_crash_is_sent_once_and_its_number_never_r
     [
         ({"ANALYTICS_MAX_BATCH": "4"}, 25),  # more records than the service takes at once
         ({"ANALYTICS_MAX_BODY_MB": "1"}, 30),  # a body over its size limit (~75 KB a record)
+        ({"ANALYTICS_MAX_BODY_MB": "1"}, 200),  # so far over that the upload breaks off first
     ],
-    ids=["records", "bytes"],
+    ids=["records", "bytes", "upload-cut"],
 )
 def test_a_batch_too_large_for_the_service_is_sent_in_parts_once_each_in_order(tmp_path, limit, records):
     from app.feeds.sinks import RemoteSink
@@ -242,7 +243,12 @@ def test_a_batch_too_large_for_the_service_is_sent_in_parts_once_each_in_order(t
     ips = [f"2001:db8:{a:x}::{b:x}" for a in range(64) for b in range(64)]
     answers = [{"ips": ips[i : i + 64]} for i in range(0, len(ips), 64)] if "ANALYTICS_MAX_BODY_MB" in limit else []
     wire = [
-        {"endpointId": "e", "clientId": "c", "question": f"q{i}.example", "timestamp": f"2024-05-01T00:00:{i:02d}Z"}
+        {
+            "endpointId": "e",
+            "clientId": "c",
+            "question": f"q{i}.example",
+            "timestamp": f"2024-05-01T00:{i // 60:02d}:{i % 60:02d}Z",
+        }
         | ({"answers": answers} if answers else {})
         for i in range(records)
     ]
@@ -250,26 +256,54 @@ def test_a_batch_too_large_for_the_service_is_sent_in_parts_once_each_in_order(t
         with RemoteSink(service.base, API_KEY, str(tmp_path / "spool"), wait_seconds=60) as sink:
             sink.commit("src", [], wire, {"n": 1}, 0)
         assert sink.pending() == 0
-        body = service.call("GET", f"/v2/activity-log?{WHOLE}&sortOrder=asc&pageSize=100", headers=AUTH)[1]
+        body = service.call("GET", f"/v2/activity-log?{WHOLE}&sortOrder=asc&pageSize=500", headers=AUTH)[1]
         assert [q["question"] for q in body["queries"]] == [f"q{i}.example" for i in range(records)]
     finally:
         service.stop()
 
 
+def test_a_batch_stored_before_its_answer_was_lost_is_not_split_and_stored_again(tmp_path):
+    """The service stored the batch, the feed never heard so, and the service's batch limit
+    was lowered since: the feed's 413 must not become two parts stored a second time."""
+    from app.feeds.sinks import RemoteSink
+
+    env = {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY}
+    records = [{"endpointId": "e", "clientId": "c", "question": f"q{i}.example"} for i in range(25)]
+    service = Gunicorn(tmp_path, env)
+    assert service.call("POST", "/v2/ingest", records, headers={**AUTH, "Idempotency-Key": "s-1"})[0] == 200
+    service.stop()
+    service = Gunicorn(tmp_path, {**env, "ANALYTICS_MAX_BATCH": "4"})
+    folder = spool_folder(tmp_path / "spool", "src", "s")
+    (folder / "000000000001.json").write_text(json.dumps({"idempotencyKey": "s-1", "records": records, "position": {}}))
+    try:
+        with RemoteSink(service.base, API_KEY, str(tmp_path / "spool"), wait_seconds=10) as sink:
+            pass
+        assert sink.pending() == 0
+        assert service.call("GET", f"/v2/statistic/count?{WHOLE}", headers=AUTH)[1]["count"] == 25
+    finally:
+        service.stop()
+
+
+def spool_folder(spool, source: str, spool_id: str):
+    """A spool folder as a feed leaves it, with its state counting one batch."""
+    import hashlib
+
+    folder = spool / hashlib.sha256(source.encode()).hexdigest()[:24]
+    folder.mkdir(parents=True)
+    (folder / "state.json").write_text(json.dumps({"source": source, "spool": spool_id, "batch": 1, "position": {}}))
+    return folder
+
+
 def test_a_split_batch_resumed_after_a_crash_sends_each_part_once(tmp_path):
     """The crash came after the service stored a batch's first part and before the spool
     file said so: the restarted feed sends that part again, and its key makes it a replay."""
-    import hashlib
-
     from app.feeds.sinks import RemoteSink
 
     env = {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY}
     service = Gunicorn(tmp_path, env)
     records = [{"endpointId": "e", "clientId": "c", "question": f"q{i}.example"} for i in range(4)]
     parts = [{"idempotencyKey": "s-1.1", "records": records[:2]}, {"idempotencyKey": "s-1.2", "records": records[2:]}]
-    folder = tmp_path / "spool" / hashlib.sha256(b"src").hexdigest()[:24]
-    folder.mkdir(parents=True)
-    (folder / "state.json").write_text(json.dumps({"source": "src", "spool": "s", "batch": 1, "position": {}}))
+    folder = spool_folder(tmp_path / "spool", "src", "s")
     (folder / "000000000001.json").write_text(json.dumps({"parts": parts, "position": {}}))
     try:
         headers = {**AUTH, "Idempotency-Key": "s-1.1"}

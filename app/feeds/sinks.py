@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 # How long a remote batch may wait between tries at most, and how long one try may take.
 MAX_BACKOFF_SECONDS = 30.0
 SEND_TIMEOUT_SECONDS = 60.0
+# An upload of at least this size broken off by the service is taken for a body too large (see
+# RemoteSink._post); smaller ones are a connection problem, tried again as they are.
+CUT_BODY_BYTES = 1024 * 1024
 
 
 class FeedError(Exception):
@@ -220,27 +223,34 @@ class RemoteSink:
 
     def _send(self, path: str) -> str:
         """Deliver the batch in the file at `path`, part by part. A batch the service finds
-        too large (413: more records than its ANALYTICS_MAX_BATCH, or a body over its
-        ANALYTICS_MAX_BODY_MB) is split in two halves, in order, and those are sent instead;
-        the file is rewritten (atomically) after each change, and every part keeps an
-        idempotency key of its own, so a crash at any point neither loses nor doubles one."""
+        too large (a 413: more records than its ANALYTICS_MAX_BATCH, or a body over its
+        ANALYTICS_MAX_BODY_MB or the proxy's limit; or a large body whose upload the service
+        cut off) is split in two halves, in order, and those are sent instead; the file is
+        rewritten (atomically) after each change. Every part has an idempotency key of its
+        own, and before a part is split the service is asked, with an empty batch under the
+        part's key, whether it stored the part already (its answer lost, the limit lowered
+        since): so no crash, lost answer or split stores a record twice or loses one."""
         with open(path, encoding="utf-8") as handle:
             batch = json.load(handle)
         parts = batch.get("parts") or [{"idempotencyKey": batch["idempotencyKey"], "records": batch["records"]}]
         while parts:
-            outcome, detail = self._post(parts[0])
-            if outcome == 413 and len(parts[0]["records"]) > 1:
-                part = parts[0]
-                half = len(part["records"]) // 2
-                parts[:1] = [
-                    {"idempotencyKey": f"{part['idempotencyKey']}.{n}", "records": records}
-                    for n, records in ((1, part["records"][:half]), (2, part["records"][half:]))
-                ]
-            elif outcome == "sent":
+            part = parts[0]
+            outcome, detail = self._post(part["records"], part["idempotencyKey"])
+            if outcome in (413, "cut") and len(part["records"]) > 1:
+                outcome = self._post([], part["idempotencyKey"])[0]
+                if outcome == "sent":  # not stored before: now its key stands for nothing
+                    half = len(part["records"]) // 2
+                    parts[:1] = [
+                        {"idempotencyKey": f"{part['idempotencyKey']}.{n}", "records": records}
+                        for n, records in ((1, part["records"][:half]), (2, part["records"][half:]))
+                    ]
+                elif outcome == "replayed":
+                    parts = parts[1:]
+            elif outcome in ("sent", "replayed"):
                 parts = parts[1:]
-            elif outcome == "later":
+            if outcome in ("later", "cut"):
                 return "later"
-            else:
+            if outcome not in ("sent", "replayed"):
                 self._error = (
                     f"the service refused a batch with HTTP {outcome}: {detail}; it stays in the spool "
                     f"({path}) and is sent again when the feed restarts"
@@ -251,9 +261,11 @@ class RemoteSink:
         os.remove(path)
         return "sent"
 
-    def _post(self, part: dict) -> tuple[str | int, str]:
-        """POST one part: ("sent", ""), ("later", "") or (the HTTP status refusing it, why)."""
-        body = json.dumps({"records": part["records"]}, separators=(",", ":")).encode()
+    def _post(self, records: list, idempotency_key: str) -> tuple[str | int, str]:
+        """POST records: ("sent" or "replayed" (stored before), ""), ("later", ""), ("cut", why):
+        the service stopped reading a large body, so stored none of it, or (the HTTP status
+        refusing them, why)."""
+        body = json.dumps({"records": records}, separators=(",", ":")).encode()
         request = urllib.request.Request(
             self.url,
             data=body,
@@ -261,21 +273,28 @@ class RemoteSink:
             headers={
                 "Authorization": self.key,
                 "Content-Type": "application/json",
-                "Idempotency-Key": part["idempotencyKey"],
+                "Idempotency-Key": idempotency_key,
             },
         )
         try:
             with urllib.request.urlopen(request, timeout=SEND_TIMEOUT_SECONDS) as response:
                 response.read()
+                replayed = response.headers.get("Idempotency-Replayed") == "true"
         except urllib.error.HTTPError as exc:
             if exc.code in (408, 429) or exc.code >= 500:
                 log.warning("the service answered %s; the batch waits in the spool", exc.code)
                 return "later", ""
             return exc.code, exc.read().decode("utf-8", "replace")[:300]
         except OSError as exc:
+            # A service refusing a body by its announced length answers without reading it and
+            # closes: the upload breaks before its 413 can be read.
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, (BrokenPipeError, ConnectionResetError)) and len(body) >= CUT_BODY_BYTES:
+                log.warning("the service cut off a %d-byte batch (%s); it is split", len(body), reason)
+                return "cut", str(reason)
             log.warning("the service is unreachable (%s); batches wait in the spool", exc)
             return "later", ""
-        return "sent", ""
+        return ("replayed" if replayed else "sent"), ""
 
 
 class Sink(Protocol):
