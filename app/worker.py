@@ -82,6 +82,10 @@ class HoldingSocket:
         self.sendall(data)
         return len(data)
 
+    def sendfile(self, *args, **kwargs):
+        self._release_into_socket()  # what was buffered goes before the file
+        return self._sock.sendfile(*args, **kwargs)
+
     def _release_into_socket(self):
         # Too long to hold: what was buffered goes first, and nothing more is held.
         if self.buffer:
@@ -283,7 +287,7 @@ class HoldingWorker(ThreadWorker):
         try:
             conn.sock.setblocking(False)
             sent = conn.sock.send(held.data)
-            keepalive = held.keepalive and sent == len(held.data)
+            keepalive = held.keepalive and sent == len(held.data) and len(self.keepalived_conns) < self.max_keepalived
         except OSError:
             keepalive = False
         # gunicorn's own end of a request: keep the connection alive, or close and count it.
