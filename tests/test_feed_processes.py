@@ -315,3 +315,22 @@ def test_a_split_batch_resumed_after_a_crash_sends_each_part_once(tmp_path):
         assert sorted(q["question"] for q in body["queries"]) == [f"q{i}.example" for i in range(4)]
     finally:
         service.stop()
+
+
+def test_after_a_batch_too_large_larger_ones_are_split_before_they_are_sent(tmp_path):
+    from app.feeds.sinks import RemoteSink
+
+    env = {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY, "ANALYTICS_MAX_BATCH": "4"}
+    service = Gunicorn(tmp_path, env)
+    records = [{"endpointId": "e", "clientId": "c", "question": f"q{i}.example"} for i in range(32)]
+    try:
+        with RemoteSink(service.base, API_KEY, str(tmp_path / "spool"), wait_seconds=30) as sink:
+            sink.commit("src", [], records[:16], {"n": 1}, 0)
+            sink.commit("src", [], records[16:], {"n": 2}, 0)
+        assert service.call("GET", f"/v2/statistic/count?{WHOLE}", headers=AUTH)[1]["count"] == 32
+        metrics = service.fetch("GET", "/metrics", headers=AUTH)[1].decode()
+        refused = [line for line in metrics.splitlines() if line.startswith("dns_analytics_ingest_requests_total")]
+        # 16 and then 8 records refused once each; every other part of 8 or more split unsent.
+        assert [line.split()[-1] for line in refused if '"41302"' in line] == ["2.0"], refused
+    finally:
+        service.stop()

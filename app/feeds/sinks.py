@@ -111,6 +111,9 @@ class RemoteSink:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._error: str | None = None
+        # The fewest records in a part the service found too large: larger parts are split
+        # before they are sent, rather than each uploaded in vain first.
+        self._too_many: int | None = None
         self._sender = threading.Thread(target=self._send_loop, name="spool-sender", daemon=True)
 
     def __enter__(self):
@@ -235,8 +238,12 @@ class RemoteSink:
         parts = batch.get("parts") or [{"idempotencyKey": batch["idempotencyKey"], "records": batch["records"]}]
         while parts:
             part = parts[0]
-            outcome, detail = self._post(part["records"], part["idempotencyKey"])
+            if self._too_many is not None and len(part["records"]) >= self._too_many:
+                outcome, detail = 413, "larger than a part the service found too large"
+            else:
+                outcome, detail = self._post(part["records"], part["idempotencyKey"])
             if outcome in (413, "cut") and len(part["records"]) > 1:
+                self._too_many = min(len(part["records"]), self._too_many or len(part["records"]))
                 outcome = self._post([], part["idempotencyKey"])[0]
                 if outcome == "sent":  # not stored before: now its key stands for nothing
                     half = len(part["records"]) // 2
