@@ -85,7 +85,7 @@ def event_stream(filters, last_id: int | None, max_streams: int, per_key: int, b
     try:
         skipped = None
         if last_id is None:
-            last_id = models.newest_id()
+            last_id = models.committed_top()
         elif last_id < (oldest := models.committed_top() - backlog):
             skipped, last_id = (last_id, oldest), oldest
         peer = request.environ.get("gunicorn.socket")

@@ -2,7 +2,7 @@
 
 It speaks rows: named tuples with the store's column names. The wire (schemas/) makes JSON."""
 
-from .activity import ROW_FIELDS, RecordRow, committed_top, iter_raw_batches, newest_id, page_records, records_after
+from .activity import ROW_FIELDS, RecordRow, committed_top, iter_raw_batches, page_records, records_after
 from .admin_actions import AdminActionRow, list_actions, record_action, update_metadata
 from .clients import ClientRow, delete_clients, get_client, list_clients, set_alias
 from .database import (
@@ -64,7 +64,6 @@ __all__ = [
     "list_actions",
     "list_clients",
     "list_keys",
-    "newest_id",
     "committed_top",
     "open_database",
     "page_records",

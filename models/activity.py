@@ -6,7 +6,6 @@ from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
 from .database import query
 from .filters import Filters, Resolved
-from .ingestion import newest_record_id
 from .names import value_texts
 
 # Raw rows carry ids only: their texts come from value_texts, looked up once per batch rather
@@ -68,13 +67,9 @@ def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 
 
 
 def committed_top() -> int:
-    """The highest record id visible now (0: none); unlike newest_id, it takes no lock."""
+    """The highest record id visible now (0: none). Writers take turns and ids are handed out
+    in order, so every record committed later has a higher id: a stream starts after it."""
     return query("SELECT MAX(id) FROM record").fetchone()[0] or 0
-
-
-def newest_id() -> int:
-    """The highest record id ever assigned (ids are never reused)."""
-    return newest_record_id()
 
 
 def _fetch(condition, params, descending, after, limit, offset):

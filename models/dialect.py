@@ -93,10 +93,6 @@ class SQLite:
 
         connection.set_progress_handler(interrupt, 5000)
 
-    def newest_record_id(self, query) -> int:
-        row = query("SELECT seq FROM sqlite_sequence WHERE name = 'record'").fetchone()
-        return row[0] if row else 0
-
     def term_in(self, values: list) -> tuple[str, list]:
         """(condition on the term table's `value`, params) matching any of `values`."""
         return f"value IN ({placeholders(len(values))})", list(values)
@@ -167,15 +163,6 @@ class Postgres(SQLite):
         # makes record ids commit in order: the realtime stream reads "ids above the last one
         # sent" and would skip a lower id that committed after a higher one.
         query("SELECT pg_advisory_xact_lock(?)", [_WRITE_LOCK_KEY])
-
-    def newest_record_id(self, query) -> int:
-        # A sequence counts ids handed out, committed or not: read it between writers, so that
-        # no batch in flight has ids below the answer that would commit after it.
-        from .database import write_transaction
-
-        with write_transaction():
-            last, called = query("SELECT last_value, is_called FROM record_id_seq").fetchone()
-        return last if called else 0
 
     def term_in(self, values: list) -> tuple[str, list]:
         # Terms can be longer than a B-tree entry may be (answer sets), so they are unique by

@@ -6,7 +6,7 @@ from itertools import chain
 from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
 from . import rollups
-from .database import db, query, query_many, write_transaction
+from .database import query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
 from .utils import chunks, placeholders
@@ -172,8 +172,3 @@ def _upsert_clients(metadata, endpoints) -> dict[tuple[str, str], int]:
         ).fetchall()
         ids.update(((by_id[endpoint], client), ident) for ident, endpoint, client in rows)
     return ids
-
-
-def newest_record_id() -> int:
-    """The highest record id ever assigned (AUTOINCREMENT: never reused)."""
-    return db.obj.dialect.newest_record_id(query)

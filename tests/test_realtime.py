@@ -275,7 +275,7 @@ def test_a_failed_start_gives_its_slot_back(app, client, monkeypatch):
     def broken():
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(models, "newest_id", broken)
+    monkeypatch.setattr(models, "committed_top", broken)
     assert_error(open_stream(client, headers=AUTH)[0], 500)
     monkeypatch.undo()
     response, _ = open_stream(client, headers=AUTH)
