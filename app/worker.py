@@ -59,6 +59,17 @@ MAX_HEAD = 2 * 1024 * 1024
 _HEAD_END = re.compile(rb"\n\r?\n")
 
 
+def _receive(sock) -> bytes | None:
+    """What a non-blocking socket has: None if nothing yet, b"" once the peer closed (or the
+    connection failed)."""
+    try:
+        return sock.recv(65536)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
 class HoldingSocket:
     """The request's socket as the response sees it: writes go to a buffer once the app has
     asked for the answer to be held, and through to the socket otherwise."""
@@ -155,12 +166,9 @@ class HoldingWorker(ThreadWorker):
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_lingering, conn))
 
     def _on_lingering(self, conn, sock):
-        try:
-            data = sock.recv(65536)
-        except BlockingIOError:
+        data = _receive(sock)
+        if data is None:
             return
-        except OSError:
-            data = b""
         conn.drained += len(data)
         if not data or conn.drained > MAX_DRAIN:
             self._closed(conn)
@@ -192,12 +200,7 @@ class HoldingWorker(ThreadWorker):
     def _read_head(self, conn, registered: bool):
         """Read what the socket has: a whole head goes to a thread, a closed connection is
         closed, and the loop waits for the rest of a head begun."""
-        try:
-            data = conn.sock.recv(65536)
-        except BlockingIOError:
-            data = None
-        except OSError:
-            data = b""
+        data = _receive(conn.sock)
         if data:
             start = max(0, len(conn.head) - 2)
             conn.head += data
