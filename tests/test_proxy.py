@@ -165,6 +165,41 @@ def test_an_oversized_body_is_refused_by_nginx_with_the_api_error(proxy, prefix)
     assert call(proxy, "POST", f"{prefix}/v2/ingest", big, AUTH)[:1] == (200,)
 
 
+@pytest.mark.parametrize("kind", ["ndjson", "array"])
+def test_a_chunked_body_passes_the_proxy_whole(proxy, kind):
+    records = [record(f"chunked-{kind}", f"c{i % 5}", question=f"q{i}.example.com") for i in range(1000)]
+    lines = [json.dumps(r).encode() for r in records]
+    body = b"\n".join(lines) if kind == "ndjson" else b"[" + b",".join(lines) + b"]"
+    content_type = "application/x-ndjson" if kind == "ndjson" else "application/json"
+    connection = connect(proxy)
+    connection.request(
+        "POST",
+        "/v2/ingest",
+        body=(body[i : i + 3000] for i in range(0, len(body), 3000)),
+        headers={**AUTH, "Content-Type": content_type},
+        encode_chunked=True,
+    )
+    response = connection.getresponse()
+    assert (response.status, json.loads(response.read())) == (200, {"accepted": 1000, "pastRetention": 0})
+    connection.close()
+    query = f"startTime=2000-01-01T00:00:00Z&endpointId[]=chunked-{kind}"
+    status, _, answer = call(proxy, "GET", f"/v2/statistic/count?{query}", headers=AUTH)
+    assert (status, json.loads(answer)["count"]) == (200, 1000)
+
+
+def test_broken_chunked_framing_gets_the_api_error_from_the_proxy(proxy):
+    connection = connect(proxy)
+    connection.putrequest("POST", "/v2/ingest")
+    for name, value in {**AUTH, "Content-Type": "application/json", "Transfer-Encoding": "chunked"}.items():
+        connection.putheader(name, value)
+    connection.endheaders(b"zz\r\n[]\r\n0\r\n\r\n")
+    response = connection.getresponse()
+    body = response.read()
+    connection.close()
+    assert response.status == 400 and response.headers["Content-Type"] == "application/json", body[:200]
+    assert json.loads(body)["error"]["code"] == 40004
+
+
 def test_long_urls_pass_the_proxy_and_longer_ones_get_the_api_error(proxy):
     window = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
     many = "&".join(f"question%5B%5D=host-{i:04d}.some-long-subdomain.example-company.com" for i in range(1000))
