@@ -71,7 +71,7 @@ def on_starting(server):
 def post_worker_init(worker):
     """Every worker runs the retention job's loop; a lease in the database lets one run at a time.
     The service's own log lines (retention runs, refused keys) go where gunicorn's go."""
-    from app.retention import start_background
+    from app.jobs.retention import start_background
 
     service_log = logging.getLogger("app")
     service_log.handlers = list(worker.log.error_log.handlers)

@@ -1,4 +1,4 @@
-"""GET /metrics: the service's figures in the Prometheus text format, summed over every worker.
+"""The service's counters for GET /metrics (app/api/metrics.py), summed over every worker.
 
 Under gunicorn, gunicorn.conf.py points PROMETHEUS_MULTIPROC_DIR at a folder before the workers
 start: each worker then writes its counts to files there (prometheus-client's multiprocess
@@ -10,20 +10,13 @@ created by any ingest key, so only the first ANALYTICS_METRICS_ENDPOINTS endpoin
 the store first saw them) get a label of their own; the rest are counted as "other".
 """
 
-import os
 import time
 
-from flask import Blueprint, Response, current_app, g, request
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.multiprocess import MultiProcessCollector
+from flask import current_app, g, request
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-import models
+import models.status
 from catalogue import FIELDS
-from models.clock import now_ms
-
-from .auth import endpoint_limit, requires
-from .errors import ApiError, ErrorCode
 
 OTHER = "other"
 # The DNS response codes a status label may take (RFC 1035, 2136, 6891); anything else is "other".
@@ -33,85 +26,40 @@ RCODES = frozenset(
 _AT = {field.name: i for i, field in enumerate(FIELDS)}
 
 # The metrics this process counts; in multiprocess mode their values live in the shared folder.
-_LOCAL = CollectorRegistry()
+LOCAL = CollectorRegistry()
 QUERIES_STORED = Counter(
     "dns_analytics_queries_stored",
     "Records stored through POST /v2/ingest, by endpoint, action and DNS status.",
     ["endpoint", "action", "status"],
-    registry=_LOCAL,
+    registry=LOCAL,
 )
 INGEST_REQUESTS = Counter(
     "dns_analytics_ingest_requests",
     "POST /v2/ingest requests by result: accepted, or the ErrorResponse code of the rejection.",
     ["result"],
-    registry=_LOCAL,
+    registry=LOCAL,
 )
-INGEST_RECORDS = Counter("dns_analytics_ingest_records", "Records accepted by POST /v2/ingest.", registry=_LOCAL)
+INGEST_RECORDS = Counter("dns_analytics_ingest_records", "Records accepted by POST /v2/ingest.", registry=LOCAL)
 INGEST_PAST_RETENTION = Counter(
     "dns_analytics_ingest_past_retention_records",
     "Accepted records already older than the retention horizon (the next retention run deletes them).",
-    registry=_LOCAL,
+    registry=LOCAL,
 )
 REQUEST_SECONDS = Histogram(
     "dns_analytics_request_duration_seconds",
     "Time to answer a request, by operation (for streams and CSV exports: until the answer starts).",
     ["operation"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-    registry=_LOCAL,
+    registry=LOCAL,
 )
 STREAMS_OPEN = Gauge(
     "dns_analytics_realtime_streams_open",
     "Realtime streams open now.",
     multiprocess_mode="livesum",
-    registry=_LOCAL,
+    registry=LOCAL,
 )
-RETENTION_RUNS = Counter("dns_analytics_retention_runs", "Retention runs (when retention is on).", registry=_LOCAL)
-RETENTION_EXPIRED = Counter("dns_analytics_retention_expired_records", "Records deleted by retention.", registry=_LOCAL)
-
-blp = Blueprint("metrics", __name__)
-
-
-@blp.get("/metrics")
-@requires("metrics")
-def metrics():
-    """Every metric, in the Prometheus text format."""
-    if endpoint_limit() is not None:
-        raise ApiError(ErrorCode.FORBIDDEN_ENDPOINT, "Metrics cover every endpoint: use a key with no endpoint limit.")
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
-        counted = CollectorRegistry()
-        MultiProcessCollector(counted)
-    else:
-        counted = _LOCAL
-    store = CollectorRegistry()
-    store.register(_StoreFigures())
-    return Response(generate_latest(counted) + generate_latest(store), content_type=CONTENT_TYPE_LATEST)
-
-
-class _StoreFigures:
-    """Figures read from the store at scrape time, so that every worker answers alike."""
-
-    def collect(self):
-        database, wal = models.database_sizes()
-        yield GaugeMetricFamily("dns_analytics_database_size_bytes", "Size of the database on disk.", value=database)
-        if wal is not None:
-            yield GaugeMetricFamily("dns_analytics_wal_size_bytes", "Size of SQLite's write-ahead log.", value=wal)
-        ages = GaugeMetricFamily(
-            "dns_analytics_newest_record_age_seconds",
-            "Seconds since the newest record of each endpoint (its last activity).",
-            labels=["endpoint"],
-        )
-        names = dict(models.endpoints_by_age())
-        labelled = set(_endpoint_labels(set(names)).values()) - {OTHER}
-        newest_by_label: dict[str, int] = {}
-        for name, newest in names.items():
-            label = name if name in labelled else OTHER
-            if newest is not None and newest > newest_by_label.get(label, -1):
-                newest_by_label[label] = newest
-        now = now_ms()
-        for label, newest in newest_by_label.items():
-            ages.add_metric([label], max(0, now - newest) / 1000)
-        yield ages
-
+RETENTION_RUNS = Counter("dns_analytics_retention_runs", "Retention runs (when retention is on).", registry=LOCAL)
+RETENTION_EXPIRED = Counter("dns_analytics_retention_expired_records", "Records deleted by retention.", registry=LOCAL)
 
 def _labelled_endpoints() -> set:
     """The endpoints with a label of their own: the first ANALYTICS_METRICS_ENDPOINTS ever seen.
@@ -122,18 +70,18 @@ def _labelled_endpoints() -> set:
     return current_app.extensions.setdefault("metrics_endpoints", set())
 
 
-def _endpoint_labels(names: set) -> dict:
+def endpoint_labels(names: set) -> dict:
     limit = current_app.config["ANALYTICS_METRICS_ENDPOINTS"]
     labelled = _labelled_endpoints()
     if len(labelled) < limit and not names <= labelled:
-        labelled.update(models.first_endpoints(limit))
+        labelled.update(models.status.first_endpoints(limit))
     return {name: name if name in labelled else OTHER for name in names}
 
 
 def count_stored(records: list, past_retention: int):
-    """Count a batch that POST /v2/ingest has just stored (records as models.store_records takes them)."""
+    """Count a batch that POST /v2/ingest has just stored (records as models.ingestion.store_records takes them)."""
     endpoint_at, action_at, status_at = _AT["endpointId"], _AT["action"], _AT["statusCode"]
-    labels = _endpoint_labels({values[endpoint_at] for values, _ in records})
+    labels = endpoint_labels({values[endpoint_at] for values, _ in records})
     counts: dict[tuple, int] = {}
     for values, _ in records:
         action = values[action_at]
@@ -165,7 +113,6 @@ def stream_closed():
 
 
 def init_app(app):
-    app.register_blueprint(blp)
     app.before_request(_start_clock)
     app.after_request(_observe)
 

@@ -11,12 +11,13 @@ from datetime import UTC, datetime, timedelta
 # record columns that hold interned terms are the service's, not a copy that could drift.
 _CREATE_SCHEMA = """
 import json, sys
-import models
+import models.database
+import models.tables
 from catalogue import FIELDS
 from models.database import SQLITE_PRAGMAS
-models.open_database(sys.argv[1])
-with models.connection():
-    models.create_schema()
+models.database.open_database(sys.argv[1])
+with models.database.connection():
+    models.tables.create_schema()
 fields = [{"name": f.name, "sql": f.sql, "storage": f.storage, "path": f.path} for f in FIELDS]
 print(json.dumps({"pragmas": SQLITE_PRAGMAS, "fields": fields}))
 """

@@ -4,7 +4,7 @@ from collections import namedtuple
 
 from . import rollups
 from .database import db, query, write_transaction
-from .records import client_selection, delete_records
+from .deletion import client_selection, delete_records
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
 

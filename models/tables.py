@@ -210,7 +210,7 @@ class StoreSetting(BaseModel):
 
 
 class ImportProgress(BaseModel):
-    """How far a history import (app/feeds) got in one source, keyed by importer, endpoint
+    """How far a history import (feeds/) got in one source, keyed by importer, endpoint
     and the source's identity. Written in the same transaction as the records it covers."""
 
     source = TextField(unique=True)

@@ -321,7 +321,7 @@ def test_delete_everything_needs_all_true(loaded):
 
 
 def test_large_deletions_run_in_batches_with_the_same_result(loaded, monkeypatch):
-    from app import activity_log
+    from app.api import activity_log
 
     monkeypatch.setattr(activity_log, "DELETE_BATCH", 7)
     lasts = {e: v["lastActivityTime"] for e, v in clients(loaded).items()}

@@ -9,9 +9,9 @@ def test_raw_key_and_bearer_are_accepted(client):
 
 
 def test_every_operation_needs_a_key(client):
-    from app.auth import FailedAttempts
+    from app.guards.failed_auth import FailedAttempts
 
-    client.application.extensions["failed_attempts"] = FailedAttempts(free=100)  # 12 failures here
+    client.application.extensions["guards"].failed_auth = FailedAttempts(free=100)  # 12 failures here
     ingest(client, record())
     calls = [
         ("GET", "/v2/client"),

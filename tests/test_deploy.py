@@ -8,7 +8,7 @@ import re
 import pytest
 from test_metrics import samples
 
-from app.config import DEFAULTS
+from models.config import DEFAULTS
 
 from helpers import AUTH, ingest, record
 from servers import ROOT
@@ -27,7 +27,7 @@ def test_settings_named_in_deploy_files_exist():
     for name in os.listdir(DEPLOY):
         named |= set(re.findall(r"ANALYTICS_[A-Z_]+", deploy_file(name)))
     assert named, "the files name the settings they rely on"
-    from app.feeds.commands import import_pihole_command
+    from feeds.cli import import_pihole_command
 
     feed_settings = {param.envvar for param in import_pihole_command.params if param.envvar}
     known = set(DEFAULTS) | GUNICORN_SETTINGS | feed_settings
@@ -63,10 +63,20 @@ def test_units_run_commands_the_service_has(app):
     assert "ExecStart=/opt/dns-analytics/.venv/bin/gunicorn wsgi:app" in service
     assert "ExecStartPre=/opt/dns-analytics/.venv/bin/flask --app wsgi init" in service
     assert "init" in commands
+    from feeds.cli import main as feed_program
+
     importer = deploy_file("dns-analytics-import@.service")
     kinds = {"pihole", "adguard"}
-    assert "flask --app wsgi import-%i ${SOURCE} --follow" in importer
-    assert {f"import-{kind}" for kind in kinds} <= commands
+    assert "ExecStart=/opt/dns-analytics/.venv/bin/dns-analytics-feed import-%i ${SOURCE} --follow" in importer
+    collector = deploy_file("dns-analytics-dnstap.service")
+    assert "ExecStart=/opt/dns-analytics/.venv/bin/dns-analytics-feed collect-dnstap" in collector
+    feed_commands = set(feed_program.commands)
+    assert {f"import-{kind}" for kind in kinds} | {"collect-dnstap", "ingest"} <= feed_commands
+    # Installs and units of earlier versions run them as flask commands: the same, still there.
+    assert feed_commands <= commands
     for kind in kinds:  # the options the unit and its comments name
-        options = {p.opts[0] for p in app.cli.get_command(None, f"import-{kind}").params}
-        assert {"--follow", "--endpoint", "--url", "--key", "--spool"} <= options
+        for options in (
+            {p.opts[0] for p in feed_program.commands[f"import-{kind}"].params},
+            {p.opts[0] for p in app.cli.get_command(None, f"import-{kind}").params},
+        ):
+            assert {"--follow", "--endpoint", "--url", "--key", "--spool"} <= options

@@ -22,13 +22,16 @@ from servers import ROOT, Gunicorn
 WHOLE = "startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z"
 
 
+FEED_PROGRAM = os.path.join(os.path.dirname(sys.executable), "dns-analytics-feed")
+
+
 def feed(tmp_path, *args, store="feeder.db") -> subprocess.Popen:
-    """`flask --app wsgi ARGS` as its own process, on its own local database."""
+    """`dns-analytics-feed ARGS` (the console entry point) as its own process, on its own local database."""
     env = {**os.environ, "ANALYTICS_DATABASE": str(tmp_path / store), "ANALYTICS_API_KEY": API_KEY}
     log_path = tmp_path / f"feed-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "flask", "--app", "wsgi", *args],
+            [FEED_PROGRAM, *args],
             cwd=ROOT,
             env=env,
             stdout=log,
@@ -197,8 +200,40 @@ def test_files_pushed_to_a_service_resume_after_what_was_sent(runner, tmp_path, 
         service.stop()
 
 
+def test_a_feed_pushing_to_a_service_opens_no_local_store(tmp_path):
+    """On a resolver's machine there is no store: `--url` reads the source and spools, nothing else."""
+    service = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY})
+    path = tmp_path / "records.ndjson"
+    write_log(path, *[{"endpointId": "remote", "clientId": "c", "question": f"q{i}.example"} for i in range(3)])
+    spool = tmp_path / "spool"
+    try:
+        pusher = feed(
+            tmp_path,
+            "ingest",
+            str(path),
+            "--url",
+            service.base,
+            "--key",
+            API_KEY,
+            "--spool",
+            str(spool),
+            store="absent/never.db",
+        )
+        assert stop_after_exit(pusher) == 0, pusher.log_path.read_text()
+        assert "Sent 3 records" in pusher.log_path.read_text()
+        assert not (tmp_path / "absent").exists(), "no local database was opened"
+        status, body = service.call("GET", f"/v2/statistic/count?{WHOLE}&endpointId[]=remote", headers=AUTH)
+        assert (status, body["count"]) == (200, 3)
+    finally:
+        service.stop()
+
+
+def stop_after_exit(process: subprocess.Popen, timeout: float = 60) -> int:
+    return process.wait(timeout=timeout)
+
+
 def test_a_batch_spooled_just_before_a_crash_is_sent_once_and_its_number_never_reused(tmp_path):
-    from app.feeds.sinks import RemoteSink
+    from feeds.sinks import RemoteSink
 
     service = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY})
     spool = str(tmp_path / "spool")
@@ -236,7 +271,7 @@ def test_a_batch_spooled_just_before_a_crash_is_sent_once_and_its_number_never_r
     ids=["records", "bytes", "upload-cut"],
 )
 def test_a_batch_too_large_for_the_service_is_sent_in_parts_once_each_in_order(tmp_path, limit, records):
-    from app.feeds.sinks import RemoteSink
+    from feeds.sinks import RemoteSink
 
     env = {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY, **limit}
     service = Gunicorn(tmp_path, env)
@@ -265,7 +300,7 @@ def test_a_batch_too_large_for_the_service_is_sent_in_parts_once_each_in_order(t
 def test_a_batch_stored_before_its_answer_was_lost_is_not_split_and_stored_again(tmp_path):
     """The service stored the batch, the feed never heard so, and the service's batch limit
     was lowered since: the feed's 413 must not become two parts stored a second time."""
-    from app.feeds.sinks import RemoteSink
+    from feeds.sinks import RemoteSink
 
     env = {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY}
     records = [{"endpointId": "e", "clientId": "c", "question": f"q{i}.example"} for i in range(25)]
@@ -297,7 +332,7 @@ def spool_folder(spool, source: str, spool_id: str):
 def test_a_split_batch_resumed_after_a_crash_sends_each_part_once(tmp_path):
     """The crash came after the service stored a batch's first part and before the spool
     file said so: the restarted feed sends that part again, and its key makes it a replay."""
-    from app.feeds.sinks import RemoteSink
+    from feeds.sinks import RemoteSink
 
     env = {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY}
     service = Gunicorn(tmp_path, env)
@@ -318,7 +353,7 @@ def test_a_split_batch_resumed_after_a_crash_sends_each_part_once(tmp_path):
 
 
 def test_after_a_batch_too_large_larger_ones_are_split_before_they_are_sent(tmp_path):
-    from app.feeds.sinks import RemoteSink
+    from feeds.sinks import RemoteSink
 
     env = {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY, "ANALYTICS_MAX_BATCH": "4"}
     service = Gunicorn(tmp_path, env)

@@ -8,8 +8,8 @@ import struct
 
 import pytest
 
-import models
-from app.feeds.dns_message import parse_response
+import models.ingestion
+from feeds.dns_message import parse_response
 
 from helpers import AUTH, clients
 from importing import count_rows, logged, questions
@@ -263,7 +263,7 @@ def test_a_rotated_log_is_recognised_and_the_new_one_imported(runner, client, da
 
 def test_an_interrupted_import_resumes_without_duplicates_or_gaps(runner, client, log_path, monkeypatch):
     write_log(log_path, *(entry(f"q{i}.example", i) for i in range(10)))
-    real_store = models.store_records
+    real_store = models.ingestion.store_records
     calls = []
 
     def crash_in_third_batch(records, in_transaction=None):
@@ -277,12 +277,12 @@ def test_an_interrupted_import_resumes_without_duplicates_or_gaps(runner, client
 
         return real_store(records, save_then_crash)
 
-    monkeypatch.setattr(models, "store_records", crash_in_third_batch)
+    monkeypatch.setattr(models.ingestion, "store_records", crash_in_third_batch)
     crashed = runner.invoke(args=["import-adguard", "--batch-size", "3", str(log_path)])
     assert crashed.exit_code != 0
     assert len(logged(client)) == 6
 
-    monkeypatch.setattr(models, "store_records", real_store)
+    monkeypatch.setattr(models.ingestion, "store_records", real_store)
     resumed = runner.invoke(args=["import-adguard", "--batch-size", "3", str(log_path)])
     assert resumed.exit_code == 0, resumed.output
     assert "Resuming after line 6" in resumed.output and "Imported 4 records" in resumed.output

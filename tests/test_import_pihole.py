@@ -6,7 +6,7 @@ import sqlite3
 
 import pytest
 
-import models
+import models.ingestion
 from schemas.datetimes import format_ms
 
 from helpers import clients
@@ -216,7 +216,7 @@ def test_importing_twice_stores_nothing_new_and_new_rows_are_picked_up(runner, c
 def test_an_interrupted_import_resumes_without_duplicates_or_gaps(runner, client, ftl, monkeypatch):
     for i in range(10):
         add_query(ftl, T0 + i, f"q{i}.example", "192.168.1.10")
-    real_store = models.store_records
+    real_store = models.ingestion.store_records
     calls = []
 
     def crash_in_third_batch(records, in_transaction=None):
@@ -230,12 +230,12 @@ def test_an_interrupted_import_resumes_without_duplicates_or_gaps(runner, client
 
         return real_store(records, save_then_crash)
 
-    monkeypatch.setattr(models, "store_records", crash_in_third_batch)
+    monkeypatch.setattr(models.ingestion, "store_records", crash_in_third_batch)
     crashed = runner.invoke(args=["import-pihole", "--batch-size", "3", ftl])
     assert crashed.exit_code != 0
     assert len(logged(client)) == 6  # two whole batches; the third rolled back
 
-    monkeypatch.setattr(models, "store_records", real_store)
+    monkeypatch.setattr(models.ingestion, "store_records", real_store)
     resumed = runner.invoke(args=["import-pihole", "--batch-size", "3", ftl])
     assert resumed.exit_code == 0, resumed.output
     assert "Resuming after query id 6" in resumed.output

@@ -76,9 +76,9 @@ def test_the_operator_key_keeps_working(runner, client):
 
 
 def test_failed_attempts_past_the_free_ones_are_a_429_per_address_but_valid_keys_never(client):
-    from app.auth import FailedAttempts
+    from app.guards.failed_auth import FailedAttempts
 
-    client.application.extensions["failed_attempts"] = FailedAttempts(free=5)
+    client.application.extensions["guards"].failed_auth = FailedAttempts(free=5)
     for attempt in range(12):
         response = client.get("/v2/client", headers={"Authorization": "guess"})
         if attempt < 5:
@@ -93,9 +93,9 @@ def test_failed_attempts_past_the_free_ones_are_a_429_per_address_but_valid_keys
 
 
 def test_requests_without_a_key_count_as_failures_too(client):
-    from app.auth import FailedAttempts
+    from app.guards.failed_auth import FailedAttempts
 
-    client.application.extensions["failed_attempts"] = FailedAttempts(free=3)
+    client.application.extensions["guards"].failed_auth = FailedAttempts(free=3)
     for _ in range(3):
         assert_error(client.get("/v2/client"), 401, 40101)
     assert_error(client.get("/v2/client"), 429, 42903)

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-import models
+import models.database
 
 from helpers import API_KEY, AUTH, record
 from servers import Gunicorn
@@ -64,8 +64,8 @@ def test_a_burst_of_connections_leaves_few_idle_in_the_pool(app):
     together, done = threading.Barrier(20), []
 
     def request():
-        with models.connection():
-            models.db.execute_sql("SELECT COUNT(*) FROM record").fetchone()
+        with models.database.connection():
+            models.database.db.execute_sql("SELECT COUNT(*) FROM record").fetchone()
             together.wait(timeout=10)
         done.append(True)
 

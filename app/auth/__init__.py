@@ -13,21 +13,18 @@ limit, which the views pass to the store as `endpoint_limit` (or inside Filters)
 
 import hashlib
 import hmac
-import logging
-import math
-import threading
-import time
-from collections import defaultdict, deque
 from dataclasses import dataclass
 
 from flask import current_app, g, request
 
-import models
+import models.database
+import models.keys
+import models.tokens
+from app.errors import ApiError, ErrorCode
+from app.guards import failed_auth
 from models.clock import now_ms
 from schemas.auth import SCOPES
 
-from ..errors import ApiError, ErrorCode
-from ..requests import hold_answer
 from . import signing
 
 STREAM_TOKEN_LIFETIME_MS = 60_000
@@ -43,9 +40,6 @@ SCOPE_BY_METHOD = {
 # Where requests name endpoints: query parameters and JSON body fields.
 ENDPOINT_PARAMETERS = ("endpointId", "endpointId[]")
 ENDPOINT_BODY_FIELDS = ("endpointIds",)
-
-log = logging.getLogger(__name__)
-
 
 @dataclass(frozen=True)
 class Principal:
@@ -121,7 +115,7 @@ def authenticate(secret: str) -> Principal:
         return OPERATOR
     # Stored keys are found by the hash of the secret: an index lookup on a value the caller
     # cannot steer towards a partial match.
-    key = models.find_key(secret)
+    key = models.keys.find_key(secret)
     if key is not None:
         return Principal(
             key_id=key["id"],
@@ -132,59 +126,10 @@ def authenticate(secret: str) -> Principal:
     raise ApiError(ErrorCode.INVALID_KEY, "Invalid API key.")
 
 
-def counted(failure: ApiError) -> ApiError:
-    """A failed authentication, counted for its address: past the free ones, a 429 whose
-    answer is held back (app/worker.py) rather than given at once."""
-    attempts = current_app.extensions["failed_attempts"]
-    wait = attempts.count(request.remote_addr or "")
-    if not wait:
-        return failure
-    hold_answer(attempts.hold)
-    return ApiError(
-        ErrorCode.TOO_MANY_FAILURES,
-        f"Too many failed authentications from this address: retry in {wait} s.",
-        headers={"Retry-After": str(wait)},
-    )
-
-
-class FailedAttempts:
-    """Failed authentications per source address over the last minute. Past `free` of them,
-    each further failure is a 429 with a Retry-After, answered after `hold` seconds. The pause
-    holds no thread (a sleeping thread is a thread an attacker holds, and enough of them
-    starve everyone); it makes a client that guesses in a loop guess once per pause and
-    connection, where answers given at once let a few hundred connections queue thousands of
-    refusals a second in front of every valid request. The key is always checked first, so a
-    valid key is never delayed or refused."""
-
-    def __init__(self, free: int = 10, window: float = 60.0, hold: float = 1.0):
-        self.free, self.window, self.hold = free, window, hold
-        self._seen: dict[str, deque] = defaultdict(deque)
-        self._lock = threading.Lock()
-
-    def count(self, address: str) -> int:
-        """Count one failure; the seconds to wait before trying again, or 0 within the free ones."""
-        now = time.monotonic()
-        with self._lock:
-            seen = self._seen[address]
-            while seen and now - seen[0] > self.window:
-                seen.popleft()
-            if len(seen) < self.free + 1000:  # enough to know the address is over; bounded memory
-                seen.append(now)
-            failures = len(seen)
-            wait = math.ceil(self.window - (now - seen[0])) if failures > self.free else 0
-            if len(self._seen) > 10_000:  # forget idle addresses rather than grow forever
-                for stale in [a for a, s in self._seen.items() if not s or now - s[-1] > self.window]:
-                    del self._seen[stale]
-        if failures == self.free + 1:  # once per address and minute, not once per failure
-            log.warning("more than %d failed authentications in a minute from %s", self.free, address)
-        return max(wait, 1) if failures > self.free else 0
-
-
 def init_app(app):
-    """Count failed authentications per app (per worker process), and check every request."""
-    app.extensions["failed_attempts"] = FailedAttempts()
-    with models.connection():
-        app.extensions["token_secret"] = models.token_secret()
+    """Check every request (failed authentications are counted by app.guards.failed_auth)."""
+    with models.database.connection():
+        app.extensions["token_secret"] = models.tokens.token_secret()
     app.before_request(check_request)
 
 
@@ -201,8 +146,8 @@ def redeem_stream_token(token: str) -> Principal:
     # A token holds its key's rights only while the key lives: revoking reaches it too.
     if (
         not valid
-        or not models.key_is_live(claims["principal"]["key_id"])
-        or not models.use_token(token, claims["expires"], now)
+        or not models.keys.key_is_live(claims["principal"]["key_id"])
+        or not models.tokens.use_token(token, claims["expires"], now)
     ):
         raise ApiError(ErrorCode.INVALID_TOKEN, "Invalid, expired or already used authToken, or its key was revoked.")
     return Principal.from_dict(claims["principal"])
@@ -221,7 +166,7 @@ def check_request():
         else:
             principal = authenticate(presented_key())
     except ApiError as failure:
-        raise counted(failure) from None
+        raise failed_auth.counted(failure) from None
     g.principal = principal
     scope = getattr(view, "required_scope", SCOPE_BY_METHOD.get(request.method, "admin"))
     if scope is not None and not principal.has_scope(scope):

@@ -4,14 +4,13 @@ committed)."""
 
 from flask import g, request
 
-import models
+import models.admin_actions
+from app.auth import actor, endpoint_limit, requires
+from app.errors import ApiError
+from app.extensions import Blueprint
+from app.requests import checked_json
 from models.clock import now_ms
 from schemas.admin_actions import AdminActionQuerySchema, GetAdminActionLogResponseSchema
-
-from .auth import actor, endpoint_limit, requires
-from .errors import ApiError
-from .extensions import Blueprint
-from .requests import checked_json
 
 blp = Blueprint("admin_actions", __name__, url_prefix="/v2/admin-action", description="The log of changes.")
 
@@ -22,7 +21,7 @@ blp = Blueprint("admin_actions", __name__, url_prefix="/v2/admin-action", descri
 @requires("admin")
 def list_actions(query):
     """Changes made through the API and the command line, newest first."""
-    actions = models.list_actions(
+    actions = models.admin_actions.list_actions(
         query["startTime"],
         query.get("endTime", now_ms()),
         action=query.get("action"),
@@ -60,7 +59,9 @@ def touched_endpoints(named) -> list | None:
 
 
 def record(action: str, result: dict, named=None) -> int:
-    return models.record_action(action, actor(), request_metadata(result), touched_endpoints(named), now_ms())
+    return models.admin_actions.record_action(
+        action, actor(), request_metadata(result), touched_endpoints(named), now_ms()
+    )
 
 
 class BatchedEntry:
@@ -74,4 +75,4 @@ class BatchedEntry:
         if self.entry is None:
             self.entry = record(self.action, result, self.named)
         else:
-            models.update_metadata(self.entry, request_metadata(result))
+            models.admin_actions.update_metadata(self.entry, request_metadata(result))

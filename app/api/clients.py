@@ -2,7 +2,12 @@
 
 import marshmallow as ma
 
-import models
+import models.clients
+import models.database
+from app.auth import endpoint_limit
+from app.errors import ApiError, ErrorCode
+from app.extensions import Blueprint, prebuilt
+from app.requests import json_body
 from models.clock import now_ms
 from schemas.clients import (
     AliasRequestSchema,
@@ -17,10 +22,6 @@ from schemas.clients import (
 from schemas.errors import ErrorResponseSchema
 
 from . import admin_actions
-from .auth import endpoint_limit
-from .errors import ApiError, ErrorCode
-from .extensions import Blueprint, prebuilt
-from .requests import json_body
 
 blp = Blueprint("clients", __name__, url_prefix="/v2/client", description="Endpoints and their clients.")
 
@@ -44,7 +45,7 @@ _ALIAS_BODY = {
 @blp.response(200, GetClientResponseSchema)
 def list_clients(query):
     """List endpoints and their clients, with last-activity times."""
-    endpoints, rows = models.list_clients(query.get("endpointId"), query.get("clientId"), endpoint_limit())
+    endpoints, rows = models.clients.list_clients(query.get("endpointId"), query.get("clientId"), endpoint_limit())
     return prebuilt(client_items(endpoints, rows))
 
 
@@ -59,8 +60,8 @@ def delete_clients(body):
             ErrorCode.CONFIRMATION_REQUIRED,
             "Deleting every client needs an explicit 'endTime' (or endpointIds/clientIds).",
         )
-    with models.write_transaction():
-        deleted = models.delete_clients(endpoints, client_ids, body.get("endTime", now_ms()), endpoint_limit())
+    with models.database.write_transaction():
+        deleted = models.clients.delete_clients(endpoints, client_ids, body.get("endTime", now_ms()), endpoint_limit())
         result = {
             "deletedCount": len(deleted),
             "deletedClients": [{"endpointId": e, "clientId": c} for e, c in deleted],
@@ -97,8 +98,8 @@ def clear_alias(endpointId, clientId):
 
 
 def _change_alias(endpoint: str, client_id: str, alias: str) -> dict:
-    with models.write_transaction():
-        entry = models.set_alias(endpoint, client_id, alias)
+    with models.database.write_transaction():
+        entry = models.clients.set_alias(endpoint, client_id, alias)
         if entry is None:
             raise ApiError(ErrorCode.CLIENT_NOT_FOUND, "No such client for this endpoint.")
         admin_actions.record("client.alias.set" if alias else "client.alias.clear", {"alias": alias}, [endpoint])

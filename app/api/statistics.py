@@ -1,6 +1,9 @@
 """The Statistics group: /v2/statistic/count, /timeseries and /trend."""
 
-import models
+import models.statistics
+from app.auth import endpoint_limit
+from app.errors import ApiError, ErrorCode
+from app.extensions import Blueprint
 from catalogue import FIELDS_BY_NAME
 from models.clock import now_ms
 from schemas.datetimes import MIN_MS
@@ -25,10 +28,6 @@ from schemas.statistics import (
     latency_summary,
 )
 
-from .auth import endpoint_limit
-from .errors import ApiError, ErrorCode
-from .extensions import Blueprint
-
 blp = Blueprint("statistics", __name__, url_prefix="/v2/statistic", description="Counts, time series and trends.")
 
 DAY_MS = 86_400_000
@@ -49,7 +48,7 @@ def _column(group: str):
 def count(query):
     """The number of records in the window matching the filters."""
     filters = filters_from(query, endpoint_limit())
-    return {"startTime": filters.start_ms, "endTime": filters.end_ms, "count": models.count(filters)}
+    return {"startTime": filters.start_ms, "endTime": filters.end_ms, "count": models.statistics.count(filters)}
 
 
 @blp.route("/count/<group>", methods=["GET"], parameters=_GROUP_PARAMETER)
@@ -59,7 +58,7 @@ def count_group(query, group):
     """Record counts per value of a column, the most (or least) frequent first."""
     column = _column(group)
     filters = filters_from(query, endpoint_limit())
-    top = models.top(filters, column, query["limit"], query["sortOrder"] == "desc")
+    top = models.statistics.top(filters, column, query["limit"], query["sortOrder"] == "desc")
     return {
         "startTime": filters.start_ms,
         "endTime": filters.end_ms,
@@ -73,7 +72,7 @@ def count_group(query, group):
 def latency(query):
     """Response times of the records in the window that have one: mean, median, p95, max."""
     filters = filters_from(query, endpoint_limit())
-    (row,) = models.latency(filters)
+    (row,) = models.statistics.latency(filters)
     return {"startTime": filters.start_ms, "endTime": filters.end_ms, **latency_summary(row)}
 
 
@@ -84,7 +83,7 @@ def latency_group(query, group):
     """Response times per value of a column, for the values with the most (or fewest) of them."""
     column = _column(group)
     filters = filters_from(query, endpoint_limit())
-    rows = models.latency(filters, column, query["limit"], query["sortOrder"] == "desc")
+    rows = models.statistics.latency(filters, column, query["limit"], query["sortOrder"] == "desc")
     return {
         "startTime": filters.start_ms,
         "endTime": filters.end_ms,
@@ -128,7 +127,7 @@ def _bucket_starts(start_ms: int, end_ms: int, interval_ms: int) -> range:
 @blp.response(200, TimeSeriesResponseSchema)
 def timeseries(query):
     """Record counts per time bucket over the window, empty buckets included."""
-    return _series(query, models.series, lambda found: found or 0)
+    return _series(query, models.statistics.series, lambda found: found or 0)
 
 
 @blp.route("/timeseries/<group>", methods=["GET"], parameters=_GROUP_PARAMETER)
@@ -140,7 +139,7 @@ def timeseries_group(query, group):
     values = []
 
     def count(filters, interval):
-        top, counts = models.top_series(filters, interval, column, query["groupLimit"])
+        top, counts = models.statistics.top_series(filters, interval, column, query["groupLimit"])
         values.extend(top)
         return counts
 
@@ -184,7 +183,7 @@ def trend(query, group):
     baseline_filters = filters_from({**query, "startTime": baseline_start, "endTime": baseline_end}, endpoint_limit())
     trends = [
         {"value": value, "count": n, "baselineCount": before, "change": (n - before) / before if before else None}
-        for value, n, before in models.trend(filters, baseline_filters, column, query["limit"])
+        for value, n, before in models.statistics.trend(filters, baseline_filters, column, query["limit"])
     ]
     return {
         "startTime": start,

@@ -2,16 +2,15 @@
 
 from flask import current_app, g, request
 
-import models
+import models.ingestion
+from app import metrics
+from app.auth import check_endpoints
+from app.errors import ApiError, ErrorCode
+from app.extensions import Blueprint
+from app.jobs.retention import past_horizon
+from app.requests import parse_json
 from models.clock import now_ms
 from schemas.records import QueryDataSchema, RecordError, parse_records
-
-from . import metrics
-from .auth import check_endpoints
-from .errors import ApiError, ErrorCode
-from .extensions import Blueprint
-from .requests import parse_json
-from .retention import past_horizon
 
 blp = Blueprint("ingest", __name__, url_prefix="/v2/ingest", description="Feeding records in.")
 
@@ -105,8 +104,10 @@ def ingest():
     past = past_horizon(records, now)
     key = _idempotency_key()
     try:
-        accepted = models.store_records(records) if key is None else models.store_once(records, key, now)
-    except models.AlreadyStored as stored:
+        accepted = (
+            models.ingestion.store_records(records) if key is None else models.ingestion.store_once(records, key, now)
+        )
+    except models.ingestion.AlreadyStored as stored:
         return {"accepted": stored.accepted, "pastRetention": past}, 200, {"Idempotency-Replayed": "true"}
     metrics.count_stored(records, past)
     return {"accepted": accepted, "pastRetention": past}

@@ -5,7 +5,7 @@ import os
 import flask_swagger_ui
 from flask import Blueprint, redirect, send_from_directory
 
-from .auth import public
+from app.auth import public
 
 # Swagger UI's own dist files (JS, CSS, icons), as the package ships them.
 ASSETS_DIR = os.path.join(os.path.dirname(flask_swagger_ui.__file__), "dist")

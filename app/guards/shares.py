@@ -6,7 +6,7 @@ from collections import Counter
 
 from flask import current_app, g, request
 
-from .errors import ApiError, ErrorCode
+from app.errors import ApiError, ErrorCode
 
 # Operations whose cost grows with the records they read or delete: statistics, the activity
 # log's pages, CSV export and deletion, client deletion, data availability. Cheap lookups (the
@@ -23,7 +23,6 @@ RETRY_AFTER_SECONDS = 2
 
 
 def init_app(app):
-    app.extensions["shares"] = Shares()
     app.before_request(_take)
     app.after_request(_hand_over)
     app.teardown_request(_give_back)
@@ -73,7 +72,7 @@ def _take():
     if limit <= 0 or "principal" not in g or not is_expensive(request.endpoint):
         return
     key_id = g.principal.key_id
-    share = current_app.extensions["shares"].take("operator" if key_id is None else key_id, limit)
+    share = current_app.extensions["guards"].shares.take("operator" if key_id is None else key_id, limit)
     if share is None:
         raise ApiError(
             ErrorCode.TOO_MANY_REQUESTS,

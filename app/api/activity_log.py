@@ -2,7 +2,13 @@
 
 from flask import Response, current_app, request
 
-import models
+import models.activity
+import models.database
+import models.deletion
+import models.names
+from app.auth import accepts_stream_token, endpoint_limit
+from app.errors import ApiError, ErrorCode
+from app.extensions import Blueprint, prebuilt
 from schemas.activity_log import (
     ActivityLogQuerySchema,
     CsvQuerySchema,
@@ -18,9 +24,6 @@ from schemas.filters import filters_from
 from schemas.records import query_data
 
 from . import admin_actions, realtime
-from .auth import accepts_stream_token, endpoint_limit
-from .errors import ApiError, ErrorCode
-from .extensions import Blueprint, prebuilt
 
 blp = Blueprint("activity_log", __name__, url_prefix="/v2/activity-log", description="The log of DNS queries.")
 
@@ -34,7 +37,9 @@ DELETE_BATCH = 10_000
 def list_records(query):
     """One page of the records in the window matching the filters."""
     filters = filters_from(query, endpoint_limit())
-    queries = models.page_records(filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc")
+    queries = models.activity.page_records(
+        filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc"
+    )
     return prebuilt({"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "queries": query_data(queries)})
 
 
@@ -53,7 +58,7 @@ def delete_records(query, body):
             "Deleting the records of every endpoint needs all=true (or an endpointId/clientId filter).",
         )
     entry = admin_actions.BatchedEntry("activity_log.delete", endpoints)
-    deleted = models.delete_records(
+    deleted = models.deletion.delete_records(
         endpoints,
         client_ids,
         end_ms,
@@ -74,10 +79,10 @@ def export_csv(query):
     name = f"activity-log_{format_ms(filters.start_ms)}_{format_ms(filters.end_ms)}.csv".replace(":", "-")
 
     def lines():
-        encoder = CsvEncoder(models.ROW_FIELDS, models.value_texts)
+        encoder = CsvEncoder(models.activity.ROW_FIELDS, models.names.value_texts)
         yield encoder.header()
-        with models.connection():
-            for rows in models.iter_raw_batches(filters, descending):
+        with models.database.connection():
+            for rows in models.activity.iter_raw_batches(filters, descending):
                 yield encoder.lines(rows)
 
     return Response(

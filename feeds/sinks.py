@@ -21,7 +21,8 @@ import urllib.request
 import uuid
 from typing import Protocol
 
-import models
+import models.database
+import models.ingestion
 from models.clock import now_ms
 from models.imports import ProgressMoved, forget_progress, get_progress, save_progress
 from schemas.records import parse_records
@@ -59,7 +60,7 @@ class LocalSink:
         return saved["position"] if saved else {}
 
     def forget(self, source: str):
-        with models.write_transaction():
+        with models.database.write_transaction():
             forget_progress(source)
 
     def commit(self, source: str, records: list, wire: list[dict], position: dict, skipped: int):
@@ -72,9 +73,9 @@ class LocalSink:
 
         try:
             if records:
-                models.store_records(records, in_transaction=save)
+                models.ingestion.store_records(records, in_transaction=save)
             else:
-                with models.write_transaction():
+                with models.database.write_transaction():
                     save()
         except ProgressMoved:
             raise FeedError(
@@ -322,8 +323,8 @@ class LiveSink:
     def deliver(self, records: list[dict]) -> None:
         parsed = parse_records(records, now_ms())  # each was validated on arrival: none fails
         if isinstance(self.sink, LocalSink):
-            with models.connection():
-                models.store_records(parsed)
+            with models.database.connection():
+                models.ingestion.store_records(parsed)
         else:
             # Spooled whatever the sender's state: on disk the records wait for the operator
             # to fix what the service refused, instead of filling memory.

@@ -4,7 +4,7 @@ import os
 
 from flask import Blueprint, send_from_directory
 
-from .auth import public
+from app.auth import public
 
 ASSETS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static", "dashboard")
 

@@ -7,10 +7,9 @@ from flask import current_app, g, request
 from peewee import OperationalError
 from werkzeug.exceptions import InternalServerError
 
-import models
-
-from .errors import ApiError, ErrorCode, error_response
-from .requests import hung_up
+import models.database
+from app.errors import ApiError, ErrorCode, error_response
+from app.requests import hung_up
 
 # Reads whose answers stream: each of their queries is a short batch, bounded by its size.
 STREAMED = {"activity_log.export_csv", "activity_log.stream"}
@@ -25,19 +24,19 @@ def init_app(app):
 def _start():
     seconds = current_app.config["ANALYTICS_QUERY_SECONDS"]
     if request.method != "GET" or seconds <= 0 or request.endpoint in STREAMED or request.endpoint is None:
-        return  # (a pooled connection comes without a limit: see models.connection and _end)
+        return  # (a pooled connection comes without a limit: see models.database.connection and _end)
     peer = request.environ.get("gunicorn.socket")
-    models.limit_queries(seconds, (lambda: hung_up(peer)) if peer is not None else None)
+    models.database.limit_queries(seconds, (lambda: hung_up(peer)) if peer is not None else None)
     g.budget = time.monotonic()
 
 
 def _end(exc):
-    if "budget" in g and not models.db.is_closed():
-        models.limit_queries(None)
+    if "budget" in g and not models.database.db.is_closed():
+        models.database.limit_queries(None)
 
 
 def _stopped(error: OperationalError):
-    if not models.is_stopped_query(error):
+    if not models.database.is_stopped_query(error):
         return error_response(InternalServerError())
     seconds = current_app.config["ANALYTICS_QUERY_SECONDS"]
     return error_response(

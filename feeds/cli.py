@@ -1,26 +1,66 @@
-"""The feeds' commands: `flask --app wsgi import-pihole PATH` and `import-adguard PATH` (once or
-following the source) and `collect-dnstap`, into this installation's store or pushed to another."""
+"""The feeds' program, `dns-analytics-feed` (also `python -m feeds`): `ingest FILE...`,
+`import-pihole PATH` and `import-adguard PATH` (once or following the source), and
+`collect-dnstap`, into this installation's store or pushed to another service with --url.
+
+It reads the installation's settings as the service does (models.config) and opens the local
+store only when it writes to it. `flask --app wsgi <command>` runs the same commands on the
+web app's settings and store (app/commands/feeds.py hands them over as a Host).
+"""
 
 import asyncio
+import contextlib
 import functools
+import itertools
 import os
 import signal
 import sys
 import threading
+from dataclasses import dataclass, field
 
 import click
-from flask import current_app
-from flask.cli import with_appcontext
 
-import models
+import models.config
+import models.database
+import models.tables
 from models.clock import now_ms
 from schemas.records import MAX_ID_LENGTH
 
-from ..retention import horizon_ms, statistics_days
-from . import adguard, dnstap, pihole
+from . import adguard, dnstap, files, pihole
 from .collector import Collector
-from .common import SourceError, Summary
+from .common import SourceError, Summary, feed
 from .sinks import FeedError, LiveSink, LocalSink, make_sink
+
+HOST = "dns_analytics.host"  # click's ctx.meta key of the Host a program running the commands gives
+
+
+@dataclass
+class Host:
+    """What the commands run on: the installation's settings, and how to reach its store."""
+
+    settings: dict
+    instance_path: str
+    # Binds models.database.db to the local store (and makes its schema); called only by a
+    # command that writes to it.
+    open_store: object = field(default=None)
+
+    def store(self):
+        if self.open_store is not None:
+            self.open_store()
+            self.open_store = None
+
+
+def _host() -> Host:
+    meta = click.get_current_context().meta
+    if HOST not in meta:
+        meta[HOST] = Host(models.config.read(), models.config.INSTANCE_PATH, open_store=_open_local_store)
+    return meta[HOST]
+
+
+def _open_local_store():
+    settings = _host().settings
+    models.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
+    with models.database.connection():
+        models.tables.create_schema()
 
 
 def _endpoint(ctx, param, value: str) -> str:
@@ -93,7 +133,6 @@ def _restart_option(command):
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @feed_options("pihole", 60.0)
 @_restart_option
-@with_appcontext
 def import_pihole_command(path, endpoint, batch_size, follow, interval, url, key, spool, restart):
     """Import query history from Pi-hole's FTL database (pihole-FTL.db), opened read-only.
 
@@ -109,7 +148,6 @@ def import_pihole_command(path, endpoint, batch_size, follow, interval, url, key
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @feed_options("adguard", 10.0)
 @_restart_option
-@with_appcontext
 def import_adguard_command(path, endpoint, batch_size, follow, interval, url, key, spool, restart):
     """Import query history from AdGuard Home's query log (querylog.json), line by line.
 
@@ -129,7 +167,7 @@ def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
     total = Summary()
     try:
         sink = feed_sink(url, key, spool)
-        with models.connection(), sink:
+        with _store_connection(sink), sink:
             if restart:
                 for source in keys(path, endpoint):
                     sink.forget(source)
@@ -163,12 +201,22 @@ def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
 
 def _horizon(sink) -> int | None:
     """The retention horizon of the local store (None: no retention, or a remote service)."""
-    return horizon_ms(now_ms()) if isinstance(sink, LocalSink) else None
+    return models.config.horizon_ms(_host().settings, now_ms()) if isinstance(sink, LocalSink) else None
 
 
 def feed_sink(url: str | None, key: str | None, spool: str | None):
-    """The sink of a feed command's --url, --key and --spool (default spool: instance/spool)."""
-    return make_sink(url, key, spool, os.path.join(current_app.instance_path, "spool"))
+    """The sink of a feed command's --url, --key and --spool (default spool: instance/spool);
+    the local store is opened only for a local sink."""
+    host = _host()
+    sink = make_sink(url, key, spool, os.path.join(host.instance_path, "spool"))
+    if isinstance(sink, LocalSink):
+        host.store()
+    return sink
+
+
+def _store_connection(sink):
+    """A connection to the local store for the run, when the sink is the local store."""
+    return models.database.connection() if isinstance(sink, LocalSink) else contextlib.nullcontext()
 
 
 def _stop_on_signals() -> threading.Event:
@@ -182,8 +230,9 @@ def _report(summary: Summary, path: str, endpoint: str, url: str | None, waiting
     target = f"the service at {url}" if url else f"endpoint '{endpoint}'"
     click.echo(f"Imported {summary.stored} records from {path} into {target}; {summary.describe()}.")
     if summary.past_retention:
-        days = current_app.config["ANALYTICS_RETENTION_DAYS"]
-        kept = statistics_days()
+        settings = _host().settings
+        days = settings["ANALYTICS_RETENTION_DAYS"]
+        kept = models.config.statistics_days(settings)
         click.echo(
             f"{summary.past_retention} of them are older than the records' horizon "
             f"(ANALYTICS_RETENTION_DAYS={days}): their statistics are kept "
@@ -239,7 +288,6 @@ def _octal(ctx, param, value: str) -> int:
 )
 @click.option("--socket-mode", default="660", show_default=True, callback=_octal, help="The Unix socket's permissions.")
 @push_options
-@with_appcontext
 def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mode, url, key, spool, **options):
     """Receive dnstap from resolvers and store every client response as a record.
 
@@ -265,3 +313,69 @@ def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mod
     except (OSError, FeedError) as exc:
         raise click.ClickException(str(exc)) from None
     sys.exit(status)
+
+
+@click.command("ingest")
+@click.argument("names", metavar="[FILES]...", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
+@click.option(
+    "--batch-size", default=5000, show_default=True, type=click.IntRange(1, 10_000), help="Records per transaction."
+)
+@push_options
+def ingest_command(names, batch_size, url, key, spool):
+    """Store records from NDJSON, JSON or CSV-export files ('-' or nothing: standard input).
+
+    Each batch is stored all or nothing, with how far the file is read: a re-run of the same
+    file goes on after the records already stored (or, with --url, spooled). A record the
+    service would refuse is skipped and counted, never fatal, whichever the sink.
+    """
+    total = Summary()
+    try:
+        sink = feed_sink(url, key, spool)
+        with _store_connection(sink), sink:
+            for name in names or ("-",):
+                with click.open_file(name, "rb") as stream:
+                    total.add(_ingest_file(name, stream, batch_size, sink))
+        waiting = sink.pending()  # after closing the sink, which waits for the spool to drain
+    except (SourceError, FeedError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if url:
+        click.echo(f"Sent {total.stored} records to {url}; {total.describe()}.")
+    else:
+        skipped = total.describe()
+        click.echo(
+            f"Stored {total.stored} records." + (f" {skipped[0].upper()}{skipped[1:]}." if total.skipped else "")
+        )
+    if waiting:
+        click.echo(f"{waiting} batches wait in the spool: the next run sends them first.")
+
+
+def _ingest_file(name: str, stream, batch_size: int, sink) -> Summary:
+    records = files.read_records(stream)
+    try:
+        first = next(records, None)
+        if first is None:
+            return Summary()
+        source = files.source_key(name, first)
+        done = sink.position(source).get("records", 0)
+        size = os.fstat(stream.fileno()).st_size if name != "-" else 0
+        batches = files.batches(itertools.chain([first], records), batch_size, done, stream)
+        # A bar only for large files: small ones are done before it could say anything.
+        announce = size > 1 << 20
+        summary = feed(
+            source, batches, sink, start=0, end=size, label=name, horizon_ms=_horizon(sink), announce=announce
+        )
+        if name == "-" and isinstance(sink, LocalSink):
+            sink.forget(source)  # standard input is never read again: its position is no use
+        return summary
+    except SourceError as exc:
+        raise SourceError(f"{name}: {exc}") from None
+
+
+@click.group("dns-analytics-feed")
+def main():
+    """Feed DNS queries into DNS Analytics: from record files, Pi-hole, AdGuard Home, or
+    resolvers' dnstap; into this installation's store, or with --url into a service elsewhere."""
+
+
+for _command in (ingest_command, import_pihole_command, import_adguard_command, collect_dnstap_command):
+    main.add_command(_command)

@@ -2,10 +2,9 @@
 
 from flask import g
 
+from app.auth import issue_stream_token, requires
+from app.extensions import Blueprint
 from schemas.auth import KeyResponseSchema, TokenResponseSchema
-
-from ..extensions import Blueprint
-from . import issue_stream_token, requires
 
 blp = Blueprint(
     "auth", __name__, url_prefix="/v2/auth", description="Tokens for the realtime stream; what the calling key may do."

@@ -1,7 +1,7 @@
 """Retention: records older than ANALYTICS_RETENTION_DAYS expire, and statistics older than
 ANALYTICS_STATISTICS_RETENTION_DAYS, deleted in batches by a background job that one worker at
-a time runs (a lease in the database decides which), or by `flask --app wsgi retention` for
-installations that prefer to schedule it themselves."""
+a time runs (a lease in the database decides which), or by `flask --app wsgi retention`
+(app/commands/retention.py) for installations that prefer to schedule it themselves."""
 
 import logging
 import os
@@ -10,16 +10,18 @@ import socket
 import threading
 import time
 
-import click
 from flask import current_app
-from flask.cli import with_appcontext
 
-import models
+import models.admin_actions
+import models.config
+import models.database
+import models.deletion
+import models.ingestion
+import models.jobs
+from app import metrics
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 from schemas.records import count_older
-
-from . import metrics
 
 BATCH_KEY_DAYS = 7
 DAY_MS = 86_400_000
@@ -33,15 +35,12 @@ log = logging.getLogger(__name__)
 
 def horizon_ms(now: int) -> int | None:
     """Records strictly older than this (ms) expire at the next run; None when retention is off."""
-    days = current_app.config["ANALYTICS_RETENTION_DAYS"]
-    return now - days * DAY_MS if days > 0 else None
+    return models.config.horizon_ms(current_app.config, now)
 
 
 def statistics_days() -> int:
     """How many days statistics are kept (0: forever): never fewer than the records."""
-    records = current_app.config["ANALYTICS_RETENTION_DAYS"]
-    statistics = current_app.config["ANALYTICS_STATISTICS_RETENTION_DAYS"]
-    return 0 if records <= 0 or statistics <= 0 else max(records, statistics)
+    return models.config.statistics_days(current_app.config)
 
 
 def statistics_horizon_ms(now: int) -> int | None:
@@ -51,7 +50,7 @@ def statistics_horizon_ms(now: int) -> int | None:
 
 
 def past_horizon(records: list, now: int) -> int:
-    """How many of `records` (as models.store_records takes them) are already past the horizon."""
+    """How many of `records` (as models.ingestion.store_records takes them) are already past the horizon."""
     horizon = horizon_ms(now)
     return 0 if horizon is None else count_older(records, horizon)
 
@@ -67,11 +66,11 @@ def run_retention(actor: dict, now: int | None = None) -> int:
     """
     now = now_ms() if now is None else now
     # A feed re-sends a batch within minutes or, after an outage, days: a week covers both.
-    models.forget_batch_keys(now - BATCH_KEY_DAYS * DAY_MS)
+    models.ingestion.forget_batch_keys(now - BATCH_KEY_DAYS * DAY_MS)
     days = current_app.config["ANALYTICS_RETENTION_DAYS"]
     cutoff, statistics_cutoff = horizon_ms(now), statistics_horizon_ms(now)
     if cutoff is None:
-        models.reclaim_space()  # still the hourly housekeeping: fresh planner statistics
+        models.database.reclaim_space()  # still the hourly housekeeping: fresh planner statistics
         return 0
     entry = None
     metadata = {
@@ -85,18 +84,20 @@ def run_retention(actor: dict, now: int | None = None) -> int:
         nonlocal entry
         result = {**metadata, "result": {"deletedCount": deleted_so_far, "expiredStatisticRows": statistics}}
         if entry is None and (deleted_so_far or statistics):
-            entry = models.record_action("retention.run", actor, result, None, now_ms())
+            entry = models.admin_actions.record_action("retention.run", actor, result, None, now_ms())
         elif entry is not None:
-            models.update_metadata(entry, result)
+            models.admin_actions.update_metadata(entry, result)
 
-    deleted = models.delete_records(end_ms=cutoff - 1, batch_size=RETENTION_BATCH, after_batch=log_batch, expire=True)
+    deleted = models.deletion.delete_records(
+        end_ms=cutoff - 1, batch_size=RETENTION_BATCH, after_batch=log_batch, expire=True
+    )
     expired_statistics = 0
     if statistics_cutoff is not None:
-        expired_statistics = models.expire_statistics(statistics_cutoff)
+        expired_statistics = models.deletion.expire_statistics(statistics_cutoff)
         if expired_statistics:
-            with models.write_transaction():
+            with models.database.write_transaction():
                 log_batch(deleted, expired_statistics)
-    models.reclaim_space()
+    models.database.reclaim_space()
     metrics.count_retention(deleted)
     # Where the operator looks first (gunicorn's log): records vanishing must say why.
     log.info(
@@ -109,21 +110,6 @@ def run_retention(actor: dict, now: int | None = None) -> int:
     if expired_statistics:
         log.info("retention: statistics of periods that ended before %s expired", format_ms(statistics_cutoff))
     return deleted
-
-
-@click.command("retention")
-@with_appcontext
-def retention_command():
-    """Delete the records older than ANALYTICS_RETENTION_DAYS now (and the statistics older
-    than ANALYTICS_STATISTICS_RETENTION_DAYS)."""
-    with models.connection():
-        deleted = run_retention(CLI_ACTOR)
-    days = current_app.config["ANALYTICS_RETENTION_DAYS"]
-    if days <= 0:
-        click.echo("Retention is off (0 days).")
-        return
-    kept = f"{statistics_days()} days" if statistics_days() else "forever"
-    click.echo(f"Deleted {deleted} records older than {days} days; their statistics are kept {kept}.")
 
 
 def start_background(app):
@@ -140,12 +126,12 @@ def _loop(app):
     time.sleep(random.uniform(0, min(interval, 30)))
     while True:
         try:
-            with app.app_context(), models.connection():
-                if models.claim(JOB, holder, now_ms(), interval * 1000, lease_ms=max(interval, 600) * 1000):
+            with app.app_context(), models.database.connection():
+                if models.jobs.claim(JOB, holder, now_ms(), interval * 1000, lease_ms=max(interval, 600) * 1000):
                     try:
                         run_retention(JOB_ACTOR)
                     finally:
-                        models.finish(JOB, holder, now_ms())
+                        models.jobs.finish(JOB, holder, now_ms())
         except Exception:
             log.exception("retention run failed; retrying at the next interval")
         time.sleep(min(interval, 60))

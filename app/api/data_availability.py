@@ -2,13 +2,13 @@
 
 from flask import current_app
 
-import models
+import models.filters
+import models.statistics
+from app.auth import endpoint_limit
+from app.extensions import Blueprint
+from app.jobs.retention import horizon_ms, statistics_days, statistics_horizon_ms
 from models.clock import now_ms
 from schemas.statistics import COLUMNS, DataAvailabilityQuerySchema, DataAvailabilitySchema
-
-from .auth import endpoint_limit
-from .extensions import Blueprint
-from .retention import horizon_ms, statistics_days, statistics_horizon_ms
 
 blp = Blueprint("data_availability", __name__, url_prefix="/v2/data-availability", description="What data is stored.")
 
@@ -19,9 +19,9 @@ blp = Blueprint("data_availability", __name__, url_prefix="/v2/data-availability
 def data_availability(query):
     """The oldest and newest record, the retention, the record count and the columns; how far
     back statistics answer, and at what resolution each part of a window is answered."""
-    oldest, newest, total = models.availability(models.Filters(endpoint_limit=endpoint_limit()))
+    oldest, newest, total = models.statistics.availability(models.filters.Filters(endpoint_limit=endpoint_limit()))
     now = now_ms()
-    since = models.statistics_start()
+    since = models.statistics.statistics_start()
     return {
         "startTime": oldest,
         "endTime": newest,

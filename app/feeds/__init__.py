@@ -1,1 +1,0 @@
-"""Feeds (command line, no HTTP): the Pi-hole and AdGuard Home history importers, the dnstap collector."""

@@ -1,0 +1,1 @@
+"""The wire format: marshmallow schemas and the JSON and CSV shapes of the API, one module per API group."""
