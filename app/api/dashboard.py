@@ -6,7 +6,8 @@ from flask import Blueprint, send_from_directory
 
 from app.auth import public
 
-ASSETS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static", "dashboard")
+# The page, script, styles and charting library live with the app (setup.cfg ships them).
+ASSETS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "static", "dashboard")
 
 # Only the service's own files run or style the page, it talks to the service alone, and no
 # other page may frame it. No inline script or style: a value injected into the page cannot run.
