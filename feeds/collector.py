@@ -28,6 +28,11 @@ from .sinks import Sink
 
 RETRY_FIRST, RETRY_MAX = 0.5, 30.0  # seconds between deliveries to a failing sink
 STOP_DEADLINE = 20.0  # seconds a stop may spend delivering what is left
+# A stop reads on until the resolvers have sent nothing for DRAIN_QUIET seconds (at most
+# DRAIN_MAX): what they flush just before it (BIND and Knot Resolver flush their dnstap output
+# about once a second) is stored too, instead of being cut off with the connection.
+DRAIN_QUIET = 1.5
+DRAIN_MAX = 5.0
 STATUS_EVERY = 300.0  # seconds between status lines while records flow
 
 
@@ -52,7 +57,9 @@ class Collector:
         self.counts = collections.Counter()
         self._first_pending = 0.0  # monotonic time the oldest pending record arrived
         self._wake = asyncio.Event()
-        self._stop = asyncio.Event()
+        self._stop = asyncio.Event()  # asked to stop: no new connections, the open ones drain
+        self._read_all = asyncio.Event()  # every connection closed: deliver the rest and end
+        self._last_frame = 0.0  # monotonic time of the newest frame from any resolver
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
 
     async def run(self, unix_path: str | None = None, tcp: tuple[str, int] | None = None, mode: int = 0o660) -> int:
@@ -75,10 +82,12 @@ class Collector:
         await self._stop.wait()
         for server in servers:
             server.close()
+        await self._drain()
         # Hanging up ends each connection's reading as an end of stream would.
         for writer in self._connections.values():
             writer.close()
         await asyncio.gather(*self._connections, return_exceptions=True)
+        self._read_all.set()
         if unix_path:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(unix_path)
@@ -88,6 +97,16 @@ class Collector:
         lost = len(self.pending)
         self.log(self.describe() + (f"; {lost} records NOT delivered (the sink failed or hung)" if lost else ""))
         return 1 if lost else 0
+
+    async def _drain(self) -> None:
+        """Read on while resolvers still send (see DRAIN_QUIET)."""
+        deadline = time.monotonic() + DRAIN_MAX
+        while self._connections:
+            now = time.monotonic()
+            left = min(DRAIN_QUIET - (now - self._last_frame), deadline - now)
+            if left <= 0:
+                return
+            await asyncio.sleep(min(left, 0.1))
 
     def describe(self) -> str:
         c = self.counts
@@ -108,6 +127,7 @@ class Collector:
         self.log(f"A resolver connected {peer}")
         try:
             async for payload in data_frames(reader, writer):
+                self._last_frame = time.monotonic()
                 self._take(payload)
         except ProtocolError as exc:
             self.log(f"Dropped a resolver's connection {peer}: {exc}")
@@ -147,14 +167,14 @@ class Collector:
             self._wake.set()
 
     async def _deliver_loop(self) -> None:
-        """Deliver a batch when it is full or its oldest record has waited `batch_delay`; after
-        a stop, deliver the rest within STOP_DEADLINE."""
+        """Deliver a batch when it is full or its oldest record has waited `batch_delay`; once
+        every connection is closed after a stop, deliver the rest within STOP_DEADLINE."""
         retry = RETRY_FIRST
         failing = False
         last_status = time.monotonic()
         deadline = None
         while True:
-            if self._stop.is_set():
+            if self._read_all.is_set():
                 if not self.pending:
                     return
                 deadline = deadline or time.monotonic() + STOP_DEADLINE
@@ -163,7 +183,7 @@ class Collector:
             elif len(self.pending) < self.batch_size:
                 due = (self._first_pending + self.batch_delay) if self.pending else None
                 if due is None or due > time.monotonic():
-                    await self._wait(due, self._wake, self._stop)
+                    await self._wait(due, self._wake, self._read_all)
                     continue
             batch = [self.pending[i] for i in range(min(self.batch_size, len(self.pending)))]
             try:
@@ -173,7 +193,7 @@ class Collector:
                     self.log(f"The sink failed ({exc.__class__.__name__}: {exc}); retrying, records are kept meanwhile")
                 failing = True
                 # Not woken by full batches: a failing sink is retried at its own pace.
-                await self._wait(time.monotonic() + retry, *(() if self._stop.is_set() else (self._stop,)))
+                await self._wait(time.monotonic() + retry, *(() if self._read_all.is_set() else (self._read_all,)))
                 retry = min(retry * 2, RETRY_MAX)
                 continue
             for _ in batch:

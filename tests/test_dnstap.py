@@ -354,6 +354,28 @@ def test_transports_dnssec_and_declared_blocks_from_a_unidirectional_sender(fold
     assert "1 unreadable" in collector.output()
 
 
+def test_a_stop_reads_on_while_a_resolver_still_sends(folder, api, start_collector):
+    """SIGTERM closes the listener but not the open connections: what a resolver sends while
+    the stop is under way (its last flush) is stored too, and then the collector exits."""
+    port = free_port()
+    collector = start_collector("--listen", f"127.0.0.1:{port}")
+    codec = fstrm.FstrmCodec()
+    frames = [dnstap_response(f"q{i}.example", protocol=dnstap_pb.UDP) for i in range(200)]
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
+        sender.sendall(b"".join(codec.encode_data(frame) for frame in frames[:100]))
+        wait_for(api, 100)
+        for number, frame in enumerate(frames[100:]):  # a resolver still sending, one every 10 ms
+            if number == 20:
+                collector.process.send_signal(signal.SIGTERM)
+            sender.sendall(codec.encode_data(frame))
+            time.sleep(0.01)
+        assert collector.process.poll() is None, "still reading while the resolver sends"
+    assert collector.stop() == 0
+    assert len(stored(api)) == 200
+    assert "200 records delivered" in collector.output()
+
+
 @pytest.mark.sqlite_only  # nothing reaches the store
 @pytest.mark.parametrize(
     "options, message",
