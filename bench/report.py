@@ -9,7 +9,7 @@ START = "<!-- bench:start - written by bench/run.py; text outside these marks is
 END = "<!-- bench:end -->"
 HEADER = """# Benchmarks
 
-Figures from `bench/run.py` (see the README's "Benchmark" section); the targets are the ones for
+Figures from `bench/run.py` (see [docs/benchmarking.md](docs/benchmarking.md)); the targets are the ones for
 10M records on a 2-core machine. Re-running the benchmark replaces the generated part below and
 keeps the notes around it.
 

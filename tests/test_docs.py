@@ -1,10 +1,13 @@
 """The API reference page at /v2/docs: public, and everything it loads is served by the app itself."""
 
+import pathlib
+import re
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
 from helpers import assert_error
 
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAGE = "http://localhost/v2/docs"
 CONTENT_TYPES = {".js": "javascript", ".css": "text/css"}
 
@@ -55,3 +58,43 @@ def test_trailing_slash_leads_to_the_page(client):
 def test_unknown_asset_is_the_usual_404(client):
     assert_error(client.get("/v2/docs/assets/nothing.js"), 404)
     assert_error(client.get("/v2/docs/assets/../../../app/config.py"), 404)
+
+
+def markdown_files() -> list:
+    return [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def heading_anchors(path) -> set:
+    """The anchors GitHub makes of a Markdown file's headings."""
+    anchors = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def test_every_link_in_the_docs_resolves_inside_the_repository():
+    """README.md, BENCHMARKS.md and docs/ link only to files of the repository (and headings
+    in them): the API reference is the service's own OpenAPI document, not a file elsewhere."""
+    broken = []
+    for path in markdown_files():
+        text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.DOTALL)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if target.startswith(("http://", "https://")):
+                continue  # a third party's page (a resolver's, a library's), named for the reader
+            file, _, anchor = target.partition("#")
+            resolved = (path.parent / file).resolve() if file else path
+            inside = resolved.is_relative_to(ROOT)
+            if not inside or not resolved.exists() or (anchor and anchor not in heading_anchors(resolved)):
+                broken.append(f"{path.relative_to(ROOT)}: {target}")
+    assert broken == []
+
+
+def test_the_readme_fits_a_few_screens_and_opens_with_the_two_commands():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 120
+    first_screen = "\n".join(readme.splitlines()[:40])
+    assert "scripts/serve" in first_screen and "scripts/test" in first_screen
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "exec scripts/test\n" in ci, "CI runs exactly the README's test command"

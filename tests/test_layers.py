@@ -1,4 +1,4 @@
-"""The layers' import rules and the store's vocabulary, read from the source (see README "Layout")."""
+"""The layers' import rules and the store's vocabulary, read from the source (see docs/layout.md)."""
 
 import ast
 import inspect

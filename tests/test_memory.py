@@ -1,4 +1,4 @@
-"""A worker's memory stays under its ceiling (README, "Memory"): rejected hostile batches and
+"""A worker's memory stays under its ceiling (docs/configuration.md, "Memory per worker"): rejected hostile batches and
 bursts of concurrent requests leave a real gunicorn worker bounded."""
 
 import threading
