@@ -11,6 +11,8 @@ import urllib.request
 
 import websocket
 
+import servers
+
 FLAGS = (
     "--headless",
     "--no-sandbox",  # the tests may run as root, where the sandbox refuses to start
@@ -43,6 +45,7 @@ class Chromium:
     page are in `requests`, its console and browser messages in `console`."""
 
     def __init__(self, tmp_path, timeout: float = 20):
+        servers.refuse_in_fast_lane("Chromium")
         binary = find_chromium()
         if binary is None:
             raise RuntimeError(MISSING)

@@ -3,7 +3,15 @@
 Every test that asks for a database (`database`, `new_database`, or the `app` built on it) runs
 once per engine: SQLite, and PostgreSQL on a throwaway server this session starts (see
 tests/postgres.py). Tests of what only SQLite has do not ask for one, or are `sqlite_only`.
+
+Tiers: a test that runs a real server or program (gunicorn, nginx, Unbound, Chromium,
+PostgreSQL, a feed's process) is marked `system`, by SYSTEM_MODULES or its PostgreSQL engine;
+`scripts/test --fast` (pytest -m "not system") runs the rest, and then nothing may start one
+(servers.py and the others refuse, so a test missing its mark fails loudly).
 """
+
+import inspect
+import os
 
 import nginx
 import postgres
@@ -21,34 +29,81 @@ ENGINES = ("sqlite", "postgresql")
 REAL_PROGRAMS = {"PostgreSQL": postgres, "nginx": nginx, "Unbound": unbound}
 
 
+# Test modules whose every test runs a real server or program.
+SYSTEM_MODULES = {
+    "test_backup",
+    "test_benchmark",
+    "test_browser",
+    "test_chunked_bodies",
+    "test_consistent_reads",
+    "test_dashboard",
+    "test_dnstap",
+    "test_fair_shares",
+    "test_faults",
+    "test_feed_processes",
+    "test_gunicorn",
+    "test_proxy",
+    "test_wal",
+}
+FAST_ONLY = "ANALYTICS_TEST_FAST_ONLY"  # set when system tests are deselected: starting one is a bug
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only: tests something only the SQLite store has")
-    postgres.start_once()
-    nginx.probe_once()
-    unbound.probe()
+    config.addinivalue_line("markers", "system: runs a real server or program (deselect with -m 'not system')")
+    if "not system" in (config.getoption("markexpr") or ""):
+        os.environ[FAST_ONLY] = "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    system = pytest.mark.system
+    for item in items:
+        module = item.module.__name__ if item.module else ""
+        engine = getattr(item, "callspec", None) and item.callspec.params.get("engine")
+        if module in SYSTEM_MODULES or engine == "postgresql" or _starts_a_server(item):
+            item.add_marker(system)
+
+
+def _starts_a_server(item) -> bool:
+    """Tests in mixed modules that run gunicorn or a feed's process name it in their source, or
+    in the source of a fixture they use."""
+    functions = [item.function]
+    for definitions in item._fixtureinfo.name2fixturedefs.values():
+        functions += [definition.func for definition in definitions]
+    for function in functions:
+        try:
+            source = inspect.getsource(function)
+        except (OSError, TypeError):
+            continue
+        if any(name in source for name in ("Gunicorn(", "subprocess.", "single_worker(", "Popen(", "Nginx(")):
+            return True
+    return False
+
+
+def pytest_collection_finish(session):
+    """The real programs the selected tests need, probed now: so a missing one is known (and
+    said in red) at the start, and a fast run probes nothing."""
+    if os.environ.get(FAST_ONLY):
+        return
+    selected = session.items
+    if any(item.get_closest_marker("system") for item in selected):
+        postgres.start_once()
+        nginx.probe_once()
+        unbound.probe()
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    if postgres.CLUSTER.url:
+        reporter.write_line(f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}")
+    if unbound.VERSION and not unbound.UNAVAILABLE:
+        reporter.write_line(f"Unbound: {unbound.VERSION}")
+    for module in REAL_PROGRAMS.values():
+        if module.UNAVAILABLE:
+            reporter.write_line(module.banner(), red=True, bold=True)
 
 
 def pytest_unconfigure(config):
     postgres.CLUSTER.stop()
-
-
-def pytest_report_header(config):
-    lines = []
-    if not postgres.UNAVAILABLE:
-        lines.append(f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}")
-    if not unbound.UNAVAILABLE:
-        lines.append(f"Unbound: {unbound.VERSION}")
-    return lines
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_sessionstart(session):
-    """The missing programs in red, right below the header (printed by the inner hooks)."""
-    yield
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    for module in REAL_PROGRAMS.values():
-        if module.UNAVAILABLE and reporter is not None:
-            reporter.write_line(module.banner(), red=True, bold=True)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -68,8 +123,10 @@ def pytest_generate_tests(metafunc):
 @pytest.fixture
 def new_database(engine, tmp_path):
     """A factory of fresh, empty databases of the test's engine (ANALYTICS_DATABASE values)."""
-    if engine == "postgresql" and postgres.UNAVAILABLE:
-        pytest.skip(postgres.banner())
+    if engine == "postgresql":
+        postgres.start_once()
+        if postgres.UNAVAILABLE:
+            pytest.skip(postgres.banner())
     made = []
 
     def make(name: str = "analytics.db") -> str:

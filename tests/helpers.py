@@ -1,4 +1,7 @@
-"""Helpers the tests share: records, ingestion, and the ErrorResponse check."""
+"""Helpers the tests share: records, ingestion, the ErrorResponse check, API keys made on the
+command line, and metrics scrapes parsed."""
+
+from prometheus_client.parser import text_string_to_metric_families
 
 API_KEY = "test-operator-key"
 AUTH = {"Authorization": API_KEY}
@@ -39,3 +42,18 @@ def assert_error(response, status, code=None):
     if code is not None:
         assert body["error"]["code"] == code
     return body["error"]
+
+
+def create(runner, *args):
+    result = runner.invoke(args=["keys", "create", *args])
+    assert result.exit_code == 0, result.output
+    return result.output.strip().splitlines()[-1]
+
+
+def samples(text: str) -> dict:
+    """{(sample name, sorted labels): value} of a scrape."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }

@@ -12,6 +12,7 @@ import subprocess
 import tempfile
 import time
 
+import servers
 from servers import ROOT, free_port
 
 SITE = os.path.join(ROOT, "deploy", "nginx-site.conf")
@@ -24,6 +25,7 @@ class Unavailable(Exception):
 
 class Nginx:
     def __init__(self, upstream_port: int):
+        servers.refuse_in_fast_lane("nginx")
         # A folder of its own under /tmp: when the tests run as root, nginx runs as nobody, who
         # may not enter pytest's temporary folders.
         self.folder = tempfile.mkdtemp(prefix="analytics-nginx-")

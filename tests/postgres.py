@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import uuid
 
+import servers
 from servers import free_port
 
 
@@ -103,6 +104,7 @@ UNAVAILABLE = None  # why the session's server could not be had, if it could not
 def start_once():
     """Start the session's server (conftest calls this before any test module is imported)."""
     global UNAVAILABLE
+    servers.refuse_in_fast_lane("PostgreSQL")
     if CLUSTER.url is None and UNAVAILABLE is None:
         try:
             CLUSTER.start()

@@ -13,6 +13,12 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def refuse_in_fast_lane(what: str) -> None:
+    """A fast run (-m "not system") starts no real server: a test that tries lacks its mark."""
+    if os.environ.get("ANALYTICS_TEST_FAST_ONLY"):
+        raise RuntimeError(f"{what} started in a run without system tests: mark the test `system` (tests/conftest.py)")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -23,6 +29,7 @@ class Gunicorn:
     """`gunicorn -w N wsgi:app` from the project root, as an operator runs it."""
 
     def __init__(self, tmp_path, env: dict, workers: int = 2):
+        refuse_in_fast_lane("gunicorn")
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = tmp_path / f"gunicorn-{self.port}.log"

@@ -6,7 +6,7 @@ import io
 import threading
 import time
 
-from test_realtime import StreamReader
+from streams import StreamReader
 
 from helpers import API_KEY, AUTH, record
 from servers import Gunicorn

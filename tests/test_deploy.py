@@ -6,11 +6,10 @@ import os
 import re
 
 import pytest
-from test_metrics import samples
 
 from models.config import DEFAULTS
 
-from helpers import AUTH, ingest, record
+from helpers import AUTH, ingest, record, samples
 from servers import ROOT
 
 DEPLOY = os.path.join(ROOT, "deploy")

@@ -10,13 +10,11 @@ import sys
 import time
 
 import pytest
-from test_feed_sources import add_row
-from test_import_adguard import entry, write_log
-from test_import_pihole import T0, make_ftl_db
 
 from app import create_app
 
 from helpers import API_KEY, AUTH
+from importing import T0, add_row, entry, make_ftl_db, write_log
 from servers import ROOT, Gunicorn
 
 WHOLE = "startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z"

@@ -6,31 +6,11 @@ import base64
 import sqlite3
 
 import pytest
-from test_import_adguard import dns_response, entry, write_log
-from test_import_pihole import IP, T0, make_ftl_db
 
 from app import create_app
 
 from helpers import API_KEY
-from importing import logged, questions
-
-
-def add_row(path, ident, ts, domain, status=2, *, list_id=None, forward=None, reply_time=None, dnssec=None):
-    """One query as FTL v6 writes it, with FTL's own id (FTL numbers them itself, from 0)."""
-    with sqlite3.connect(path) as conn:
-        conn.execute("INSERT OR IGNORE INTO domain_by_id (domain) VALUES (?)", [domain])
-        domain_id = conn.execute("SELECT id FROM domain_by_id WHERE domain = ?", [domain]).fetchone()[0]
-        conn.execute("INSERT OR IGNORE INTO client_by_id (ip, name) VALUES ('192.168.1.10', NULL)")
-        client_id = conn.execute("SELECT id FROM client_by_id WHERE ip = '192.168.1.10'").fetchone()[0]
-        forward_id = None
-        if forward is not None:
-            conn.execute("INSERT OR IGNORE INTO forward_by_id (forward) VALUES (?)", [forward])
-            forward_id = conn.execute("SELECT id FROM forward_by_id WHERE forward = ?", [forward]).fetchone()[0]
-        conn.execute(
-            "INSERT INTO query_storage (id, timestamp, type, status, domain, client, forward, reply_type,"
-            " reply_time, dnssec, list_id) VALUES (?, ?, 1, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [ident, ts, status, domain_id, client_id, forward_id, IP, reply_time, dnssec, list_id],
-        )
+from importing import T0, add_row, dns_response, entry, logged, make_ftl_db, questions, write_log
 
 
 @pytest.fixture

@@ -44,7 +44,18 @@ def schema_for(database=None):
 
 
 schema = schema_for()
-postgres_schema = None if postgres.UNAVAILABLE else schema_for(postgres.CLUSTER.new_database())
+
+
+@pytest.fixture(scope="module")
+def postgres_schema():
+    """The same on PostgreSQL, built only when this test runs (it starts the session's server)."""
+    postgres.start_once()
+    if postgres.UNAVAILABLE:
+        pytest.skip(postgres.banner())
+    return schema_for(postgres.CLUSTER.new_database())
+
+
+lazy_postgres_schema = schemathesis.pytest.from_fixture("postgres_schema")
 
 
 @schemathesis.serializer("application/x-ndjson")
@@ -78,14 +89,8 @@ def test_every_operation(case):
     call_and_validate(case)
 
 
-if postgres_schema is not None:
-
-    @postgres_schema.parametrize()
-    @FUZZ
-    def test_every_operation_on_postgresql(case):
-        call_and_validate(case)
-
-else:
-
-    def test_every_operation_on_postgresql():
-        pytest.skip(postgres.banner())
+@pytest.mark.system
+@lazy_postgres_schema.parametrize()
+@FUZZ
+def test_every_operation_on_postgresql(case):
+    call_and_validate(case)

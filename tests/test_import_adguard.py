@@ -1,64 +1,15 @@
 """flask import-adguard: AdGuard Home's querylog.json, written here line by line."""
 
 import base64
-import ipaddress
 import json
 import os
-import struct
 
 import pytest
 
-import models.ingestion
 from feeds.dns_message import parse_response
 
 from helpers import AUTH, clients
-from importing import count_rows, logged, questions
-
-RCODE = {"NOERROR": 0, "SERVFAIL": 2, "NXDOMAIN": 3}
-TYPE = {"A": 1, "AAAA": 28}
-
-
-def dns_response(qname: str, qtype="A", rcode="NOERROR", ips=()) -> str:
-    """A base64 DNS response, packed as AdGuard packs it: the answers' names are compression
-    pointers to the question's name at offset 12."""
-    flags = 0x8180 | RCODE[rcode]  # QR, RD, RA
-    message = struct.pack(">HHHHHH", 0x1234, flags, 1, len(ips), 0, 0)
-    for label in qname.split("."):
-        message += bytes([len(label)]) + label.encode()
-    message += b"\x00" + struct.pack(">HH", TYPE[qtype], 1)
-    for ip in ips:
-        data = bytes(int(part) for part in ip.split(".")) if "." in ip else _ipv6(ip)
-        rr_type = TYPE["A"] if len(data) == 4 else TYPE["AAAA"]
-        message += struct.pack(">HHHIH", 0xC00C, rr_type, 1, 300, len(data)) + data
-    return base64.b64encode(message).decode()
-
-
-def _ipv6(ip: str) -> bytes:
-    return ipaddress.IPv6Address(ip).packed
-
-
-def entry(host, seconds=0, ip="192.168.1.10", *, qtype="A", cp="", result=None, **extra) -> dict:
-    """One line of querylog.json, with the keys AdGuard Home writes."""
-    line = {
-        "T": f"2024-05-01T12:00:{seconds:02d}.123456789+00:00",
-        "QH": host,
-        "QT": qtype,
-        "QC": "IN",
-        "CP": cp,
-        "IP": ip,
-        "Result": result or {},
-        "Elapsed": 1_234_567,
-        "Upstream": "https://dns10.quad9.net:443/dns-query",
-    }
-    line.update(extra)
-    return line
-
-
-def write_log(path, *entries, mode="w"):
-    with open(path, mode) as log:
-        for item in entries:
-            log.write((item if isinstance(item, str) else json.dumps(item)) + "\n")
-    return str(path)
+from importing import count_rows, crash_in_third_batch, dns_response, entry, logged, questions, write_log
 
 
 @pytest.fixture
@@ -263,26 +214,12 @@ def test_a_rotated_log_is_recognised_and_the_new_one_imported(runner, client, da
 
 def test_an_interrupted_import_resumes_without_duplicates_or_gaps(runner, client, log_path, monkeypatch):
     write_log(log_path, *(entry(f"q{i}.example", i) for i in range(10)))
-    real_store = models.ingestion.store_records
-    calls = []
-
-    def crash_in_third_batch(records, in_transaction=None):
-        calls.append(len(records))
-        if len(calls) < 3:
-            return real_store(records, in_transaction)
-
-        def save_then_crash():  # dies inside the batch's transaction, after its progress
-            in_transaction()
-            raise RuntimeError("power cut")
-
-        return real_store(records, save_then_crash)
-
-    monkeypatch.setattr(models.ingestion, "store_records", crash_in_third_batch)
+    crash_in_third_batch(monkeypatch)
     crashed = runner.invoke(args=["import-adguard", "--batch-size", "3", str(log_path)])
     assert crashed.exit_code != 0
     assert len(logged(client)) == 6
 
-    monkeypatch.setattr(models.ingestion, "store_records", real_store)
+    monkeypatch.undo()  # the power is back
     resumed = runner.invoke(args=["import-adguard", "--batch-size", "3", str(log_path)])
     assert resumed.exit_code == 0, resumed.output
     assert "Resuming after line 6" in resumed.output and "Imported 4 records" in resumed.output

@@ -6,81 +6,24 @@ import sqlite3
 
 import pytest
 
-import models.ingestion
 from schemas.datetimes import format_ms
 
 from helpers import clients
-from importing import count_rows, logged, questions
-
-# The long-term database of FTL v6 (src/database/query-table.h, network-table.c): the tables
-# the importer reads, as FTL creates them, plus the `queries` view over the linking tables.
-FTL_SCHEMA = """
-CREATE TABLE ftl (id INTEGER PRIMARY KEY NOT NULL, value BLOB NOT NULL, description TEXT);
-CREATE TABLE counters (id INTEGER PRIMARY KEY NOT NULL, value INTEGER NOT NULL);
-CREATE TABLE query_storage (id INTEGER PRIMARY KEY AUTOINCREMENT, timestamp INTEGER NOT NULL,
-    type INTEGER NOT NULL, status INTEGER NOT NULL, domain INTEGER NOT NULL,
-    client INTEGER NOT NULL, forward INTEGER, additional_info INTEGER, reply_type INTEGER,
-    reply_time REAL, dnssec INTEGER, list_id INTEGER, ede INTEGER);
-CREATE INDEX idx_query_storage_timestamp ON query_storage (timestamp);
-CREATE TABLE domain_by_id (id INTEGER PRIMARY KEY, domain TEXT NOT NULL);
-CREATE TABLE client_by_id (id INTEGER PRIMARY KEY, ip TEXT NOT NULL, name TEXT);
-CREATE TABLE forward_by_id (id INTEGER PRIMARY KEY, forward TEXT NOT NULL);
-CREATE TABLE addinfo_by_id (id INTEGER PRIMARY KEY, type INTEGER NOT NULL, content NOT NULL);
-CREATE UNIQUE INDEX domain_by_id_domain_idx ON domain_by_id(domain);
-CREATE UNIQUE INDEX client_by_id_client_idx ON client_by_id(ip, name);
-CREATE UNIQUE INDEX forward_by_id_forward_idx ON forward_by_id(forward);
-CREATE UNIQUE INDEX addinfo_by_id_idx ON addinfo_by_id(type, content);
-CREATE VIEW queries AS SELECT q.id, q.timestamp, q.type, q.status,
-    COALESCE(d.domain, q.domain) AS domain, COALESCE(c.ip, q.client) AS client,
-    COALESCE(f.forward, q.forward) AS forward,
-    COALESCE(a.content, q.additional_info) AS additional_info,
-    q.reply_type, q.reply_time, q.dnssec, q.list_id, q.ede
-    FROM query_storage q
-    LEFT JOIN domain_by_id d ON q.domain = d.id LEFT JOIN client_by_id c ON q.client = c.id
-    LEFT JOIN forward_by_id f ON q.forward = f.id
-    LEFT JOIN addinfo_by_id a ON q.additional_info = a.id;
-CREATE TABLE network (id INTEGER PRIMARY KEY NOT NULL, hwaddr TEXT UNIQUE NOT NULL,
-    interface TEXT NOT NULL, firstSeen INTEGER NOT NULL, lastQuery INTEGER NOT NULL,
-    numQueries INTEGER NOT NULL, macVendor TEXT, aliasclient_id INTEGER);
-CREATE TABLE network_addresses (network_id INTEGER NOT NULL, ip TEXT UNIQUE NOT NULL,
-    lastSeen INTEGER NOT NULL DEFAULT (cast(strftime('%s', 'now') as int)), name TEXT,
-    nameUpdated INTEGER, FOREIGN KEY(network_id) REFERENCES network(id));
-CREATE TABLE aliasclient (id INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, comment TEXT);
-"""
-
-T0 = 1714564800  # 2024-05-01T12:00:00Z
-
-# FTL's numbers: query types 1 A, 2 AAAA, 16 HTTPS, 105 = 100 + CNAME; reply types 2
-# NXDOMAIN, 4 IP, 7 SERVFAIL.
-A, AAAA, HTTPS, CNAME_OTHER = 1, 2, 16, 105
-NXDOMAIN, IP, SERVFAIL = 2, 4, 7
-
-
-def make_ftl_db(path, created=T0 - 86400):
-    with sqlite3.connect(path) as conn:
-        conn.executescript(FTL_SCHEMA)
-        conn.executemany(
-            "INSERT INTO ftl (id, value, description) VALUES (?, ?, ?)",
-            [
-                (0, 22, "Database version"),
-                (1, T0, "Unix timestamp of the latest stored query"),
-                (2, created, "Unix timestamp of the database creation"),
-            ],
-        )
-        conn.executemany(
-            "INSERT INTO network (id, hwaddr, interface, firstSeen, lastQuery, numQueries, macVendor)"
-            " VALUES (?, ?, 'eth0', ?, ?, 10, ?)",
-            [
-                (1, "dc:a6:32:00:00:01", T0 - 900, T0, "Raspberry Pi Trading Ltd"),
-                # FTL's stand-in for a client whose MAC it never saw.
-                (2, "ip-192.168.1.20", T0 - 900, T0, None),
-            ],
-        )
-        conn.executemany(
-            "INSERT INTO network_addresses (network_id, ip, lastSeen, name, nameUpdated) VALUES (?, ?, ?, ?, ?)",
-            [(1, "192.168.1.10", T0, "pi.lan", T0), (2, "192.168.1.20", T0, "phone.lan", T0)],
-        )
-    return path
+from importing import (
+    AAAA,
+    CNAME_OTHER,
+    HTTPS,
+    IP,
+    NXDOMAIN,
+    SERVFAIL,
+    T0,
+    A,
+    count_rows,
+    crash_in_third_batch,
+    logged,
+    make_ftl_db,
+    questions,
+)
 
 
 def add_query(path, ts, domain, client_ip, status=2, *, qtype=A, reply=IP, list_id=None, name=None):
@@ -216,26 +159,12 @@ def test_importing_twice_stores_nothing_new_and_new_rows_are_picked_up(runner, c
 def test_an_interrupted_import_resumes_without_duplicates_or_gaps(runner, client, ftl, monkeypatch):
     for i in range(10):
         add_query(ftl, T0 + i, f"q{i}.example", "192.168.1.10")
-    real_store = models.ingestion.store_records
-    calls = []
-
-    def crash_in_third_batch(records, in_transaction=None):
-        calls.append(len(records))
-        if len(calls) < 3:
-            return real_store(records, in_transaction)
-
-        def save_then_crash():  # dies inside the batch's transaction, after its progress
-            in_transaction()
-            raise RuntimeError("power cut")
-
-        return real_store(records, save_then_crash)
-
-    monkeypatch.setattr(models.ingestion, "store_records", crash_in_third_batch)
+    crash_in_third_batch(monkeypatch)
     crashed = runner.invoke(args=["import-pihole", "--batch-size", "3", ftl])
     assert crashed.exit_code != 0
     assert len(logged(client)) == 6  # two whole batches; the third rolled back
 
-    monkeypatch.setattr(models.ingestion, "store_records", real_store)
+    monkeypatch.undo()  # the power is back
     resumed = runner.invoke(args=["import-pihole", "--batch-size", "3", ftl])
     assert resumed.exit_code == 0, resumed.output
     assert "Resuming after query id 6" in resumed.output

@@ -4,13 +4,7 @@ without secrets, revoked."""
 import pytest
 import stores
 
-from helpers import AUTH, assert_error
-
-
-def create(runner, *args):
-    result = runner.invoke(args=["keys", "create", *args])
-    assert result.exit_code == 0, result.output
-    return result.output.strip().splitlines()[-1]
+from helpers import AUTH, assert_error, create
 
 
 def test_create_use_list_revoke(runner, client):

@@ -7,20 +7,10 @@ import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from test_keys import create
-from test_realtime import StreamReader
+from streams import StreamReader
 
-from helpers import API_KEY, AUTH, assert_error, ingest, record
+from helpers import API_KEY, AUTH, assert_error, create, ingest, record, samples
 from servers import Gunicorn
-
-
-def samples(text: str) -> dict:
-    """{(sample name, sorted labels): value} of a scrape."""
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
 
 
 def value(scraped: dict, name: str, **labels) -> float:

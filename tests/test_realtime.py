@@ -1,15 +1,13 @@
 """GET /v2/auth/token and GET /v2/activity-log/realtime (server-sent events)."""
 
-import http.client
 import json
-import queue
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
+from streams import StreamReader, events
 
 import app.auth
 
@@ -22,16 +20,6 @@ def token(client):
     assert response.status_code == 200
     assert set(response.json) == {"token", "expiresAt"}
     return response.json["token"]
-
-
-def events(chunks) -> list[dict]:
-    """Parse SSE text into events ({"id": ..., "data": ...}); comments are skipped."""
-    found = []
-    for block in "".join(chunks).split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines() if line and not line.startswith(":"))
-        if "data" in fields:
-            found.append({"id": int(fields["id"]), "data": json.loads(fields["data"])})
-    return found
 
 
 def open_stream(client, query="", headers=None):
@@ -144,46 +132,6 @@ def test_stream_limit_is_503_and_slots_come_back(app, client):
     again, _ = open_stream(client, headers=AUTH)
     assert again.status_code == 200
     again.close()
-
-
-class StreamReader(threading.Thread):
-    """Reads an SSE response from a real server into a queue of events."""
-
-    def __init__(self, server, path, headers=None):
-        super().__init__(daemon=True)
-        self.connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-        self.connection.request("GET", path, headers=headers or {})
-        self.response = self.connection.getresponse()
-        self.events = queue.Queue()
-        self.start()
-
-    def run(self):
-        block = []
-        try:
-            for raw in self.response:
-                line = raw.decode().rstrip("\r\n")
-                if line:
-                    block.append(line)
-                    continue
-                found = events(["\n".join(block)])
-                block = []
-                for event in found:
-                    self.events.put(event)
-        except (OSError, ValueError, AttributeError):
-            pass  # the test closed the connection (http.client may trip over its own close)
-
-    def take(self, count, timeout=5.0):
-        deadline, got = time.monotonic() + timeout, []
-        while len(got) < count and time.monotonic() < deadline:
-            try:
-                got.append(self.events.get(timeout=max(0.01, deadline - time.monotonic())))
-            except queue.Empty:
-                break
-        return got
-
-    def close(self):
-        self.connection.sock.shutdown(2)
-        self.connection.close()
 
 
 @pytest.fixture

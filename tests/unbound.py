@@ -15,6 +15,7 @@ import dns.message
 import dns.query
 import pytest
 
+import servers
 from servers import free_port
 
 
@@ -88,6 +89,7 @@ class Unbound:
     """`unbound -d -c CONF` with dnstap to `socket_path` (or to `tcp` = (host, port))."""
 
     def __init__(self, folder, *, socket_path=None, tcp=None, log_queries=True):
+        servers.refuse_in_fast_lane("Unbound")
         self.folder = folder
         self.port = free_port()
         if USER:
