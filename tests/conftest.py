@@ -22,6 +22,7 @@ import unbound
 from app import create_app
 
 from helpers import API_KEY
+from servers import FAST_ONLY
 
 ENGINES = ("sqlite", "postgresql")
 # Real programs the suite runs (each a module with UNAVAILABLE and banner()): when one cannot
@@ -45,7 +46,6 @@ SYSTEM_MODULES = {
     "test_proxy",
     "test_wal",
 }
-FAST_ONLY = "ANALYTICS_TEST_FAST_ONLY"  # set when system tests are deselected: starting one is a bug
 
 
 def pytest_configure(config):

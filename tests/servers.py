@@ -13,9 +13,12 @@ import urllib.request
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+FAST_ONLY = "ANALYTICS_TEST_FAST_ONLY"  # set by conftest when system tests are deselected
+
+
 def refuse_in_fast_lane(what: str) -> None:
     """A fast run (-m "not system") starts no real server: a test that tries lacks its mark."""
-    if os.environ.get("ANALYTICS_TEST_FAST_ONLY"):
+    if os.environ.get(FAST_ONLY):
         raise RuntimeError(f"{what} started in a run without system tests: mark the test `system` (tests/conftest.py)")
 
 
