@@ -23,7 +23,9 @@ class Server:
     """`python -m gunicorn -w N -b 127.0.0.1:PORT wsgi:app` from the project root (or a copy of
     its code), as an operator runs it: gunicorn.conf.py applies; nothing expires meanwhile."""
 
-    def __init__(self, database: str, api_key: str, workers: int, log_path: str, code_dir: str = ROOT):
+    def __init__(
+        self, database: str, api_key: str, workers: int, log_path: str, code_dir: str = ROOT, extra=(), env=None
+    ):
         self.port = free_port()
         self.code_dir = code_dir
         self.api_key = api_key
@@ -33,10 +35,11 @@ class Server:
             "ANALYTICS_DATABASE": database,
             "ANALYTICS_API_KEY": api_key,
             "ANALYTICS_RETENTION_DAYS": "0",
+            **(env or {}),
         }
         self._log = open(log_path, "ab")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{self.port}", "wsgi:app"],
+            [sys.executable, "-m", "gunicorn", "-w", str(workers), "-b", f"127.0.0.1:{self.port}", *extra, "wsgi:app"],
             cwd=code_dir,
             env=self.env,
             stdout=self._log,
