@@ -1,43 +1,30 @@
 """gunicorn reads this file by itself when started from the project root."""
 
-import importlib.util
 import logging
 import os
 import shutil
 import tempfile
 
-import gunicorn.http.message
-
 bind = os.environ.get("ANALYTICS_BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("ANALYTICS_WORKERS", "2"))
 
 
-def _worker_class():
-    """app/worker.py's HoldingWorker, loaded from its file (see its docstring for why)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "app", "worker.py")
-    spec = importlib.util.spec_from_file_location("dns_analytics_worker", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.HoldingWorker
-
-
-# Threaded workers (gthread's): a slow request (a CSV export, a realtime stream) holds one
-# thread, not a whole process, so the other requests keep being served; refused
-# authentications are answered after a pause that holds no thread.
-worker_class = _worker_class()
+# Threaded workers: a slow request (a CSV export, a realtime stream) holds one thread, not a
+# whole process, so the other requests keep being served. gunicorn as shipped, configured: what
+# it cannot do against hostile clients (slow senders, floods, guessing loops) is the reverse
+# proxy's job (deploy/nginx-site.conf; BENCHMARKS.md, "The worker question"). gunicorn alone,
+# without nginx in front, is for development.
+worker_class = "gthread"
 threads = int(os.environ.get("ANALYTICS_THREADS", "32"))
 # Long exports and streams are legitimate; a stop must not wait long for them.
 timeout = 120
 graceful_timeout = 5
 # Long URLs: 1,000 values of a filter (the documented limit) need far more than gunicorn's
-# 4094-byte request line. The service answers a URL past MAX_URL_BYTES (512 KiB) with its own
-# JSON 414 (app.requests.bound_url); gunicorn reads request lines up to 1 MiB, so that a
-# longer URL reaches the service to be refused, while the line a client can make a worker
-# hold in memory stays bounded. gunicorn caps the setting at 8190 unless it is 0 (no bound at
-# all), so the cap is raised instead (a module constant, read at each request).
-MAX_REQUEST_LINE = 1024 * 1024
-gunicorn.http.message.MAX_REQUEST_LINE = MAX_REQUEST_LINE
-limit_request_line = MAX_REQUEST_LINE
+# 4094-byte request line, and gunicorn bounds the line at 8190 unless the bound is off (0). The
+# service answers a URL past MAX_URL_BYTES (512 KiB) with its own JSON 414
+# (app.guards.request_size.bound_url); the line a client can make the server hold is bounded in
+# front of it, by nginx's large_client_header_buffers (1 MiB in deploy/nginx-site.conf).
+limit_request_line = 0
 # gunicorn 25.1+ opens a control socket (for gunicornc) at one fixed path per user, so two
 # services on a host (or a test run's many servers) would take it from each other. Off unless
 # ANALYTICS_CONTROL_SOCKET names a path of this instance's own.

@@ -76,11 +76,3 @@ def hung_up(peer: socket.socket | None) -> bool:
         return bool(readable) and peer.recv(1, socket.MSG_PEEK) == b""
     except (OSError, ValueError):
         return True
-
-
-def hold_answer(seconds: float):
-    """Send this request's answer only after `seconds`, without holding its thread: under
-    gunicorn with app/worker.py's worker; under any other server it goes at once."""
-    hold = getattr(request.environ.get("gunicorn.socket"), "hold_answer", None)
-    if hold is not None:
-        hold(seconds)

@@ -1,6 +1,7 @@
 """The service behind nginx, run with the committed deploy/nginx-site.conf in front of a real
 gunicorn: TLS, the client's address, realtime streams, the sub-path, the body limit."""
 
+import collections
 import http.client
 import json
 import ssl
@@ -16,6 +17,7 @@ from helpers import API_KEY, AUTH, record
 from servers import Gunicorn
 
 CLIENT_ADDRESS = "127.0.0.5"  # the test's own loopback address; nginx reaches gunicorn from 127.0.0.1
+GUESSER_ADDRESS = "127.0.0.6"  # another client, guessing keys
 PREFIX = "/dns-analytics"
 
 
@@ -209,6 +211,29 @@ def test_long_urls_pass_the_proxy_and_longer_ones_get_the_api_error(proxy):
         status, headers, body = call(proxy, "GET", f"/v2/activity-log?searchQuestion={'a' * size}", headers=AUTH)
         assert status == 414 and headers["Content-Type"].startswith("application/json"), (size, body[:200])
         assert json.loads(body)["error"]["code"] == code
+
+
+def test_a_guessing_loop_is_held_to_the_proxys_rate_and_a_valid_key_is_served(proxy):
+    """One address sending wrong keys back to back: the service refuses the first ones (401,
+    then its own 429 past 10 failures a minute) and nginx's limit_req the rest, at no cost to
+    the service; a valid key from another address is served meanwhile."""
+    codes = collections.Counter()
+    connection = connect(proxy)
+    connection.source_address = (GUESSER_ADDRESS, 0)
+    for i in range(400):
+        connection.request("GET", "/v2/client", headers={"Authorization": f"guess-{i}"})
+        response = connection.getresponse()
+        body = json.loads(response.read())
+        codes[body["error"]["code"]] += 1
+        if response.status == 429 and body["error"]["code"] == 42901:
+            assert response.headers["Content-Type"] == "application/json"
+            assert response.headers["Retry-After"] == "1"
+    connection.close()
+    assert 10 <= codes[40102] <= 20 and codes[42903] > 0, codes  # the service's own (10 free per worker)
+    assert codes[42901] >= 100, codes  # past 20 a second and a burst of 200: nginx's
+    started = time.monotonic()
+    status, _, _ = call(proxy, "GET", "/v2/client", headers=AUTH)
+    assert status == 200 and time.monotonic() - started < 2
 
 
 def test_slow_senders_hold_nginx_connections_not_server_threads(tmp_path):

@@ -1,5 +1,6 @@
 """Failed authentications per client address: past the free ones a minute, each further
-failure is a 429 with a Retry-After, its answer held back without holding a thread."""
+failure is a 429 with a Retry-After (the address comes from X-Forwarded-For behind the proxy).
+The rate of a guessing loop is capped in front, by nginx's limit_req (deploy/nginx-site.conf)."""
 
 import logging
 import math
@@ -10,19 +11,15 @@ from collections import defaultdict, deque
 from flask import current_app, request
 
 from app.errors import ApiError, ErrorCode
-from app.requests import hold_answer
 
 log = logging.getLogger(__name__)
 
 
 def counted(failure: ApiError) -> ApiError:
-    """A failed authentication, counted for its address: past the free ones, a 429 whose
-    answer is held back (app/worker.py) rather than given at once."""
-    attempts = current_app.extensions["guards"].failed_auth
-    wait = attempts.count(request.remote_addr or "")
+    """A failed authentication, counted for its address: past the free ones, a 429."""
+    wait = current_app.extensions["guards"].failed_auth.count(request.remote_addr or "")
     if not wait:
         return failure
-    hold_answer(attempts.hold)
     return ApiError(
         ErrorCode.TOO_MANY_FAILURES,
         f"Too many failed authentications from this address: retry in {wait} s.",
@@ -32,15 +29,12 @@ def counted(failure: ApiError) -> ApiError:
 
 class FailedAttempts:
     """Failed authentications per source address over the last minute. Past `free` of them,
-    each further failure is a 429 with a Retry-After, answered after `hold` seconds. The pause
-    holds no thread (a sleeping thread is a thread an attacker holds, and enough of them
-    starve everyone); it makes a client that guesses in a loop guess once per pause and
-    connection, where answers given at once let a few hundred connections queue thousands of
-    refusals a second in front of every valid request. The key is always checked first, so a
-    valid key is never delayed or refused."""
+    each further failure is a 429 with a Retry-After: a client that guesses is told so, and
+    its guesses stop being checked against the keys. The key is always checked first, so a
+    valid key is never refused."""
 
-    def __init__(self, free: int = 10, window: float = 60.0, hold: float = 1.0):
-        self.free, self.window, self.hold = free, window, hold
+    def __init__(self, free: int = 10, window: float = 60.0):
+        self.free, self.window = free, window
         self._seen: dict[str, deque] = defaultdict(deque)
         self._lock = threading.Lock()
 
