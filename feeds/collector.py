@@ -53,7 +53,8 @@ class Collector:
         self.batch_delay = batch_delay
         self.max_pending = max_pending
         self.log = log
-        self.pending: collections.deque[dict] = collections.deque()
+        self.pending: collections.deque[tuple] = collections.deque()  # (as stored, as received)
+        self._clock = (0.0, 0)  # (monotonic, ms) of the last reading of the clock
         self.counts = collections.Counter()
         self._first_pending = 0.0  # monotonic time the oldest pending record arrived
         self._wake = asyncio.Event()
@@ -148,9 +149,10 @@ class Collector:
         if record is None:
             return
         # Checked here, one by one, so that a record the store would refuse is skipped alone
-        # instead of failing its whole batch at the sink again and again.
+        # instead of failing its whole batch at the sink again and again; the sink takes it as
+        # checked here, not checking it again.
         try:
-            parse_record(record, now_ms())
+            parsed = parse_record(record, self._received_ms())
         except RecordError as exc:
             self.counts[f"rejected ({exc.field.split('.')[0].split('[')[0]})"] += 1
             return
@@ -162,9 +164,17 @@ class Collector:
         if not self.pending:
             self._first_pending = time.monotonic()
             self._wake.set()  # the delivery loop now has a batch to time
-        self.pending.append(record)
+        self.pending.append((parsed, record))
         if len(self.pending) >= self.batch_size:
             self._wake.set()
+
+    def _received_ms(self) -> int:
+        """The time of arrival, read from the clock at most every 10 ms (it stamps records
+        without a timestamp of their own; a resolver's dnstap has one on every response)."""
+        now = time.monotonic()
+        if now - self._clock[0] > 0.01:
+            self._clock = (now, now_ms())
+        return self._clock[1]
 
     async def _deliver_loop(self) -> None:
         """Deliver a batch when it is full or its oldest record has waited `batch_delay`; once

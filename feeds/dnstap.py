@@ -1,12 +1,16 @@
 """dnstap messages into wire records: each CLIENT_RESPONSE a resolver reports is one record.
 
-The protobuf is decoded by `dnstap_pb`, the DNS messages inside it by dnspython. dnstap says
+The protobuf is decoded by `dnstap_pb`; the DNS messages inside it are read straight from the
+wire for what a record needs (feeds/dns_message.py), and by dnspython, the reference, where
+that reader meets something it leaves alone (Decoder(reference=True) uses dnspython only; the
+tests require both to give the same records). dnstap says
 nothing of policy, cache or upstream; what a block looks like is the operator's to declare
 (BlockRules), and who a client is may be declared too (ClientMap). See README "Feeding it
 from a resolver".
 """
 
 import collections
+import functools
 import ipaddress
 from dataclasses import dataclass, field
 
@@ -22,6 +26,7 @@ from google.protobuf.message import DecodeError
 
 from schemas.records import MAX_ID_LENGTH
 
+from . import dns_message
 from .common import SkipRow, compact
 
 # socket_protocol -> protocol. DNSCrypt is not in the contract's list, but protocol takes any
@@ -62,14 +67,17 @@ class BlockRules:
         self.zones = []
         for value in zones:
             try:
-                self.zones.append(dns.name.from_text(value.strip()))
+                zone = dns.name.from_text(value.strip())
             except dns.exception.DNSException as exc:
                 raise ValueError(f"{value!r} is not a zone name: {exc}") from None
+            # Its labels without the root's, lower-cased: a name is in it when it ends with them.
+            self.zones.append((tuple(label.lower() for label in zone.labels[:-1]), zone))
 
-    def match(self, name: dns.name.Name, rcode: str, ips: list[str]) -> str | None:
-        """The triggerValue of the rule that makes this answer a block, or None."""
-        for zone in self.zones:
-            if name.is_subdomain(zone):
+    def match(self, labels: tuple, rcode: str, ips: list[str]) -> str | None:
+        """The triggerValue of the rule that makes this answer a block, or None. `labels`:
+        the question's, lower-cased, without the root's."""
+        for suffix, zone in self.zones:
+            if not suffix or labels[-len(suffix) :] == suffix:
                 return f"zone:{zone.to_text(omit_final_dot=True) or '.'}"
         for ip in ips:
             if ip in self.answers:
@@ -115,11 +123,13 @@ class ClientMap:
 
 @dataclass
 class Decoder:
-    """Turns dnstap payloads into wire records of one endpoint."""
+    """Turns dnstap payloads into wire records of one endpoint. `reference`: read the DNS
+    messages with dnspython only (the tests compare both ways)."""
 
     endpoint: str
     rules: BlockRules = field(default_factory=BlockRules)
     clients: ClientMap = field(default_factory=ClientMap)
+    reference: bool = False
     _queries: collections.OrderedDict = field(default_factory=collections.OrderedDict, repr=False, compare=False)
 
     def record(self, payload: bytes) -> dict | None:
@@ -138,24 +148,13 @@ class Decoder:
             return None
         if message.type != dnstap_pb.Message.CLIENT_RESPONSE:
             return None
-        try:
-            response = dns.message.from_wire(message.response_message, ignore_trailing=True)
-        except (dns.exception.DNSException, ValueError) as exc:
-            raise SkipRow(f"the response is not a DNS message: {exc}") from None
-        if not response.question:
-            raise SkipRow("the response has no question")
-        question = response.question[0]
-        rcode = dns.rcode.to_text(response.rcode())
-        ips = [
-            rdata.address
-            for rrset in response.answer
-            if rrset.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA)
-            for rdata in rrset
-        ][:MAX_IPS]
+        response = self.read(message.response_message)
+        ips = response.ips[:MAX_IPS]
+        rcode = _rcode_text(response.rcode)
         ip = _address(message.query_address)
         query_ns = _time_ns(message.query_time_sec, message.query_time_nsec) or self._query_time(message, response)
         response_ns = _time_ns(message.response_time_sec, message.response_time_nsec)
-        blocked_by = self.rules.match(question.name, rcode, ips)
+        blocked_by = self.rules.match(response.qname_key, rcode, ips)
         if blocked_by:
             action, trigger, value = 0, "filter", blocked_by
         else:
@@ -165,8 +164,8 @@ class Decoder:
                 "timestamp": response_ns // 1_000_000 if response_ns else None,
                 "endpointId": self.endpoint,
                 "clientId": (self.clients.name(ip) or ip) if ip else UNKNOWN_CLIENT,
-                "question": question.name.to_text(),
-                "rrType": dns.rdatatype.to_text(question.rdtype),
+                "question": response.qname,
+                "rrType": _type_text(response.qtype),
                 "statusCode": rcode,
                 "protocol": PROTOCOLS.get(message.socket_protocol),
                 "action": action,
@@ -180,15 +179,24 @@ class Decoder:
             }
         )
 
+    def read(self, wire: bytes) -> dns_message.Response:
+        """What a record needs of a response: read from the wire, or by dnspython."""
+        if not self.reference:
+            try:
+                return dns_message.read_response(wire)
+            except dns_message.Unusual:
+                pass
+        return read_with_dnspython(wire)
+
     def _remember_query(self, message) -> None:
         sent = _time_ns(message.query_time_sec, message.query_time_nsec)
         if not sent:
             return
         try:
-            query = dns.message.from_wire(message.query_message, ignore_trailing=True)
+            ident, labels, qtype = self._question(message.query_message)
         except (dns.exception.DNSException, ValueError):
             return
-        key = _exchange(message, query)
+        key = (message.socket_protocol, message.query_address, message.query_port, ident, labels, qtype)
         self._queries[key] = sent
         self._queries.move_to_end(key)
         # Forget queries that were never answered (dropped, or their responses not logged).
@@ -196,21 +204,72 @@ class Decoder:
         while self._queries and (len(self._queries) > PENDING_QUERIES or next(iter(self._queries.values())) < horizon):
             self._queries.popitem(last=False)
 
-    def _query_time(self, message, response) -> int | None:
-        return self._queries.pop(_exchange(message, response), None) if self._queries else None
+    def _question(self, wire: bytes) -> tuple[int, tuple, int]:
+        """(id, lower-cased question labels, type) of a query: what pairs it with its response."""
+        if not self.reference:
+            try:
+                return dns_message.read_question(wire)
+            except dns_message.Unusual:
+                pass
+        query = dns.message.from_wire(wire, ignore_trailing=True)
+        if not query.question:
+            raise ValueError("no question")
+        question = query.question[0]
+        return query.id, _lower_labels(question.name), question.rdtype
+
+    def _query_time(self, message, response: dns_message.Response) -> int | None:
+        if not self._queries:
+            return None
+        key = (
+            message.socket_protocol,
+            message.query_address,
+            message.query_port,
+            response.id,
+            response.qname_key,
+            response.qtype,
+        )
+        return self._queries.pop(key, None)
 
 
-def _exchange(message, dns_message) -> tuple:
-    """What a client query and the response to it have in common."""
-    question = dns_message.question[0] if dns_message.question else None
-    return (
-        message.socket_protocol,
-        message.query_address,
-        message.query_port,
-        dns_message.id,
-        question.name.canonicalize() if question else None,
-        question.rdtype if question else None,
+def read_with_dnspython(wire: bytes) -> dns_message.Response:
+    """The reference reading of a response (and the one for what the fast reader leaves)."""
+    try:
+        response = dns.message.from_wire(wire, ignore_trailing=True)
+    except (dns.exception.DNSException, ValueError) as exc:
+        raise SkipRow(f"the response is not a DNS message: {exc}") from None
+    if not response.question:
+        raise SkipRow("the response has no question")
+    question = response.question[0]
+    ips = [
+        rdata.address
+        for rrset in response.answer
+        if rrset.rdtype in (dns.rdatatype.A, dns.rdatatype.AAAA)
+        for rdata in rrset
+    ]
+    return dns_message.Response(
+        response.id,
+        int(response.flags),
+        int(response.rcode()),
+        question.name.to_text(),
+        _lower_labels(question.name),
+        int(question.rdtype),
+        ips,
+        [option.code for option in response.extended_errors()],
     )
+
+
+def _lower_labels(name: dns.name.Name) -> tuple:
+    return tuple(label.lower() for label in name.labels if label)
+
+
+@functools.cache
+def _rcode_text(rcode: int) -> str:
+    return dns.rcode.to_text(rcode)
+
+
+@functools.cache
+def _type_text(rdtype: int) -> str:
+    return dns.rdatatype.to_text(rdtype)
 
 
 def _address(raw: bytes) -> str | None:
@@ -229,12 +288,12 @@ def _elapsed_ms(start_ns, end_ns) -> float | None:
     return round((end_ns - start_ns) / 1_000_000, 3)
 
 
-def _dnssec(response) -> str | None:
+def _dnssec(response: dns_message.Response) -> str | None:
     """ "secure" when the resolver set AD (it validated the answer: RFC 4035 3.2.3), "bogus" when
     an Extended DNS Error says validation failed; otherwise unknown. A clear AD bit proves
     nothing: the client may not have asked (DO/AD), or the resolver may not validate."""
     if response.flags & dns.flags.AD:
         return "secure"
-    if any(option.code in BOGUS_EDE for option in response.extended_errors()):
+    if any(code in BOGUS_EDE for code in response.ede):
         return "bogus"
     return None

@@ -25,7 +25,6 @@ import models.database
 import models.ingestion
 from models.clock import now_ms
 from models.imports import ProgressMoved, forget_progress, get_progress, save_progress
-from schemas.records import parse_records
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +307,7 @@ class RemoteSink:
 class Sink(Protocol):
     """What a live feed hands its batches to (see LiveSink)."""
 
-    def deliver(self, records: list[dict]) -> None: ...
+    def deliver(self, batch: list[tuple]) -> None: ...
 
 
 class LiveSink:
@@ -320,15 +319,17 @@ class LiveSink:
         if isinstance(sink, RemoteSink):
             sink.position(source)  # takes the spool folder now: a second collector stops at once
 
-    def deliver(self, records: list[dict]) -> None:
-        parsed = parse_records(records, now_ms())  # each was validated on arrival: none fails
+    def deliver(self, batch: list[tuple]) -> None:
+        """Store (or spool) a batch of (record as validated, record as received) pairs: the
+        collector validated each on arrival (schemas.records.parse_record)."""
+        parsed = [stored for stored, _ in batch]
         if isinstance(self.sink, LocalSink):
             with models.database.connection():
                 models.ingestion.store_records(parsed)
         else:
             # Spooled whatever the sender's state: on disk the records wait for the operator
             # to fix what the service refused, instead of filling memory.
-            self.sink.commit(self.source, parsed, records, {}, 0, check=False)
+            self.sink.commit(self.source, parsed, [wire for _, wire in batch], {}, 0, check=False)
 
 
 def make_sink(url: str | None, key: str | None, spool: str | None, default_spool: str):

@@ -1,0 +1,169 @@
+"""A real Unbound answering dnsperf's load on loopback, its dnstap going to the collector
+(`dns-analytics-feed collect-dnstap`) with the default local SQLite store, all on this machine:
+prints, per rate, the queries dnsperf had answered, the records stored, the loss, and the
+collector's CPU per stored record.
+
+.venv/bin/python bench/resolver_load.py [--rates 1000,3000,6000,10000,20000] [--seconds 30]
+
+Needs Debian's unbound and dnsperf (scripts/ensure-unbound and scripts/ensure-dnsperf install them).
+"""
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from server import ROOT, cpu_seconds, machine_busy_seconds
+
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import unbound  # noqa: E402 - the tests' harness runs Debian's Unbound the same way
+
+FEED = os.path.join(os.path.dirname(sys.executable), "dns-analytics-feed")
+# What the load asks: names of the tests' local zones (answers, a block, NXDOMAIN, TXT).
+QUERIES = ["a.home.test A", "b.home.test AAAA", "c.home.test TXT", "blocked.test A", "x.ads.test A"]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="1000,3000,6000,10000,20000", help="queries a second, comma-separated")
+    parser.add_argument("--seconds", type=float, default=30, help="length of each load")
+    parser.add_argument("--collector", default="", help="extra options for collect-dnstap, e.g. '--batch-size 5000'")
+    parser.add_argument("--keep", action="store_true", help="keep the work folders")
+    args = parser.parse_args(argv)
+    unbound.probe()
+    if unbound.UNAVAILABLE or not shutil.which("dnsperf"):
+        print(unbound.UNAVAILABLE or "dnsperf is missing (scripts/ensure-dnsperf installs it)")
+        return 1
+    rows = [run(int(rate), args.seconds, args.collector.split(), args.keep) for rate in args.rates.split(",")]
+    print(
+        f"\n{os.cpu_count()} cores; Unbound {unbound.VERSION} (1 thread); {args.seconds:g} s per rate; "
+        f"collector options: {args.collector or 'defaults'}\n"
+    )
+    print("| rate (q/s) | answered | stored | lost | loss | collector CPU | µs CPU / record | machine busy | said |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    line = (
+        "| {rate:,} | {answered:,} | {stored:,} | {lost:,} | {loss:.2%} | {cpu:.1f} s | {per:.0f} "
+        "| {busy:.2f} cores | {said} |"
+    )
+    for row in rows:
+        print(line.format(**row))
+    return 0
+
+
+def run(rate: int, seconds: float, options: list, keep: bool) -> dict:
+    folder = Path(tempfile.mkdtemp(prefix=f"resolver-load-{rate}-"))
+    folder.chmod(0o755)
+    socket_path, database = folder / "dnstap.sock", folder / "analytics.db"
+    (folder / "queries.txt").write_text("\n".join(QUERIES) + "\n")
+    env = {**os.environ, "ANALYTICS_DATABASE": str(database), "ANALYTICS_RETENTION_DAYS": "0"}
+    log = open(folder / "collector.log", "wb")
+    collector = subprocess.Popen(
+        [FEED, "collect-dnstap", "--socket", str(socket_path), "--endpoint", "load", *options],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    resolver = None
+    try:
+        wait_for(lambda: socket_path.exists(), "the collector's socket")
+        unbound.let_connect(socket_path)
+        resolver = unbound.Unbound(folder, socket_path=socket_path)
+        wait_for(lambda: "A resolver connected" in (folder / "collector.log").read_text(), "Unbound's connection")
+        cpu_before, busy_before, started = cpu_seconds(collector.pid), machine_busy_seconds(), time.monotonic()
+        perf = subprocess.run(
+            [
+                "dnsperf",
+                "-s",
+                "127.0.0.1",
+                "-p",
+                str(resolver.port),
+                "-d",
+                str(folder / "queries.txt"),
+                "-Q",
+                str(rate),
+                "-l",
+                str(seconds),
+                "-c",
+                "10",
+                "-q",
+                "1000",
+            ],
+            capture_output=True,
+            text=True,
+        )
+        answered = int(re.search(r"Queries completed:\s+(\d+)", perf.stdout).group(1))
+        stored = settle(database)
+        busy = (machine_busy_seconds() - busy_before) / (time.monotonic() - started)
+        cpu = cpu_seconds(collector.pid) - cpu_before
+        collector.send_signal(signal.SIGTERM)
+        collector.wait(60)
+        stored = count(database)
+        said = (
+            "; ".join(
+                line
+                for line in (folder / "collector.log").read_text().splitlines()
+                if "drop" in line or "NOT delivered" in line
+            )
+            or "-"
+        )
+        return {
+            "rate": rate,
+            "answered": answered,
+            "stored": stored,
+            "lost": answered - stored,
+            "loss": (answered - stored) / answered if answered else 0,
+            "cpu": cpu,
+            "per": cpu * 1e6 / stored if stored else 0,
+            "busy": busy,
+            "said": said[:200],
+        }
+    finally:
+        if resolver is not None:
+            resolver.stop()
+        if collector.poll() is None:
+            collector.kill()
+        log.close()
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            print(f"kept {folder}")
+
+
+def count(database) -> int:
+    try:
+        with sqlite3.connect(database) as conn:
+            return conn.execute("SELECT COUNT(*) FROM record").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def settle(database, quiet: float = 3.0) -> int:
+    """The stored count once it has not grown for `quiet` seconds."""
+    last, since = -1, time.monotonic()
+    while True:
+        now = count(database)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return now
+        time.sleep(0.5)
+
+
+def wait_for(condition, what: str, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
