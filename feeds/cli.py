@@ -28,7 +28,7 @@ from schemas.records import MAX_ID_LENGTH
 from . import adguard, dnstap, files, pihole
 from .collector import Collector
 from .common import SourceError, Summary, feed
-from .sinks import FeedError, LiveSink, LocalSink, make_sink
+from .sinks import FeedError, LiveSink, LocalSink, StoreProcess, make_sink
 
 HOST = "dns_analytics.host"  # click's ctx.meta key of the Host a program running the commands gives
 
@@ -301,17 +301,21 @@ def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mod
         clients = dnstap.ClientMap(client_map) if client_map else dnstap.ClientMap()
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    settings = _host().settings
+    store = StoreProcess(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
     try:
         with feed_sink(url, key, spool) as sink:
             collector = Collector(
                 dnstap.Decoder(endpoint, rules, clients),
-                LiveSink(sink, f"dnstap:{endpoint}"),
+                LiveSink(sink, f"dnstap:{endpoint}", store),
                 log=lambda line: click.echo(line, err=True),
                 **options,
             )
             status = asyncio.run(collector.run(socket_path, listen, socket_mode))
     except (OSError, FeedError) as exc:
         raise click.ClickException(str(exc)) from None
+    finally:
+        store.close()
     sys.exit(status)
 
 

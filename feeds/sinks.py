@@ -13,12 +13,16 @@ import fcntl
 import hashlib
 import json
 import logging
+import multiprocessing
 import os
+import signal
 import threading
 import time
 import urllib.error
 import urllib.request
 import uuid
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol
 
 import models.database
@@ -311,11 +315,12 @@ class Sink(Protocol):
 
 
 class LiveSink:
-    """The sink of a live feed, a stream with no resume point (dnstap): `deliver(records)`
-    stores a batch of wire records in the local store, or spools it for the remote service."""
+    """The sink of a live feed, a stream with no resume point (dnstap): `deliver(batch)`
+    stores a batch in the local store, or spools it for the remote service. `store`: where the
+    local store's batches go (a StoreProcess; default: this process)."""
 
-    def __init__(self, sink, source: str):
-        self.sink, self.source = sink, source
+    def __init__(self, sink, source: str, store=None):
+        self.sink, self.source, self.store = sink, source, store
         if isinstance(sink, RemoteSink):
             sink.position(source)  # takes the spool folder now: a second collector stops at once
 
@@ -324,12 +329,54 @@ class LiveSink:
         collector validated each on arrival (schemas.records.parse_record)."""
         parsed = [stored for stored, _ in batch]
         if isinstance(self.sink, LocalSink):
-            with models.database.connection():
-                models.ingestion.store_records(parsed)
+            if self.store is not None:
+                self.store.store(parsed)
+            else:
+                _store(parsed)
         else:
             # Spooled whatever the sender's state: on disk the records wait for the operator
             # to fix what the service refused, instead of filling memory.
             self.sink.commit(self.source, parsed, [wire for _, wire in batch], {}, 0, check=False)
+
+
+class StoreProcess:
+    """The local store written by a process of its own, so that a live feed's writing runs on
+    another core than its reading and decoding (in one process they share one interpreter
+    lock, and the reading pauses while a batch is stored: what a resolver sends meanwhile
+    waits in its own small buffer, which overflows). The process is started on first use and
+    again after it died (the batch it held is then delivered again: nothing of it was
+    committed); it ignores SIGTERM and SIGINT, so a stop is the feed's to carry out."""
+
+    def __init__(self, database: str, wal_limit: int):
+        self._settings = (database, wal_limit)
+        self._pool = None
+
+    def store(self, records: list) -> int:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                1, mp_context=multiprocessing.get_context("spawn"), initializer=_open_store, initargs=self._settings
+            )
+        try:
+            return self._pool.submit(_store, records).result()
+        except BrokenProcessPool:
+            self._pool = None
+            raise
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
+
+
+def _open_store(database: str, wal_limit: int) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    models.database.open_database(database, wal_limit)
+
+
+def _store(records: list) -> int:
+    with models.database.connection():
+        return models.ingestion.store_records(records)
 
 
 def make_sink(url: str | None, key: str | None, spool: str | None, default_spool: str):
