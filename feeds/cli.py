@@ -28,6 +28,7 @@ from schemas.records import MAX_ID_LENGTH
 from . import adguard, dnstap, files, pihole
 from .collector import Collector
 from .common import SourceError, Summary, feed
+from .losses import Losses
 from .sinks import FeedError, LiveSink, LocalSink, StoreProcess, make_sink
 
 HOST = "dns_analytics.host"  # click's ctx.meta key of the Host a program running the commands gives
@@ -168,6 +169,7 @@ def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
     try:
         sink = feed_sink(url, key, spool)
         with _store_connection(sink), sink:
+            losses = Losses(endpoint, sink.report_losses, lambda line: click.echo(line, err=True))
             if restart:
                 for source in keys(path, endpoint):
                     sink.forget(source)
@@ -185,6 +187,9 @@ def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
                     summary = Summary()
                 sink.check()
                 total.add(summary)
+                if summary.aged_out:
+                    losses.add("source-aged-out", summary.aged_out)
+                losses.flush()
                 if follow and summary.stored:
                     click.echo(f"Imported {summary.stored} new records into '{endpoint}'.", err=True)
                 if not follow or stop.wait(interval):
@@ -229,6 +234,8 @@ def _stop_on_signals() -> threading.Event:
 def _report(summary: Summary, path: str, endpoint: str, url: str | None, waiting: int) -> None:
     target = f"the service at {url}" if url else f"endpoint '{endpoint}'"
     click.echo(f"Imported {summary.stored} records from {path} into {target}; {summary.describe()}.")
+    if summary.aged_out:
+        click.echo(f"{summary.aged_out} records were deleted by the source before they could be imported.")
     if summary.past_retention:
         settings = _host().settings
         days = settings["ANALYTICS_RETENTION_DAYS"]

@@ -26,6 +26,7 @@ from schemas.records import RecordError, parse_record
 from .common import SkipRow
 from .dnstap import Decoder
 from .framestream import ProtocolError, data_frames
+from .losses import REPORT_EVERY, Losses
 from .sinks import Sink
 
 RETRY_FIRST, RETRY_MAX = 0.5, 30.0  # seconds between deliveries to a failing sink
@@ -64,6 +65,7 @@ class Collector:
         self._read_all = asyncio.Event()  # every connection closed: deliver the rest and end
         self._last_frame = 0.0  # monotonic time of the newest frame from any resolver
         self._connections: dict[asyncio.Task, asyncio.StreamWriter] = {}
+        self.losses = Losses(decoder.endpoint, sink.report_losses, log)
 
     async def run(self, unix_path: str | None = None, tcp: tuple[str, int] | None = None, mode: int = 0o660) -> int:
         """Serve until SIGTERM/SIGINT, then deliver what is pending; the exit status."""
@@ -90,6 +92,7 @@ class Collector:
                 servers.append(await asyncio.start_server(self._serve, host=tcp[0], port=tcp[1]))
             self.log(f"Listening on {tcp[0]}:{tcp[1]}")
         deliveries = asyncio.create_task(self._deliver_loop())
+        reports = asyncio.create_task(self._report_loop())
         await self._stop.wait()
         for server in servers:
             server.close()
@@ -105,6 +108,8 @@ class Collector:
         # A sink that hangs must not hold the stop forever either.
         await asyncio.wait({deliveries}, timeout=STOP_DEADLINE + 5)
         deliveries.cancel()
+        reports.cancel()
+        await asyncio.wait({_in_thread(self._report_losses)}, timeout=15)
         lost = len(self.pending)
         self.log(self.describe() + (f"; {lost} records NOT delivered (the sink failed or hung)" if lost else ""))
         return 1 if lost else 0
@@ -119,6 +124,17 @@ class Collector:
                 return
             await asyncio.sleep(min(left, 0.1))
 
+    async def _report_loop(self) -> None:
+        while True:
+            await asyncio.sleep(REPORT_EVERY)
+            await _in_thread(self._report_losses)
+
+    def _report_losses(self) -> None:
+        """Log and report the losses seen here and by the decoder (see feeds/losses.py)."""
+        self.losses.set("collector-queue", self.counts["dropped"])
+        self.losses.set("resolver", self.decoder.unanswered)
+        self.losses.flush()
+
     def describe(self) -> str:
         c = self.counts
         text = f"{c['delivered']} records delivered, {c['connections']} resolver connections"
@@ -127,6 +143,8 @@ class Collector:
             text += "; skipped " + ", ".join(f"{count} {name}" for name, count in skipped.items())
         if c["dropped"]:
             text += f"; {c['dropped']} dropped while the sink was behind"
+        if self.decoder.unanswered:
+            text += f"; {self.decoder.unanswered} queries never answered in the stream"
         return text
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

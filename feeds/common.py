@@ -35,6 +35,7 @@ class Summary:
     unreadable: int = 0
     rejected: collections.Counter = field(default_factory=collections.Counter)  # by field
     past_retention: int = 0  # stored records already older than the retention horizon
+    aged_out: int = 0  # records the source deleted before the feed read them
 
     @property
     def skipped(self) -> int:
@@ -45,6 +46,7 @@ class Summary:
         self.unreadable += other.unreadable
         self.rejected.update(other.rejected)
         self.past_retention += other.past_retention
+        self.aged_out += other.aged_out
 
     def describe(self) -> str:
         if not self.skipped:

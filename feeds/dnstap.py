@@ -1,12 +1,12 @@
-"""dnstap messages into wire records: each CLIENT_RESPONSE a resolver reports is one record.
+"""dnstap messages into wire records: each answer to a client a resolver reports (a
+CLIENT_RESPONSE, or BIND's AUTH_RESPONSE) is one record.
 
 The protobuf is decoded by `dnstap_pb`; the DNS messages inside it are read straight from the
 wire for what a record needs (feeds/dns_message.py), and by dnspython, the reference, where
 that reader meets something it leaves alone (Decoder(reference=True) uses dnspython only; the
 tests require both to give the same records). dnstap says
 nothing of policy, cache or upstream; what a block looks like is the operator's to declare
-(BlockRules), and who a client is may be declared too (ClientMap). See README "Feeding it
-from a resolver".
+(BlockRules), and who a client is may be declared too (ClientMap). See docs/feeding.md.
 """
 
 import collections
@@ -47,6 +47,11 @@ FAILED_RCODES = {"SERVFAIL", "REFUSED"}
 MAX_IPS = 64  # the most addresses one answer of a record may hold
 # Client queries waiting for their response, kept to time the response when the response
 # message itself carries no query time (Unbound's do not).
+# A client's query and the answer it got. BIND logs an AUTH_QUERY for a query without the
+# recursion-desired flag and an AUTH_RESPONSE for an answer from a zone it serves (so a pair can
+# mix the kinds); RESOLVER_* and FORWARDER_* messages are the resolver's own upstream traffic.
+QUERIES = frozenset({dnstap_pb.Message.CLIENT_QUERY, dnstap_pb.Message.AUTH_QUERY})
+RESPONSES = frozenset({dnstap_pb.Message.CLIENT_RESPONSE, dnstap_pb.Message.AUTH_RESPONSE})
 PENDING_QUERIES = 65536
 PENDING_SECONDS = 30
 UNKNOWN_CLIENT = "unknown"
@@ -131,11 +136,14 @@ class Decoder:
     clients: ClientMap = field(default_factory=ClientMap)
     reference: bool = False
     _queries: collections.OrderedDict = field(default_factory=collections.OrderedDict, repr=False, compare=False)
+    # Queries forgotten unanswered: under load, mostly responses the resolver's dnstap buffer
+    # dropped (models.losses, place "resolver"; a lower bound: it drops queries too).
+    unanswered: int = field(default=0, compare=False)
 
     def record(self, payload: bytes) -> dict | None:
-        """The wire record of a CLIENT_RESPONSE, None for any other message (a CLIENT_QUERY is
-        remembered for its time). Raises SkipRow when the payload is no dnstap message, or its
-        response no DNS message."""
+        """The wire record of an answer to a client (RESPONSES), None for any other message (a
+        client's query, QUERIES, is remembered for its time). Raises SkipRow when the payload
+        is no dnstap message, or its response no DNS message."""
         try:
             frame = dnstap_pb.Dnstap.FromString(payload)
         except DecodeError as exc:
@@ -143,10 +151,10 @@ class Decoder:
         if frame.type != dnstap_pb.Dnstap.MESSAGE or not frame.HasField("message"):
             return None
         message = frame.message
-        if message.type == dnstap_pb.Message.CLIENT_QUERY:
+        if message.type in QUERIES:
             self._remember_query(message)
             return None
-        if message.type != dnstap_pb.Message.CLIENT_RESPONSE:
+        if message.type not in RESPONSES:
             return None
         response = self.read(message.response_message)
         ips = response.ips[:MAX_IPS]
@@ -203,6 +211,7 @@ class Decoder:
         horizon = sent - PENDING_SECONDS * 1_000_000_000
         while self._queries and (len(self._queries) > PENDING_QUERIES or next(iter(self._queries.values())) < horizon):
             self._queries.popitem(last=False)
+            self.unanswered += 1
 
     def _question(self, wire: bytes) -> tuple[int, tuple, int]:
         """(id, lower-cased question labels, type) of a query: what pairs it with its response."""

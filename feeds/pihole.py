@@ -129,20 +129,29 @@ def last_query_id(conn: sqlite3.Connection) -> int:
     return -1 if newest is None else newest
 
 
-def resume_point(conn: sqlite3.Connection, position: dict) -> tuple[int, float | None]:
-    """(the id to go on after, the timestamp the rows must be newer than, or None).
+def resume_point(conn: sqlite3.Connection, position: dict) -> tuple[int, float | None, int]:
+    """(the id to go on after, the timestamp the rows must be newer than or None, the queries
+    FTL deleted before they were imported).
 
     FTL numbers its queries from 0 again once its table is empty (flushed, or every row aged
     out). The saved position holds the id and the time of the last query imported: when the
     table no longer reaches that id, or the row with that id is another query, the numbering
-    started over, and the rows to import are all those newer than the last one imported."""
+    started over, and the rows to import are all those newer than the last one imported.
+    When the row imported last is gone but the numbering goes on, FTL aged out the oldest
+    rows past it (MAXDBDAYS) while the feed was behind: the ids between it and the oldest row
+    left were lost (FTL's ids have no other gaps)."""
     if not position:
-        return -1, None
+        return -1, None, 0
     after, stamp = position["id"], position.get("ts")
-    row = _fetch(conn, f"SELECT timestamp FROM {_query_table(conn)} WHERE id = ?", [after])
+    table = _query_table(conn)
+    row = _fetch(conn, f"SELECT timestamp FROM {table} WHERE id = ?", [after])
     if last_query_id(conn) < after or (row and stamp is not None and row[0][0] != stamp):
-        return -1, stamp
-    return after, None
+        return -1, stamp, 0
+    aged_out = 0
+    if not row:
+        oldest = _fetch(conn, f"SELECT MIN(id) FROM {table} WHERE id > ?", [after])[0][0]
+        aged_out = max(oldest - after - 1, 0) if oldest is not None else 0
+    return after, None, aged_out
 
 
 def source_keys(path: str, endpoint: str) -> list[str]:
@@ -160,13 +169,13 @@ def import_pass(path: str, endpoint: str, size: int, sink, horizon_ms=None, stop
     (`announce`: say where it resumes)."""
     with contextlib.closing(open_database(path)) as conn:
         key = _key(conn, path, endpoint)
-        after, newer_than = resume_point(conn, sink.position(key))
+        after, newer_than, aged_out = resume_point(conn, sink.position(key))
         last = last_query_id(conn)
         if newer_than is not None:
             click.echo("FTL numbered its queries anew (its table was emptied): importing the newer ones.", err=True)
         elif after >= 0 and announce:
             click.echo(f"Resuming after query id {after}.", err=True)
-        return feed(
+        summary = feed(
             key,
             batches(conn, after, last, size, endpoint, read_network(conn), newer_than),
             sink,
@@ -177,6 +186,11 @@ def import_pass(path: str, endpoint: str, size: int, sink, horizon_ms=None, stop
             stop=stop,
             announce=announce,
         )
+        # Counted once the position moved past the gap (a batch was committed), so that a
+        # pass stopped before its first batch does not count it again on the next one.
+        if summary.stored or summary.skipped:
+            summary.aged_out = aged_out
+        return summary
 
 
 def read_network(conn: sqlite3.Connection) -> dict[str, dict]:

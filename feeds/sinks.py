@@ -27,6 +27,7 @@ from typing import Protocol
 
 import models.database
 import models.ingestion
+import models.losses
 from models.clock import now_ms
 from models.imports import ProgressMoved, forget_progress, get_progress, save_progress
 
@@ -88,6 +89,9 @@ class LocalSink:
 
     def pending(self) -> int:
         return 0
+
+    def report_losses(self, run: str, endpoint: str, totals: dict) -> None:
+        _report_losses(run, endpoint, totals)
 
     def check(self):
         pass
@@ -272,6 +276,18 @@ class RemoteSink:
         os.remove(path)
         return "sent"
 
+    def report_losses(self, run: str, endpoint: str, totals: dict) -> None:
+        """POST a feed run's losses to the service (raises when it cannot be reached or refuses)."""
+        body = json.dumps({"run": run, "endpointId": endpoint, "losses": totals}).encode()
+        request = urllib.request.Request(
+            self.url + "/losses",
+            data=body,
+            method="POST",
+            headers={"Authorization": self.key, "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+
     def _post(self, records: list, idempotency_key: str) -> tuple[str | int, str]:
         """POST records: ("sent" or "replayed" (stored before), ""), ("later", ""), ("cut", why):
         the service stopped reading a large body, so stored none of it, or (the HTTP status
@@ -309,9 +325,11 @@ class RemoteSink:
 
 
 class Sink(Protocol):
-    """What a live feed hands its batches to (see LiveSink)."""
+    """What a live feed hands its batches and its losses to (see LiveSink)."""
 
     def deliver(self, batch: list[tuple]) -> None: ...
+
+    def report_losses(self, run: str, endpoint: str, totals: dict) -> None: ...
 
 
 class LiveSink:
@@ -338,6 +356,12 @@ class LiveSink:
             # to fix what the service refused, instead of filling memory.
             self.sink.commit(self.source, parsed, [wire for _, wire in batch], {}, 0, check=False)
 
+    def report_losses(self, run: str, endpoint: str, totals: dict) -> None:
+        if isinstance(self.sink, LocalSink) and self.store is not None:
+            self.store.run(_report_losses, run, endpoint, totals)
+        else:
+            self.sink.report_losses(run, endpoint, totals)
+
 
 class StoreProcess:
     """The local store written by a process of its own, so that a live feed's writing runs on
@@ -352,12 +376,16 @@ class StoreProcess:
         self._pool = None
 
     def store(self, records: list) -> int:
+        return self.run(_store, records)
+
+    def run(self, function, *args):
+        """`function(*args)` in the store's process (a module-level function: it is pickled)."""
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
                 1, mp_context=multiprocessing.get_context("spawn"), initializer=_open_store, initargs=self._settings
             )
         try:
-            return self._pool.submit(_store, records).result()
+            return self._pool.submit(function, *args).result()
         except BrokenProcessPool:
             self._pool = None
             raise
@@ -377,6 +405,11 @@ def _open_store(database: str, wal_limit: int) -> None:
 def _store(records: list) -> int:
     with models.database.connection():
         return models.ingestion.store_records(records)
+
+
+def _report_losses(run: str, endpoint: str, totals: dict) -> None:
+    with models.database.connection():
+        models.losses.report(run, endpoint, totals, now_ms())
 
 
 def make_sink(url: str | None, key: str | None, spool: str | None, default_spool: str):

@@ -19,7 +19,7 @@ from .database import db, is_sqlite, query, retry_locked, write_transaction
 from .tokens import ensure_token_secret
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -220,6 +220,20 @@ class ImportProgress(BaseModel):
     updated = BigIntegerField()
 
 
+class FeedLoss(BaseModel):
+    """Records a feed could not store, by where they were lost (models/losses.py): one row per
+    run of a feed, endpoint and place, holding that run's total so far."""
+
+    run = TextField()
+    endpoint = BigIntegerField()  # the endpoint's id
+    place = TextField()
+    total = BigIntegerField()
+    updated = BigIntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("run", "endpoint", "place")
+
+
 TABLES = (
     Endpoint,
     Client,
@@ -233,6 +247,7 @@ TABLES = (
     ImportProgress,
     IngestBatch,
     StoreSetting,
+    FeedLoss,
 )
 
 

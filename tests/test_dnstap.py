@@ -5,6 +5,7 @@ import collections
 import ipaddress
 import os
 import pathlib
+import re
 import shutil
 import signal
 import socket
@@ -304,6 +305,85 @@ def dnstap_response(name, *, protocol, client="192.0.2.7", rcode="NOERROR", ips=
     return dnstap_pb.Dnstap(type=dnstap_pb.Dnstap.MESSAGE, message=message).SerializeToString()
 
 
+def dnstap_exchange(name, kinds, *, sent_ns, client="192.0.2.7", answered=True):
+    """A query's dnstap message and, if `answered`, its response's (with no query time, as
+    Unbound and BIND write them), of the message kinds `kinds` (query kind, response kind)."""
+    query = dns.message.make_query(name, "A")
+    common = {
+        "socket_family": dnstap_pb.INET,
+        "socket_protocol": dnstap_pb.UDP,
+        "query_address": ipaddress.ip_address(client).packed,
+        "query_port": 40001,
+    }
+    seconds, nanoseconds = divmod(sent_ns, 1_000_000_000)
+    asked = dnstap_pb.Message(
+        type=kinds[0], query_time_sec=seconds, query_time_nsec=nanoseconds, query_message=query.to_wire(), **common
+    )
+    payloads = [asked]
+    if answered:
+        seconds, nanoseconds = divmod(sent_ns + 2_000_000, 1_000_000_000)  # answered 2 ms later
+        response = dns.message.make_response(query).to_wire()
+        payloads.append(
+            dnstap_pb.Message(
+                type=kinds[1],
+                response_time_sec=seconds,
+                response_time_nsec=nanoseconds,
+                response_message=response,
+                **common,
+            )
+        )
+    return [dnstap_pb.Dnstap(type=dnstap_pb.Dnstap.MESSAGE, message=m).SerializeToString() for m in payloads]
+
+
+def lost_records(api) -> dict:
+    """dns_analytics_feed_lost_records_total from /metrics: {(endpoint, place): count}."""
+    response = api.get("/metrics", headers=AUTH)
+    assert response.status_code == 200
+    return parse_lost(response.get_data(as_text=True))
+
+
+def parse_lost(exposition: str) -> dict:
+    found = {}
+    for line in exposition.splitlines():
+        if line.startswith("dns_analytics_feed_lost_records_total{"):
+            labels, value = line[len("dns_analytics_feed_lost_records_total{") :].split("} ")
+            pairs = dict(part.split("=", 1) for part in labels.split(","))
+            found[pairs["endpoint"].strip('"'), pairs["place"].strip('"')] = float(value)
+    return found
+
+
+def test_answers_from_served_zones_count_and_unanswered_queries_are_counted_lost(folder, api, start_collector):
+    """BIND logs a query without recursion-desired as AUTH_QUERY and an answer from a zone it
+    serves as AUTH_RESPONSE: both are a client's exchange, stored and timed like the CLIENT
+    kinds (the resolver's own RESOLVER_* traffic is not). A logged query whose response never
+    comes within 30 s is counted lost at the resolver, in /metrics and in the log."""
+    port = free_port()
+    collector = start_collector("--listen", f"127.0.0.1:{port}")
+    M = dnstap_pb.Message
+    start = RESPONSE_AT * 1_000_000_000
+    frames = [
+        *dnstap_exchange("zone.example", (M.AUTH_QUERY, M.AUTH_RESPONSE), sent_ns=start),
+        *dnstap_exchange("mixed.example", (M.CLIENT_QUERY, M.AUTH_RESPONSE), sent_ns=start),
+        *dnstap_exchange("plain.example", (M.CLIENT_QUERY, M.CLIENT_RESPONSE), sent_ns=start),
+        *dnstap_exchange("upstream.example", (M.RESOLVER_QUERY, M.RESOLVER_RESPONSE), sent_ns=start),
+        *(dnstap_exchange(f"lost{i}.example", (M.CLIENT_QUERY,), sent_ns=start, answered=False)[0] for i in range(3)),
+        # 31 s later: the three unanswered queries are forgotten, and counted.
+        *dnstap_exchange("later.example", (M.CLIENT_QUERY, M.CLIENT_RESPONSE), sent_ns=start + 31_000_000_000),
+    ]
+    codec = fstrm.FstrmCodec()
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
+        sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
+        sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+    records = {record["question"]: record for record in wait_for(api, 4)}
+    assert sorted(records) == ["later.example", "mixed.example", "plain.example", "zone.example"]
+    assert {record["responseTimeMs"] for record in records.values()} == {2.0}
+    assert collector.stop() == 0
+    assert "3 queries never answered in the stream" in collector.output()
+    assert "LOST 3 records" in collector.output()
+    assert lost_records(api) == {("lab", "resolver"): 3.0}
+
+
 def test_transports_dnssec_and_declared_blocks_from_a_unidirectional_sender(folder, api, start_collector):
     client_map = folder / "clients.txt"
     client_map.write_text("192.0.2.0/24 office\n192.0.2.7 printer\n")
@@ -421,6 +501,8 @@ def test_a_stuck_store_never_stops_the_reading(folder, api, start_collector):
     assert collector.stop() == 0
     assert "1000 records delivered" in collector.output()
     assert "2000 dropped while the sink was behind" in collector.output()
+    assert re.search(r"LOST 2,000 records in \d+ s \([\d,]+/s\) at collector-queue", collector.output())
+    assert lost_records(api) == {("lab", "collector-queue"): 2000.0}
 
 
 @pytest.mark.sqlite_only
@@ -442,9 +524,17 @@ def test_pushed_to_a_service_elsewhere_through_the_spool(folder, api, start_coll
     monkeypatch.setenv("ANALYTICS_FEED_KEY", API_KEY)
     port = free_port()
     try:
-        start_collector("--listen", f"127.0.0.1:{port}", "--url", service.base, "--spool", str(folder / "spool"))
+        collector = start_collector(
+            "--listen", f"127.0.0.1:{port}", "--url", service.base, "--spool", str(folder / "spool")
+        )
         codec = fstrm.FstrmCodec()
         frames = [dnstap_response(f"pushed{i}.example", protocol=dnstap_pb.UDP) for i in range(5)]
+        # Two queries never answered: their loss reaches the service's /metrics too.
+        start, M = RESPONSE_AT * 1_000_000_000, dnstap_pb.Message
+        frames += [
+            dnstap_exchange(f"gone{i}.example", (M.CLIENT_QUERY,), sent_ns=start, answered=False)[0] for i in (1, 2)
+        ]
+        frames += dnstap_exchange("later.example", (M.CLIENT_QUERY,), sent_ns=start + 31_000_000_000, answered=False)
         with socket.create_connection(("127.0.0.1", port)) as sender:
             sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
             sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
@@ -455,5 +545,8 @@ def test_pushed_to_a_service_elsewhere_through_the_spool(folder, api, start_coll
             assert time.monotonic() < deadline, "the records did not reach the service"
             time.sleep(0.1)
         assert stored(api) == [], "nothing went into the collector's own database"
+        assert collector.stop() == 0
+        status, exposition = service.fetch("GET", "/metrics", headers=AUTH)
+        assert status == 200 and parse_lost(exposition.decode()) == {("lab", "resolver"): 2.0}
     finally:
         service.stop()

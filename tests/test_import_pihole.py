@@ -8,7 +8,7 @@ import pytest
 
 from schemas.datetimes import format_ms
 
-from helpers import clients
+from helpers import AUTH, clients, samples
 from importing import (
     AAAA,
     CNAME_OTHER,
@@ -154,6 +154,31 @@ def test_importing_twice_stores_nothing_new_and_new_rows_are_picked_up(runner, c
     assert "Imported 3 records" in more.output
     assert questions(client) == [f"q{i}.example" for i in range(8)]
     assert count_rows(database, "import_progress") == 1
+
+
+def test_queries_ftl_aged_out_before_the_feed_read_them_are_counted_lost(runner, client, ftl):
+    """A feed behind its source: FTL deleted its oldest rows (MAXDBDAYS) past the one imported
+    last. The rows left are imported, and the gap is counted lost: logged, in the summary and
+    in /metrics, once."""
+    for i in range(5):
+        add_query(ftl, T0 + i, f"q{i}.example", "192.168.1.10")  # ids 1-5
+    assert runner.invoke(args=["import-pihole", ftl]).exit_code == 0
+    for i in range(5, 12):
+        add_query(ftl, T0 + i, f"q{i}.example", "192.168.1.10")  # ids 6-12
+    with sqlite3.connect(ftl) as conn:
+        conn.execute("DELETE FROM query_storage WHERE id <= 8")  # 6, 7 and 8 never imported
+    behind = runner.invoke(args=["import-pihole", ftl])
+    assert behind.exit_code == 0, behind.output
+    assert "Imported 4 records" in behind.output
+    assert "3 records were deleted by the source before they could be imported" in behind.output
+    assert "LOST 3 records" in behind.output and "at source-aged-out" in behind.output
+    assert questions(client) == [f"q{i}.example" for i in (0, 1, 2, 3, 4, 8, 9, 10, 11)]
+    again = runner.invoke(args=["import-pihole", ftl])
+    assert "Imported 0 records" in again.output and "LOST" not in again.output
+    scraped = samples(client.get("/metrics", headers=AUTH).get_data(as_text=True))
+    assert (
+        scraped[("dns_analytics_feed_lost_records_total", (("endpoint", "pihole"), ("place", "source-aged-out")))] == 3
+    )
 
 
 def test_an_interrupted_import_resumes_without_duplicates_or_gaps(runner, client, ftl, monkeypatch):

@@ -69,6 +69,43 @@ def test_ingest_counts_by_endpoint_action_status_and_store_figures(client):
     assert 59 <= age < 600, age
 
 
+def test_feeds_report_their_losses_as_totals_per_run(client, runner):
+    """POST /v2/ingest/losses keeps each feed run's totals by place (a repeated or late
+    report never counts twice); /metrics sums the runs."""
+
+    def report(run, endpoint, losses, headers=AUTH):
+        return client.post(
+            "/v2/ingest/losses", json={"run": run, "endpointId": endpoint, "losses": losses}, headers=headers
+        )
+
+    def lost(endpoint, place):
+        return value(scrape(client), "dns_analytics_feed_lost_records_total", endpoint=endpoint, place=place)
+
+    assert report("run-1", "lossy", {"collector-queue": 5, "resolver": 2}).json == {"recorded": 2}
+    assert report("run-1", "lossy", {"collector-queue": 5}).status_code == 200  # sent again
+    assert report("run-1", "lossy", {"collector-queue": 3}).status_code == 200  # late: older news
+    assert report("run-2", "lossy", {"collector-queue": 4}).status_code == 200  # a later run
+    assert (lost("lossy", "collector-queue"), lost("lossy", "resolver")) == (9, 2)
+
+    for bad in (
+        {"run": "r", "endpointId": "lossy", "losses": {"somewhere": 1}},
+        {"run": "r", "endpointId": "lossy", "losses": {"resolver": -1}},
+        {"run": "r", "endpointId": "lossy", "losses": {"resolver": "many"}},
+        {"run": "r" * 65, "endpointId": "lossy", "losses": {"resolver": 1}},
+        {"run": "r", "endpointId": "", "losses": {"resolver": 1}},
+    ):
+        assert_error(client.post("/v2/ingest/losses", json=bad, headers=AUTH), 400, 40001)
+    missing = {"run": "r", "endpointId": "lossy"}
+    assert_error(client.post("/v2/ingest/losses", json=missing, headers=AUTH), 400, 40003)
+    assert_error(client.post("/v2/ingest/losses", data="[", headers=AUTH), 400)
+    limited = {"Authorization": create(runner, "--name", "feed-home", "--scope", "ingest", "--endpoint", "home")}
+    assert_error(report("r", "lossy", {"resolver": 50}, limited), 403, 40302)
+    reader = {"Authorization": create(runner, "--name", "reader", "--scope", "read")}
+    assert_error(report("r", "lossy", {"resolver": 50}, reader), 403, 40301)
+    assert report("r", "home", {"resolver": 1}, limited).status_code == 200
+    assert (lost("lossy", "resolver"), lost("home", "resolver")) == (2, 1)
+
+
 def test_endpoint_labels_are_bounded(tmp_path, database):
     from app import create_app
 

@@ -3,6 +3,7 @@
 from flask import current_app, g, request
 
 import models.ingestion
+import models.losses
 from app import metrics
 from app.auth import check_endpoints
 from app.errors import ApiError, ErrorCode
@@ -10,6 +11,7 @@ from app.extensions import Blueprint
 from app.jobs.retention import past_horizon
 from app.requests import parse_json
 from models.clock import now_ms
+from schemas.losses import LossReportResponseSchema, LossReportSchema
 from schemas.records import QueryDataSchema, RecordError, parse_records
 
 blp = Blueprint("ingest", __name__, url_prefix="/v2/ingest", description="Feeding records in.")
@@ -111,6 +113,17 @@ def ingest():
         return {"accepted": stored.accepted, "pastRetention": past}, 200, {"Idempotency-Replayed": "true"}
     metrics.count_stored(records, past)
     return {"accepted": accepted, "pastRetention": past}
+
+
+@blp.route("/losses", methods=["POST"])
+@blp.arguments(LossReportSchema, location="json")
+@blp.response(200, LossReportResponseSchema)
+def report_losses(report):
+    """A feed's totals of the records it lost, by place, since its run started (summed over
+    runs in /metrics, dns_analytics_feed_lost_records_total)."""
+    check_endpoints({report["endpointId"]})
+    models.losses.report(report["run"], report["endpointId"], report["losses"], now_ms())
+    return {"recorded": len(report["losses"])}
 
 
 def _idempotency_key() -> str | None:

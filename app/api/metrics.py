@@ -5,9 +5,10 @@ import os
 
 from flask import Blueprint, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+import models.losses
 import models.status
 from app import metrics as counters
 from app.auth import endpoint_limit, requires
@@ -57,5 +58,24 @@ class _StoreFigures:
         for label, newest in newest_by_label.items():
             ages.add_metric([label], max(0, now - newest) / 1000)
         yield ages
+        yield _losses()
 
 
+def _losses() -> CounterMetricFamily:
+    """The records feeds lost, by endpoint (labelled as the other endpoint metrics) and place."""
+    lost = CounterMetricFamily(
+        "dns_analytics_feed_lost_records",
+        "Records the feeds lost before storing them, by place: "
+        + "; ".join(f"{place}: {meaning}" for place, meaning in models.losses.LOSS_PLACES.items())
+        + ".",
+        labels=["endpoint", "place"],
+    )
+    rows = models.losses.totals()
+    labels = counters.endpoint_labels({endpoint for endpoint, _, _ in rows})
+    summed: dict[tuple[str, str], int] = {}
+    for endpoint, place, total in rows:
+        key = (labels[endpoint], place)
+        summed[key] = summed.get(key, 0) + total
+    for key, total in summed.items():
+        lost.add_metric(list(key), total)
+    return lost

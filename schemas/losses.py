@@ -1,0 +1,31 @@
+"""A feed's report of the records it lost (POST /v2/ingest/losses) on the wire."""
+
+import marshmallow as ma
+from marshmallow import fields
+
+from models.losses import LOSS_PLACES, MAX_RUN_LENGTH
+
+from .fields import BaseSchema
+from .records import MAX_ID_LENGTH
+
+
+class LossReportSchema(BaseSchema):
+    run = fields.String(
+        required=True,
+        validate=ma.validate.Length(1, MAX_RUN_LENGTH),
+        metadata={"description": "The feed run's own id: each run reports its totals since it started."},
+    )
+    endpointId = fields.String(required=True, validate=ma.validate.Length(1, MAX_ID_LENGTH))
+    losses = fields.Dict(
+        keys=fields.String(validate=ma.validate.OneOf(list(LOSS_PLACES))),
+        values=fields.Integer(strict=True, validate=ma.validate.Range(0, 2**62)),
+        required=True,
+        metadata={
+            "description": "Records lost since the run started, by place: "
+            + "; ".join(f"{place}: {meaning}" for place, meaning in LOSS_PLACES.items())
+        },
+    )
+
+
+class LossReportResponseSchema(BaseSchema):
+    recorded = fields.Integer(required=True, metadata={"description": "Places whose totals were kept."})
