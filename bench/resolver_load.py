@@ -35,16 +35,27 @@ def main(argv=None) -> int:
     parser.add_argument("--rates", default="1000,3000,6000,10000,20000", help="queries a second, comma-separated")
     parser.add_argument("--seconds", type=float, default=30, help="length of each load")
     parser.add_argument("--collector", default="", help="extra options for collect-dnstap, e.g. '--batch-size 5000'")
+    parser.add_argument(
+        "--kill-after",
+        type=float,
+        default=None,
+        help="SIGKILL the collector and its store process this many seconds after the load ends "
+        "(instead of stopping it with SIGTERM once stored): what a kill loses",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work folders")
     args = parser.parse_args(argv)
     unbound.probe()
     if unbound.UNAVAILABLE or not shutil.which("dnsperf"):
         print(unbound.UNAVAILABLE or "dnsperf is missing (scripts/ensure-dnsperf installs it)")
         return 1
-    rows = [run(int(rate), args.seconds, args.collector.split(), args.keep) for rate in args.rates.split(",")]
+    rows = [
+        run(int(rate), args.seconds, args.collector.split(), args.keep, args.kill_after)
+        for rate in args.rates.split(",")
+    ]
+    ending = "SIGTERM once stored" if args.kill_after is None else f"SIGKILL {args.kill_after:g} s after the load"
     print(
         f"\n{os.cpu_count()} cores; Unbound {unbound.VERSION} (1 thread); {args.seconds:g} s per rate; "
-        f"collector options: {args.collector or 'defaults'}\n"
+        f"collector options: {args.collector or 'defaults'}; collector stopped by {ending}\n"
     )
     print("| rate (q/s) | answered | stored | lost | loss | collector CPU | µs CPU / record | machine busy | said |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -57,7 +68,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def run(rate: int, seconds: float, options: list, keep: bool) -> dict:
+def run(rate: int, seconds: float, options: list, keep: bool, kill_after: float | None = None) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"resolver-load-{rate}-"))
     folder.chmod(0o755)
     socket_path, database = folder / "dnstap.sock", folder / "analytics.db"
@@ -100,17 +111,25 @@ def run(rate: int, seconds: float, options: list, keep: bool) -> dict:
             text=True,
         )
         answered = int(re.search(r"Queries completed:\s+(\d+)", perf.stdout).group(1))
-        stored = settle(database)
+        if kill_after is not None:
+            time.sleep(kill_after)
+            cpu = collector_cpu(collector.pid) - cpu_before
+            for pid in [*children(collector.pid), collector.pid]:  # as systemd kills a unit's group
+                os.kill(pid, signal.SIGKILL)
+            collector.wait(60)
+        else:
+            settle(database)
+            cpu = collector_cpu(collector.pid) - cpu_before
         busy = (machine_busy_seconds() - busy_before) / (time.monotonic() - started)
-        cpu = collector_cpu(collector.pid) - cpu_before
-        collector.send_signal(signal.SIGTERM)
-        collector.wait(60)
+        if kill_after is None:
+            collector.send_signal(signal.SIGTERM)
+            collector.wait(60)
         stored = count(database)
         said = (
             "; ".join(
                 line
                 for line in (folder / "collector.log").read_text().splitlines()
-                if "drop" in line or "NOT delivered" in line
+                if "drop" in line or "NOT delivered" in line or line.startswith("LOST")
             )
             or "-"
         )

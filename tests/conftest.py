@@ -16,6 +16,7 @@ import os
 import nginx
 import postgres
 import pytest
+import resolvers
 import stores
 import unbound
 
@@ -27,7 +28,12 @@ from servers import FAST_ONLY
 ENGINES = ("sqlite", "postgresql")
 # Real programs the suite runs (each a module with UNAVAILABLE and banner()): when one cannot
 # be had, its tests skip and the run says so in red at its start and its end.
-REAL_PROGRAMS = {"PostgreSQL": postgres, "nginx": nginx, "Unbound": unbound}
+REAL_PROGRAMS = {
+    "PostgreSQL": postgres,
+    "nginx": nginx,
+    "Unbound": unbound,
+    **{program.name: program for program in resolvers.PROGRAMS},
+}
 
 
 # Test modules whose every test runs a real server or program.
@@ -44,6 +50,7 @@ SYSTEM_MODULES = {
     "test_feed_processes",
     "test_gunicorn",
     "test_proxy",
+    "test_resolvers",
     "test_wal",
 }
 
@@ -90,6 +97,8 @@ def pytest_collection_finish(session):
         postgres.start_once()
         nginx.probe_once()
         unbound.probe()
+        for program in resolvers.PROGRAMS:
+            program.probe()
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
@@ -97,6 +106,9 @@ def pytest_collection_finish(session):
         reporter.write_line(f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}")
     if unbound.VERSION and not unbound.UNAVAILABLE:
         reporter.write_line(f"Unbound: {unbound.VERSION}")
+    for program in resolvers.PROGRAMS:
+        if program.VERSION and not program.UNAVAILABLE:
+            reporter.write_line(f"{program.name}: {program.VERSION}")
     for module in REAL_PROGRAMS.values():
         if module.UNAVAILABLE:
             reporter.write_line(module.banner(), red=True, bold=True)

@@ -22,6 +22,19 @@ def refuse_in_fast_lane(what: str) -> None:
         raise RuntimeError(f"{what} started in a run without system tests: mark the test `system` (tests/conftest.py)")
 
 
+def stop_process(process: subprocess.Popen, timeout: float = 15) -> int:
+    """SIGTERM, as systemd stops a service; SIGKILL if it has not exited within `timeout`. Its
+    exit status."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    return process.returncode
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -117,11 +130,6 @@ class Gunicorn:
         return result.stdout.strip().splitlines()[-1]
 
     def stop(self):
-        if self.process.poll() is None and not self.log.closed:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if not self.log.closed:
+            stop_process(self.process)
         self.log.close()

@@ -3,17 +3,11 @@ arrive in the store, each exactly once, with the right fields, read back through
 
 import collections
 import ipaddress
-import os
-import pathlib
 import re
-import shutil
 import signal
 import socket
 import sqlite3
 import struct
-import subprocess
-import sys
-import tempfile
 import time
 
 import dns.edns
@@ -25,15 +19,14 @@ import dnstap_pb
 import fstrm
 import pytest
 import unbound
+from collecting import Collector, api_client, lost_records, parse_lost, short_folder, stored, wait_for
 from unbound import Unbound
 
-from app import create_app
 from schemas.datetimes import parse_datetime
 
 from helpers import API_KEY, AUTH
-from servers import ROOT, free_port
+from servers import free_port
 
-FLASK = os.path.join(os.path.dirname(sys.executable), "flask")
 # What the operator declares a block to look like, and who 127.0.0.2 is.
 BLOCKS = ("--blocked-answer", "0.0.0.0", "--blocked-answer", "::", "--blocked-zone", "ads.test")
 CLIENT_MAP = "127.0.0.2 kitchen-tablet   # a named client\n"
@@ -41,65 +34,14 @@ CLIENT_MAP = "127.0.0.2 kitchen-tablet   # a named client\n"
 
 @pytest.fixture
 def folder():
-    """A short folder of its own: a Unix socket's path is limited to 107 bytes."""
-    path = pathlib.Path(tempfile.mkdtemp(prefix="dnstap-"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with short_folder("dnstap-") as path:
+        yield path
 
 
 @pytest.fixture
 def api(tmp_path, database):
     """A Flask test client on the database the collector writes (SQLite, then PostgreSQL)."""
-    app = create_app(
-        {
-            "TESTING": True,
-            "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-        }
-    )
-    client = app.test_client()
-    client.database = database
-    return client
-
-
-class Collector:
-    """`flask --app wsgi collect-dnstap ...` as an operator runs it, in a process of its own."""
-
-    def __init__(self, folder, database, *options):
-        self.log_path = folder / "collector.log"
-        self.log = open(self.log_path, "ab")
-        env = {**os.environ, "ANALYTICS_DATABASE": database, "ANALYTICS_RETENTION_DAYS": "0"}
-        command = [FLASK, "--app", "wsgi", "collect-dnstap", "--endpoint", "lab", *options]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
-        listeners = sum(option in ("--socket", "--listen") for option in options)
-        deadline = time.monotonic() + 30
-        while self.output().count("Listening on") < listeners:
-            assert self.process.poll() is None, f"the collector exited:\n{self.output()}"
-            assert time.monotonic() < deadline, f"the collector did not start:\n{self.output()}"
-            time.sleep(0.05)
-
-    def wait_connected(self, count: int = 1):
-        """Until `count` resolver connections were opened: Unbound connects just after it starts."""
-        deadline = time.monotonic() + 15
-        while self.output().count("A resolver connected") < count:
-            assert time.monotonic() < deadline, f"no resolver connected:\n{self.output()}"
-            time.sleep(0.05)
-
-    def output(self) -> str:
-        return self.log_path.read_text()
-
-    def stop(self) -> int:
-        """SIGTERM, as systemd stops it; its exit status."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        self.log.close()
-        return self.process.returncode
+    return api_client(tmp_path, database)
 
 
 @pytest.fixture
@@ -132,37 +74,6 @@ def resolvers(folder):
     yield start
     for server in started:
         server.stop()
-
-
-def stored(api) -> list[dict]:
-    """Every record in the log, oldest first, page by page."""
-    records = []
-    for page in range(100):
-        response = api.get(
-            f"/v2/activity-log?startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z&pageSize=500"
-            f"&sortOrder=asc&page={page}",
-            headers=AUTH,
-        )
-        assert response.status_code == 200, response.json
-        records += response.json["queries"]
-        if len(response.json["queries"]) < 500:
-            return records
-    raise AssertionError("more records than expected")
-
-
-def wait_for(api, count: int, timeout: float = 10.0) -> list[dict]:
-    """The stored records once there are `count` of them, and still `count` a moment later
-    (no record comes twice)."""
-    deadline = time.monotonic() + timeout
-    records = stored(api)
-    while len(records) < count and time.monotonic() < deadline:
-        time.sleep(0.1)
-        records = stored(api)
-    assert len(records) == count, records
-    time.sleep(1.5)  # longer than a batch's delay and Unbound's own buffering
-    again = stored(api)
-    assert len(again) == count, again
-    return again
 
 
 # (name, type, over TCP, from, expected: rcode, answer IPs, action, trigger, triggerValue)
@@ -333,23 +244,6 @@ def dnstap_exchange(name, kinds, *, sent_ns, client="192.0.2.7", answered=True):
             )
         )
     return [dnstap_pb.Dnstap(type=dnstap_pb.Dnstap.MESSAGE, message=m).SerializeToString() for m in payloads]
-
-
-def lost_records(api) -> dict:
-    """dns_analytics_feed_lost_records_total from /metrics: {(endpoint, place): count}."""
-    response = api.get("/metrics", headers=AUTH)
-    assert response.status_code == 200
-    return parse_lost(response.get_data(as_text=True))
-
-
-def parse_lost(exposition: str) -> dict:
-    found = {}
-    for line in exposition.splitlines():
-        if line.startswith("dns_analytics_feed_lost_records_total{"):
-            labels, value = line[len("dns_analytics_feed_lost_records_total{") :].split("} ")
-            pairs = dict(part.split("=", 1) for part in labels.split(","))
-            found[pairs["endpoint"].strip('"'), pairs["place"].strip('"')] = float(value)
-    return found
 
 
 def test_answers_from_served_zones_count_and_unanswered_queries_are_counted_lost(folder, api, start_collector):

@@ -7,7 +7,6 @@ ANALYTICS_TEST_UNBOUND=/path/to/unbound uses another build instead.
 import os
 import pwd
 import shutil
-import signal
 import subprocess
 import time
 
@@ -155,11 +154,6 @@ remote-control:
         return send(query, "127.0.0.1", port=self.port, source=source, timeout=timeout)
 
     def stop(self):
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process:
+            servers.stop_process(self.process, timeout=10)
         self.log.close()

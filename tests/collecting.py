@@ -1,0 +1,131 @@
+"""The dnstap collector as the tests run it (a process of its own, as an operator starts it),
+and what they read back: the stored records, and the losses /metrics counts."""
+
+import contextlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import servers
+from helpers import API_KEY, AUTH
+from servers import ROOT
+
+BIN = os.path.dirname(sys.executable)
+FLASK = [os.path.join(BIN, "flask"), "--app", "wsgi"]  # the web app's alias of the feed commands
+FEED = [os.path.join(BIN, "dns-analytics-feed")]  # the feeds' own program, as docs/feeding.md runs it
+
+
+class Collector:
+    """`flask --app wsgi collect-dnstap ...` (or `program collect-dnstap ...`) as an operator
+    runs it, in a process of its own."""
+
+    def __init__(self, folder, database, *options, program=FLASK, endpoint="lab"):
+        servers.refuse_in_fast_lane("the dnstap collector")
+        self.log_path = folder / "collector.log"
+        self.log = open(self.log_path, "ab")
+        env = {**os.environ, "ANALYTICS_DATABASE": database, "ANALYTICS_RETENTION_DAYS": "0"}
+        command = [*program, "collect-dnstap", "--endpoint", endpoint, *options]
+        self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        listeners = sum(option in ("--socket", "--listen") for option in options)
+        deadline = time.monotonic() + 30
+        while self.output().count("Listening on") < listeners:
+            assert self.process.poll() is None, f"the collector exited:\n{self.output()}"
+            assert time.monotonic() < deadline, f"the collector did not start:\n{self.output()}"
+            time.sleep(0.05)
+
+    def wait_connected(self, count: int = 1):
+        """Until `count` resolver connections were opened: Unbound connects just after it starts."""
+        deadline = time.monotonic() + 15
+        while self.output().count("A resolver connected") < count:
+            assert time.monotonic() < deadline, f"no resolver connected:\n{self.output()}"
+            time.sleep(0.05)
+
+    def output(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        """SIGTERM, as systemd stops it; its exit status."""
+        status = servers.stop_process(self.process, timeout=40)
+        self.log.close()
+        return status
+
+
+def stored(api) -> list[dict]:
+    """Every record in the log, oldest first, page by page."""
+    records = []
+    for page in range(100):
+        response = api.get(
+            f"/v2/activity-log?startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z&pageSize=500"
+            f"&sortOrder=asc&page={page}",
+            headers=AUTH,
+        )
+        assert response.status_code == 200, response.json
+        records += response.json["queries"]
+        if len(response.json["queries"]) < 500:
+            return records
+    raise AssertionError("more records than expected")
+
+
+def wait_for(api, count: int, timeout: float = 10.0) -> list[dict]:
+    """The stored records once there are `count` of them, and still `count` a moment later
+    (no record comes twice)."""
+    deadline = time.monotonic() + timeout
+    records = stored(api)
+    while len(records) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+        records = stored(api)
+    assert len(records) == count, records
+    time.sleep(1.5)  # longer than a batch's delay and Unbound's own buffering
+    again = stored(api)
+    assert len(again) == count, again
+    return again
+
+
+def lost_records(api) -> dict:
+    """dns_analytics_feed_lost_records_total from /metrics: {(endpoint, place): count}."""
+    response = api.get("/metrics", headers=AUTH)
+    assert response.status_code == 200
+    return parse_lost(response.get_data(as_text=True))
+
+
+def parse_lost(exposition: str) -> dict:
+    found = {}
+    for line in exposition.splitlines():
+        if line.startswith("dns_analytics_feed_lost_records_total{"):
+            labels, value = line[len("dns_analytics_feed_lost_records_total{") :].split("} ")
+            pairs = dict(part.split("=", 1) for part in labels.split(","))
+            found[pairs["endpoint"].strip('"'), pairs["place"].strip('"')] = float(value)
+    return found
+
+
+def api_client(tmp_path, database):
+    """A Flask test client on the database the collector writes."""
+    from app import create_app
+
+    app = create_app(
+        {
+            "TESTING": True,
+            "INSTANCE_PATH": str(tmp_path / "instance"),
+            "ANALYTICS_DATABASE": database,
+            "ANALYTICS_API_KEY": API_KEY,
+        }
+    )
+    client = app.test_client()
+    client.database = database
+    return client
+
+
+@contextlib.contextmanager
+def short_folder(prefix: str):
+    """A folder of its own with a short path: a Unix socket's path is limited to 107 bytes.
+    Readable by all, so that a resolver dropping its privileges reads its configuration."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,272 @@
+"""Real BIND 9, Knot Resolver and dnsdist for the dnstap tests (Debian's packages; scripts/
+ensure-resolvers installs them), each configured with the lines docs/feeding.md gives, run
+unprivileged on a free loopback port, serving a few local names and sending dnstap to the
+collector's socket.
+
+Each program is a `Program` (UNAVAILABLE and banner(), as the suite's other real programs): one
+that is missing or does not start skips its tests, and the run says so in red.
+"""
+
+import pathlib
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import dns.exception
+import dns.flags
+import dns.message
+import dns.query
+import dns.rcode
+import dns.rrset
+import pytest
+
+import servers
+from servers import ROOT, free_port
+
+DOCS = pathlib.Path(ROOT, "docs", "feeding.md")
+DOCS_SOCKET = "/run/dns-analytics/dnstap.sock"
+
+
+def documented_lines(heading: str, socket_path) -> str:
+    """The configuration block docs/feeding.md gives after the paragraph starting `heading`,
+    with its socket path replaced by the test's."""
+    text = DOCS.read_text()
+    start = text.index(f"**{heading}**")
+    block = re.search(r"```[a-z]*\n(.*?)```", text[start:], re.S)
+    assert block, f"no configuration block after {heading} in docs/feeding.md"
+    assert DOCS_SOCKET in block.group(1)
+    return block.group(1).replace(DOCS_SOCKET, str(socket_path))
+
+
+class Program:
+    """A resolver the tests run: `binary` found on the PATH or in /usr/sbin."""
+
+    def __init__(self, name: str, binary: str, version_args: list[str], package: str):
+        self.name, self.binary, self.version_args, self.package = name, binary, version_args, package
+        self.UNAVAILABLE = None
+        self.VERSION = None
+
+    def path(self) -> str | None:
+        return shutil.which(self.binary) or shutil.which(self.binary, path="/usr/sbin:/usr/bin")
+
+    def probe(self) -> None:
+        found = self.path()
+        if found is None:
+            self.UNAVAILABLE = f"no {self.binary} found (scripts/ensure-resolvers installs Debian's {self.package})"
+            return
+        try:
+            done = subprocess.run([found, *self.version_args], capture_output=True, text=True, timeout=20)
+        except (OSError, subprocess.SubprocessError) as exc:
+            self.UNAVAILABLE = f"{found} {' '.join(self.version_args)} failed: {exc}"
+            return
+        self.VERSION = (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or done.stderr) else "?"
+
+    def banner(self) -> str:
+        return f"{self.name} UNAVAILABLE - its dnstap tests SKIPPED: {self.UNAVAILABLE}"
+
+    def require(self) -> str:
+        if self.VERSION is None and self.UNAVAILABLE is None:
+            self.probe()
+        if self.UNAVAILABLE:
+            pytest.skip(self.banner())
+        return self.path()
+
+
+BIND = Program("BIND 9", "named", ["-v"], "bind9")
+KNOT = Program("Knot Resolver", "kresd", ["--version"], "knot-resolver")
+DNSDIST = Program("dnsdist", "dnsdist", ["--version"], "dnsdist")
+PROGRAMS = (BIND, KNOT, DNSDIST)
+
+# What every resolver serves: (name, type) -> addresses; the rest of home.example is NXDOMAIN.
+ADDRESSES = {
+    ("a.home.example", "A"): ["192.0.2.1", "192.0.2.2"],
+    ("b.home.example", "AAAA"): ["2001:db8::1"],
+}
+
+
+class Resolver:
+    """A resolver process: started with its command line, stopped with SIGTERM."""
+
+    program: Program
+
+    def __init__(self, folder: pathlib.Path, socket_path):
+        servers.refuse_in_fast_lane(self.program.name)
+        self.binary = self.program.require()
+        self.folder = folder
+        self.port = free_port()
+        self.log_path = folder / f"{self.program.binary}.log"
+        self.log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            self.command(socket_path), cwd=folder, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self._wait_answering()
+
+    def command(self, socket_path) -> list[str]:
+        raise NotImplementedError
+
+    def _wait_answering(self):
+        """Until it answers on its port (over TCP: a UDP probe would be logged as a query,
+        and the tests count what is logged; a TCP connection alone is not)."""
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                break
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        self.stop()
+        self.program.UNAVAILABLE = f"it did not start: {self.log_path.read_text()[-800:]}"
+        pytest.skip(self.program.banner())
+
+    def ask(self, name, rdtype, *, recursion=True, tcp=False, timeout=5.0) -> dns.message.Message:
+        query = dns.message.make_query(name, rdtype)
+        if not recursion:
+            query.flags &= ~dns.flags.RD
+        send = dns.query.tcp if tcp else dns.query.udp
+        return send(query, "127.0.0.1", port=self.port, timeout=timeout)
+
+    def stop(self):
+        servers.stop_process(self.process)
+        self.log.close()
+
+
+class Bind(Resolver):
+    """`named -g` serving home.example from a zone file, recursion for nobody else."""
+
+    program = BIND
+
+    def command(self, socket_path):
+        zone = self.folder / "home.example.zone"
+        records = "\n".join(
+            f"{name}. 300 IN {rdtype} {ip}" for (name, rdtype), ips in ADDRESSES.items() for ip in ips
+        )
+        zone.write_text(
+            "$TTL 300\n"
+            "home.example. IN SOA ns.home.example. admin.home.example. 1 3600 600 86400 300\n"
+            "home.example. IN NS ns.home.example.\n"
+            "ns.home.example. IN A 127.0.0.1\n" + records + "\n"
+        )
+        documented = documented_lines("BIND 9", socket_path)
+        conf = self.folder / "named.conf"
+        conf.write_text(
+            f"""options {{
+    directory "{self.folder}";
+    pid-file none;
+    listen-on port {self.port} {{ 127.0.0.1; }};
+    listen-on-v6 {{ none; }};
+    recursion no;
+    allow-query {{ any; }};
+    dnssec-validation no;
+{documented}
+}};
+zone "home.example" {{ type primary; file "{zone}"; }};
+"""
+        )
+        return [self.binary, "-g", "-n", "1", "-c", str(conf)]
+
+
+class Knot(Resolver):
+    """`kresd` with hints for home.example's names; nothing leaves the machine."""
+
+    program = KNOT
+
+    def command(self, socket_path):
+        hints = "\n".join(f"hints.set('{name} {ip}')" for (name, _), ips in ADDRESSES.items() for ip in ips)
+        conf = self.folder / "kresd.conf"
+        conf.write_text(
+            f"""net.listen('127.0.0.1', {self.port}, {{ kind = 'dns' }})
+{documented_lines("Knot Resolver", socket_path)}
+modules.load('hints > iterate')
+hints.use_nodata(true)
+{hints}
+-- a blocklisted zone (NXDOMAIN); no test asks a name that would be sought on the internet
+policy.add(policy.suffix(policy.DENY, {{todname('ads.example.')}}))
+"""
+        )
+        (self.folder / "kresd").mkdir(exist_ok=True)
+        return [self.binary, "-n", "-c", str(conf), str(self.folder / "kresd")]
+
+
+class Dnsdist(Resolver):
+    """`dnsdist` in front of a small upstream (answering home.example's names), with its packet
+    cache, answering one name itself."""
+
+    program = DNSDIST
+
+    def __init__(self, folder, socket_path):
+        self.upstream = Upstream()
+        super().__init__(folder, socket_path)
+
+    def command(self, socket_path):
+        conf = self.folder / "dnsdist.conf"
+        conf.write_text(
+            f"""setLocal('127.0.0.1:{self.port}')
+newServer({{ address = '127.0.0.1:{self.upstream.port}' }}):setUp()
+getPool(''):setCache(newPacketCache(1000))
+addAction(QNameRule('self.home.example'), SpoofAction({{'192.0.2.9'}}))
+{documented_lines("dnsdist", socket_path)}
+"""
+        )
+        return [self.binary, "--supervised", "--disable-syslog", "-C", str(conf)]
+
+    def stop(self):
+        super().stop()
+        self.upstream.stop()
+
+
+class Upstream:
+    """A DNS server on threads, UDP and TCP on one port: ADDRESSES, NXDOMAIN for the rest of
+    home.example, REFUSED elsewhere (dnsdist's backend)."""
+
+    def __init__(self):
+        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.udp.bind(("127.0.0.1", 0))
+        self.port = self.udp.getsockname()[1]
+        self.tcp = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._serve_udp, daemon=True).start()
+        threading.Thread(target=self._serve_tcp, daemon=True).start()
+
+    def _serve_udp(self):
+        while True:
+            try:
+                wire, peer = self.udp.recvfrom(4096)
+            except OSError:
+                return
+            self.udp.sendto(self._answer(wire), peer)
+
+    def _serve_tcp(self):
+        while True:
+            try:
+                connection, _ = self.tcp.accept()
+            except OSError:
+                return
+            with connection:
+                try:
+                    while True:
+                        query, _ = dns.query.receive_tcp(connection, time.time() + 5)
+                        dns.query.send_tcp(connection, self._answer(query.to_wire()))
+                except (EOFError, OSError, dns.exception.DNSException):
+                    pass
+
+    @staticmethod
+    def _answer(wire: bytes) -> bytes:
+        query = dns.message.from_wire(wire)
+        response = dns.message.make_response(query)
+        question = query.question[0]
+        key = (question.name.to_text(omit_final_dot=True), dns.rdatatype.to_text(question.rdtype))
+        if key in ADDRESSES:
+            response.answer.append(dns.rrset.from_text(question.name, 300, "IN", key[1], *ADDRESSES[key]))
+        elif not question.name.to_text().endswith("home.example."):
+            response.set_rcode(dns.rcode.REFUSED)
+        else:
+            response.set_rcode(dns.rcode.NXDOMAIN)
+        return response.to_wire()
+
+    def stop(self):
+        self.udp.close()
+        self.tcp.close()
