@@ -6,6 +6,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 import models.config
 import models.database
 import models.tables
+from models.clock import pin_request_now
 
 from . import api, auth, commands, cors, guards, metrics, security
 from .config import load_config
@@ -64,6 +65,7 @@ def create_app(test_config=None) -> Flask:
 
 
 def _connect():
+    pin_request_now()
     models.database.db.connect(reuse_if_open=True)
 
 

@@ -1,6 +1,7 @@
 """The CSV form of QueryData: the export's columns, and reading an export back in."""
 
 import json
+from operator import itemgetter
 
 from catalogue import BOOLEAN, CLIENT, ENDPOINT, FIELDS, INTEGER, NUMBER, TERM, TIME
 
@@ -64,24 +65,31 @@ class CsvEncoder:
 
     def lines(self, rows) -> str:
         """The CSV text of a batch of raw rows."""
-        try:
-            return "".join(map(self._line, rows))
-        except KeyError:  # values not met before: look them up for the whole batch, once
-            rows = self._learn(rows)
-            return "".join(map(self._line, rows))
+        rows = self._learn(rows)
+        return "".join(map(self._line, rows))
 
     def _learn(self, rows) -> list:
-        """Cache the cells of the batch's values; the rows left to export: those of client
-        entries deleted since the rows were read are left out (a record whole or not at all)."""
+        """Cache the cells of the batch's values not met before; the rows left to export:
+        those of client entries deleted since the rows were read are left out (a record whole
+        or not at all)."""
+        if not rows:
+            return rows
+        gone = False
         for at, kind, storage in self._looked_up:
             cells = self._cells[kind]
-            missing = {row[at] for row in rows} - cells.keys()
+            # In C (a set comprehension's loop per row cost a third of the export).
+            missing = set(map(itemgetter(at), rows)).difference(cells)
+            if not missing:
+                continue
             texts = self._value_texts(storage, missing)
             for ident, text in texts.items():
                 if kind == "ips":
                     cells[ident] = _quoted(";".join(ip for answer in json.loads(text) for ip in answer.get("ips", ())))
                 else:
                     cells[ident] = _quoted(_cell(text))
+            gone = gone or (kind == CLIENT and len(texts) < len(missing))
+        if not gone:
+            return rows
         clients = self._cells[CLIENT]
         client_at = [at for at, kind, _ in self._looked_up if kind == CLIENT]
         return [row for row in rows if all(row[at] in clients for at in client_at)]

@@ -1,8 +1,11 @@
-"""Datetime on the wire: read RFC 3339 or epoch milliseconds, write YYYY-MM-DDTHH:MM:SS.mmmZ."""
+"""Datetime on the wire: read RFC 3339 or epoch milliseconds (and, where an operation takes a
+time, a time relative to the request: `now`, `-24h`), write YYYY-MM-DDTHH:MM:SS.mmmZ."""
 
 import functools
 import re
 from datetime import UTC, datetime, timedelta
+
+from models.clock import request_now_ms
 
 # Epoch milliseconds of 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z.
 MIN_MS = -62135596800000
@@ -16,6 +19,21 @@ _RFC3339 = re.compile(
     r"(?:([Zz])|([+\- ])(\d{2}):(\d{2}))"
 )
 _EPOCH_MS = re.compile(r"-?\d{1,15}")
+# now, -90s, -15m, -24h, -7d, -2w (also now-24h, as Grafana writes it): before the request.
+_RELATIVE = re.compile(r"(?:now)?(?:-(\d{1,9})([smhdw]))?")
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
+_RELATIVE_ENDS = tuple(_UNIT_MS)  # "now" ends in "w" too
+
+
+def parse_time(value) -> int:
+    """parse_datetime, or a time relative to the request's start (models.clock): `now`, or a
+    whole number of seconds, minutes, hours, days or weeks before it (`-24h`, `now-7d`)."""
+    if isinstance(value, str) and value[:1] in ("n", "-") and value[-1:] in _RELATIVE_ENDS:
+        match = _RELATIVE.fullmatch(value)
+        if match:
+            count, unit = match.groups()
+            return _checked_ms(request_now_ms() - (int(count) * _UNIT_MS[unit] if unit else 0))
+    return parse_datetime(value)
 
 
 def parse_datetime(value) -> int:
@@ -42,7 +60,10 @@ def parse_datetime(value) -> int:
         return _checked_ms(int(text))
     match = _RFC3339.fullmatch(value)
     if not match:
-        raise ValueError("Not a valid datetime: use RFC 3339 (e.g. 2024-05-01T12:00:00Z) or epoch milliseconds.")
+        raise ValueError(
+            "Not a valid datetime: use RFC 3339 (e.g. 2024-05-01T12:00:00Z), epoch milliseconds, or (where the "
+            "request takes a time) now or a time before it such as -24h (s, m, h, d, w)."
+        )
     year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
     leap_second = second == "60"
     try:

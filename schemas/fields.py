@@ -7,7 +7,7 @@ import re
 import marshmallow as ma
 from marshmallow import fields
 
-from .datetimes import format_ms, parse_datetime
+from .datetimes import format_ms, parse_time
 
 TRIGGERS = ("default", "filter", "service", "custom", "grule", "rebind")
 
@@ -17,7 +17,8 @@ NAMED_FIELD_SCHEMAS = {
         "type": "string",
         "format": "date-time",
         "description": "Written as YYYY-MM-DDTHH:MM:SS.mmmZ (UTC). Read as any RFC 3339 "
-        "date-time or as integer epoch milliseconds.",
+        "date-time or as integer epoch milliseconds; in a request's parameters also relative to the "
+        "request's start: now, or -90s, -15m, -24h, -7d, -2w (also now-24h).",
         "example": "2024-05-01T12:00:00.000Z",
     },
     "IP": {"type": "string", "description": "An IPv4 or IPv6 address.", "example": "192.0.2.10"},
@@ -51,7 +52,7 @@ class Datetime(NamedField):
 
     def _deserialize(self, value, attr, data, **kwargs):
         try:
-            return parse_datetime(value)
+            return parse_time(value)
         except ValueError as exc:
             raise ma.ValidationError(str(exc)) from None
 

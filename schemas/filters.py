@@ -4,7 +4,7 @@ import marshmallow as ma
 from marshmallow import fields
 
 from catalogue import BOOLEAN, FILTERABLE, INTEGER
-from models.clock import now_ms
+from models.clock import request_now_ms
 from models.filters import SEARCH_MODES, Filters
 
 from .fields import BaseSchema, Datetime, Trigger
@@ -48,7 +48,7 @@ FiltersSchema = type("FiltersSchema", (BaseSchema,), _filter_fields())
 class _WindowSchema(BaseSchema):
     @ma.validates_schema
     def _start_not_after_end(self, data, **kwargs):
-        end = data.get("endTime", now_ms())
+        end = data.get("endTime", request_now_ms())
         if "startTime" in data and data["startTime"] > end:
             raise ma.ValidationError("startTime is after endTime.", field_name="startTime")
 
@@ -70,7 +70,7 @@ def filters_from(args: dict, endpoint_limit=None, window: bool = True) -> Filter
         search=args.get("searchQuestion"),
         search_mode=args.get("searchQuestionMode", "includes"),
         start_ms=args.get("startTime") if window else None,
-        end_ms=args.get("endTime", now_ms()) if window else None,
+        end_ms=args.get("endTime", request_now_ms()) if window else None,
         endpoint_limit=endpoint_limit,
     )
 

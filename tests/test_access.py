@@ -13,6 +13,10 @@ CALLS = {
     ("GET", "/v2/auth/token"): ("/v2/auth/token", None),
     ("GET", "/v2/auth/key"): ("/v2/auth/key", None),
     ("POST", "/v2/ingest"): ("/v2/ingest", [record("mine", "new")]),
+    ("POST", "/v2/ingest/losses"): (
+        "/v2/ingest/losses",
+        {"run": "r1", "endpointId": "mine", "losses": {"collector-queue": 3}},
+    ),
     ("GET", "/v2/activity-log"): (f"/v2/activity-log?{WINDOW}", None),
     ("DELETE", "/v2/activity-log"): ("/v2/activity-log?clientId[]=shared&endTime=2024-05-01T10:30:00Z", None),
     ("GET", "/v2/activity-log/csv"): (f"/v2/activity-log/csv?{WINDOW}", None),
@@ -206,6 +210,16 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
         response = data.post("/v2/ingest", json=mixed, headers=limited)
         assert response.status_code == 403 and response.json["error"]["code"] == 40302
         assert "m" not in data.get("/v2/client?endpointId=mine", headers=AUTH).json["items"]["mine"]["clients"]
+
+    @check(("POST", "/v2/ingest/losses"))
+    def _(op):
+        assert body(op).json == {"recorded": 1}
+        theirs = {"run": "r1", "endpointId": "theirs", "losses": {"resolver": 5}}
+        response = data.post("/v2/ingest/losses", json=theirs, headers=limited)
+        assert response.status_code == 403 and response.json["error"]["code"] == 40302
+        metrics = data.get("/metrics", headers=AUTH).get_data(as_text=True)
+        lost = [line for line in metrics.splitlines() if line.startswith("dns_analytics_feed_lost_records_total")]
+        assert lost == ['dns_analytics_feed_lost_records_total{endpoint="mine",place="collector-queue"} 3.0']
 
     @check(("PUT", "/v2/client/alias/{endpointId}/{clientId}"))
     def _(op):

@@ -1,6 +1,10 @@
 """Datetime in and out: any RFC 3339 offset or epoch ms in; YYYY-MM-DDTHH:MM:SS.mmmZ out."""
 
+import time
+
 import pytest
+
+from schemas.datetimes import parse_datetime
 
 from helpers import AUTH, assert_error, clients, ingest, record
 
@@ -76,3 +80,46 @@ def test_invalid_datetimes_are_400(client, value):
     response = client.delete("/v2/client", json={"endTime": value}, headers=AUTH)
     assert_error(response, 400, 40002)
     assert clients(client)["ep1"]["clients"]["cl1"]["lastActivityTime"] is not None
+
+
+def test_times_relative_to_the_request(client):
+    """Where an operation takes a time: now, or a whole number of s, m, h, d or w before it;
+    every relative time of one request counts from the same instant."""
+    now = int(time.time() * 1000)
+    ingest(
+        client,
+        record(client_id="recent", timestamp=now - 30 * 60_000),
+        record(client_id="older", timestamp=now - 2 * 3_600_000),
+        record(client_id="last-week", timestamp=now - 6 * 86_400_000),
+    )
+
+    def count(query):
+        response = client.get(f"/v2/statistic/count?{query}", headers=AUTH)
+        assert response.status_code == 200, response.json
+        return response.json
+
+    last_hour = count("startTime=-1h&endTime=now")
+    start, end = (parse_datetime(last_hour[name]) for name in ("startTime", "endTime"))
+    assert end - start == 3_600_000 and abs(end - int(time.time() * 1000)) < 5_000
+    assert last_hour["count"] == 1
+    assert count("startTime=now-3h")["count"] == 2  # Grafana's spelling; endTime defaults to the same now
+    assert count("startTime=-7d")["count"] == count("startTime=-1w")["count"] == 3
+    assert count("startTime=-5400s&endTime=-20m")["count"] == 1
+    assert count("startTime=-180m&endTime=-1h")["count"] == 1
+    log = client.get("/v2/activity-log?startTime=-1h", headers=AUTH).json["queries"]
+    assert [row["clientId"] for row in log] == ["recent"]
+    # A deletion's endTime too.
+    response = client.delete("/v2/activity-log?all=true&endTime=-1d", headers=AUTH)
+    assert response.json == {"deletedCount": 1}
+
+
+@pytest.mark.parametrize("value", ["24h", "-24x", "now+1h", "now-", "-h", "-1.5h", "NOW", "- 1h", "-24H"])
+def test_malformed_relative_times_are_400(client, value):
+    assert_error(client.get(f"/v2/statistic/count?startTime={value}", headers=AUTH), 400, 40002)
+
+
+def test_a_record_takes_no_relative_time(client):
+    response = client.post("/v2/ingest", json=[record(timestamp="-1h")], headers=AUTH)
+    assert_error(response, 400, 40005)
+    response = client.post("/v2/ingest", json=[record(timestamp="now")], headers=AUTH)
+    assert_error(response, 400, 40005)

@@ -9,7 +9,7 @@ from app.auth import actor, endpoint_limit, requires
 from app.errors import ApiError
 from app.extensions import Blueprint
 from app.requests import checked_json
-from models.clock import now_ms
+from models.clock import now_ms, request_now_ms
 from schemas.admin_actions import AdminActionQuerySchema, GetAdminActionLogResponseSchema
 
 blp = Blueprint("admin_actions", __name__, url_prefix="/v2/admin-action", description="The log of changes.")
@@ -23,7 +23,7 @@ def list_actions(query):
     """Changes made through the API and the command line, newest first."""
     actions = models.admin_actions.list_actions(
         query["startTime"],
-        query.get("endTime", now_ms()),
+        query.get("endTime", request_now_ms()),
         action=query.get("action"),
         search=query.get("search"),
         endpoint_limit=endpoint_limit(),

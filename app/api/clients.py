@@ -8,7 +8,7 @@ from app.auth import endpoint_limit
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint, prebuilt
 from app.requests import json_body
-from models.clock import now_ms
+from models.clock import request_now_ms
 from schemas.clients import (
     AliasRequestSchema,
     ClientActivitySchema,
@@ -61,7 +61,9 @@ def delete_clients(body):
             "Deleting every client needs an explicit 'endTime' (or endpointIds/clientIds).",
         )
     with models.database.write_transaction():
-        deleted = models.clients.delete_clients(endpoints, client_ids, body.get("endTime", now_ms()), endpoint_limit())
+        deleted = models.clients.delete_clients(
+            endpoints, client_ids, body.get("endTime", request_now_ms()), endpoint_limit()
+        )
         result = {
             "deletedCount": len(deleted),
             "deletedClients": [{"endpointId": e, "clientId": c} for e, c in deleted],

@@ -5,7 +5,7 @@ from app.auth import endpoint_limit
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint
 from catalogue import FIELDS_BY_NAME
-from models.clock import now_ms
+from models.clock import request_now_ms
 from schemas.datetimes import MIN_MS
 from schemas.filters import filters_from
 from schemas.statistics import (
@@ -169,7 +169,7 @@ def _series(query, count, point):
 def trend(query, group):
     """The top values of a column in the window against a baseline window before it."""
     column = _column(group)
-    end = query.get("endTime", now_ms())
+    end = query.get("endTime", request_now_ms())
     start = query.get("startTime", end - DAY_MS)
     if start > end:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'startTime': startTime is after endTime.")
