@@ -58,12 +58,16 @@ def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 
     # One statement, one snapshot: with ids looked up beforehand, a batch committed in between
     # could add a matching client (low id, missed) and records above it (seen), and the
     # stream would move past the missed record for good.
-    condition, params = Resolved(filters, inline=True).where()
+    resolved = Resolved(filters, inline=True)
+    condition, params = resolved.where()
     rows = query(
         f"{_SELECT} WHERE r.id > ? AND r.id <= ? AND {condition} ORDER BY r.id LIMIT ?",
         [last_id, bound, *params, limit],
     ).fetchall()
-    return texts(rows), rows[-1][0] if len(rows) == limit else bound
+    found = texts(rows)
+    if resolved.pattern is not None:  # new names keep coming: each record's is matched here
+        found = [row for row in found if resolved.pattern.search(row.question)]
+    return found, rows[-1][0] if len(rows) == limit else bound
 
 
 def committed_top() -> int:

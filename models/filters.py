@@ -1,13 +1,41 @@
 """The shared filters of the log and the statistics: a plain value, and its SQL condition."""
 
+import bisect
+import json
 from dataclasses import dataclass, field
+
+import re2
 
 from catalogue import CLIENT, ENDPOINT, FIELDS_BY_SQL, TERM
 
 from .database import db, query
 from .utils import like_escape, placeholders
 
-SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex")
+SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex", "regex")
+# What one pattern may cost RE2 to compile (its automata); a pattern past it is refused.
+PATTERN_MEMORY = 1 << 20
+_TERM_SCAN_BATCH = 10_000
+
+
+def compile_pattern(text: str, *, lines: bool = False):
+    """The question pattern `text` as RE2 runs it (linear time in the name, whatever the
+    pattern); ValueError, saying why, for a pattern RE2 does not take or that costs too much.
+    `lines`: to search a UTF-8 text of names, one per line (^ and $ at each line's ends, no
+    match across lines), as _pattern_condition does."""
+    options = re2.Options()
+    options.max_mem = PATTERN_MEMORY
+    options.log_errors = False
+    options.never_nl = lines
+    try:
+        return re2.compile(f"(?m:{text})".encode() if lines else text, options)
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        if "too large" in reason:
+            raise ValueError(
+                f"a pattern too costly to run ({reason}: its automata would take over "
+                f"{PATTERN_MEMORY >> 20} MiB; use fewer or smaller repetitions)"
+            ) from None
+        raise ValueError(f"not a pattern this service runs (RE2 syntax): {reason}") from None
 
 
 @dataclass(frozen=True)
@@ -38,7 +66,14 @@ class Resolved:
                 self._add(*_column_condition(FIELDS_BY_SQL[sql], values, alias, inline))
         if filters.endpoint_limit is not None:
             self._add(*_column_condition(FIELDS_BY_SQL["endpoint"], sorted(filters.endpoint_limit), alias, inline))
-        if filters.search:
+        # A pattern is matched in Python (RE2), the same way on both engines: against the stored
+        # names up front, or, for a live stream (`inline`), against each new record's name.
+        self.pattern = None
+        if filters.search and filters.search_mode == "regex":
+            self.pattern = compile_pattern(filters.search)
+            if not inline:
+                self._add(*_pattern_condition(filters.search, alias))
+        elif filters.search:
             self._add(*_search_condition(filters.search.lower(), filters.search_mode, alias))
         self._endpoint_ids = ...
         self._stored: dict[str, list] = {}
@@ -108,6 +143,34 @@ def _column_condition(column, values, alias, inline=False) -> tuple[str, list]:
     if not ids:
         return "0 = 1", []
     return f"{target} IN ({placeholders(len(ids))})", ids
+
+
+def _pattern_condition(text: str, alias: str) -> tuple[str, list]:
+    """The records whose question is a stored name matching the pattern `text`. The names are
+    read in batches, each searched as one text of lines by RE2 (in C: a call per name cost
+    several times more), from one match to the next line."""
+    pattern = compile_pattern(text, lines=True)
+    matched = []
+    cursor = query("SELECT id, value FROM term")
+    while rows := cursor.fetchmany(_TERM_SCAN_BATCH):
+        # Bytes: RE2 reads UTF-8, and a str would be encoded again at every search.
+        encoded = [value.encode() for _, value in rows]
+        starts, at = [], 0
+        for value in encoded:
+            starts.append(at)
+            at += len(value) + 1
+        names = b"\n".join(encoded)
+        position = 0
+        while (found := pattern.search(names, position)) is not None:
+            line = bisect.bisect_right(starts, found.start()) - 1
+            matched.append(rows[line][0])
+            if line + 1 == len(starts):
+                break
+            position = starts[line + 1]
+    if not matched:
+        return "0 = 1", []
+    rows = db.obj.dialect.json_array_rows("?", "m")
+    return f"{alias}.question IN (SELECT CAST(m.value AS BIGINT) FROM {rows})", [json.dumps(matched)]
 
 
 def _search_condition(text: str, mode: str, alias: str) -> tuple[str, list]:

@@ -5,7 +5,7 @@ from marshmallow import fields
 
 from catalogue import BOOLEAN, FILTERABLE, INTEGER
 from models.clock import request_now_ms
-from models.filters import SEARCH_MODES, Filters
+from models.filters import SEARCH_MODES, Filters, compile_pattern
 
 from .fields import BaseSchema, Datetime, Trigger
 from .records import ACTIONS
@@ -42,7 +42,17 @@ def _filter_fields() -> dict:
     }
 
 
-FiltersSchema = type("FiltersSchema", (BaseSchema,), _filter_fields())
+class _PatternChecked(BaseSchema):
+    @ma.validates_schema
+    def _pattern_runs(self, data, **kwargs):
+        if data.get("searchQuestionMode") == "regex" and data.get("searchQuestion"):
+            try:
+                compile_pattern(data["searchQuestion"])
+            except ValueError as exc:
+                raise ma.ValidationError(f"searchQuestion is {exc}.", field_name="searchQuestion") from None
+
+
+FiltersSchema = type("FiltersSchema", (_PatternChecked,), _filter_fields())
 
 
 class _WindowSchema(BaseSchema):
