@@ -343,6 +343,26 @@ def test_query_log_shows_the_apis_page_and_tails_live(server, browser, shots):
     assert {(r[6], r[7]) for r in rows} == {("doh", "blocked")}
     screenshots(browser, shots, "log")
 
+    # A pattern (RE2) on the question: the page's rows are the API's.
+    pattern = r"^[a-m][^.]*\.(com|net)$"
+    browser.evaluate(
+        "document.getElementById('f-action').value = '';"
+        "document.getElementById('f-protocol').value = '';"
+        f"document.getElementById('f-search').value = {json.dumps(pattern)};"
+        "document.getElementById('f-mode').value = 'regex';"
+        "document.getElementById('log-filters').requestSubmit()"
+    )
+    loaded(browser, "log")
+    window = page_window(browser)
+    search = [("searchQuestion", pattern), ("searchQuestionMode", "regex"), ("pageSize", "50")]
+    matching = api(server, "activity-log", [*window, *search])["queries"]
+    rows = log_rows(browser)
+    assert [r[3] for r in rows] == [q["question"] for q in matching] and rows
+    browser.evaluate(
+        "document.getElementById('f-search').value = '';"
+        "document.getElementById('f-mode').value = 'includes';"
+    )
+
     # Live: a record ingested after the switch is on appears within 2 s.
     browser.evaluate(
         "document.getElementById('f-action').value = '';"
