@@ -151,7 +151,8 @@ def _pattern_condition(text: str, alias: str) -> tuple[str, list]:
     several times more), from one match to the next line."""
     pattern = compile_pattern(text, lines=True)
     matched = []
-    cursor = query("SELECT id, value FROM term")
+    # Answer sets (JSON arrays, most of the strings' bytes) are never a name.
+    cursor = query("SELECT id, value FROM term WHERE substr(value, 1, 1) <> '['")
     while rows := cursor.fetchmany(_TERM_SCAN_BATCH):
         # Bytes: RE2 reads UTF-8, and a str would be encoded again at every search.
         encoded = [value.encode() for _, value in rows]
