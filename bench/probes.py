@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 from server import cpu_seconds, memory_kib, reset_peak
 from traffic import DAY_MS
 
-SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex")
+SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex", "regex")
 # RSS in the second half of an export may exceed the first half's peak by this much and still
 # count as flat (allocator noise, buffers), in KiB.
 FLAT_SLACK_KIB = 16 * 1024
@@ -67,6 +67,7 @@ def read_probes(traffic) -> list[Probe]:
         "endsWith": "." + apex,
         "excludes": apex,
         "apex": apex,
+        "regex": "^api\\." + apex.replace(".", "\\.") + "$",
     }
     log = {"endpointId": endpoint, "startTime": windows["30 d"], "endTime": end, "action_": 1}
     probes = [
