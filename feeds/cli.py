@@ -22,6 +22,7 @@ import click
 import models.config
 import models.database
 import models.tables
+import schemas.geoip
 from models.clock import now_ms
 from schemas.records import MAX_ID_LENGTH
 
@@ -62,6 +63,13 @@ def _open_local_store():
     models.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
     with models.database.connection():
         models.tables.create_schema()
+    # Records are validated (and their geography filled) here for the local store; a feed
+    # pushing with --url leaves that to the service.
+    schemas.geoip.configure(*_geoip_paths(settings))
+
+
+def _geoip_paths(settings: dict) -> tuple:
+    return settings["ANALYTICS_GEOIP_DB"] or None, settings["ANALYTICS_ASN_DB"] or None
 
 
 def _endpoint(ctx, param, value: str) -> str:

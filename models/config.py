@@ -29,6 +29,10 @@ DEFAULTS = {
     # Seconds a read's queries may take (0: no limit); past it the answer is a 503 (50302).
     "ANALYTICS_QUERY_SECONDS": 60.0,
     "ANALYTICS_METRICS_ENDPOINTS": 20,  # endpoints with a metrics label of their own
+    # The operator's MaxMind / DB-IP databases (.mmdb) that fill in the geography a feed left
+    # empty at ingest (models/geoip.py); empty: none.
+    "ANALYTICS_GEOIP_DB": "",
+    "ANALYTICS_ASN_DB": "",
 }
 _INTEGERS = (
     "ANALYTICS_RETENTION_DAYS",

@@ -26,6 +26,7 @@ from .fields import (
     normalize_domain,
     normalize_ip,
 )
+from .geoip import fill as fill_geography
 
 ACTIONS = {-1: "failed", 0: "blocked", 1: "bypassed", 2: "spoofed", 3: "redirected"}
 MAX_ID_LENGTH = 256
@@ -213,7 +214,7 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
         source_ip = _ip(source_ip, "sourceIp")
     src = _memoized(_geoip, raw.get("sourceGeoip"), "sourceGeoip")
     answers, dst = _memoized(_answer_parts, raw.get("answers"), "answers")
-    return _in_catalogue_order(
+    values = _in_catalogue_order(
         {
             "timestamp": ts,
             "endpointId": _text(raw, "endpointId", required=True, limit=MAX_ID_LENGTH),
@@ -241,7 +242,8 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
             "dstAsn": dst["asn"],
             "answers": answers,
         }
-    ), _memoized(_client_meta, raw.get("client"), "client")
+    )
+    return fill_geography(values), _memoized(_client_meta, raw.get("client"), "client")
 
 
 # Values by field name -> the tuple of catalogue.FIELDS the store takes (in C).
