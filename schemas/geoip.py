@@ -26,6 +26,7 @@ _AT = {field.name: i for i, field in enumerate(FIELDS)}
 _SOURCE = tuple(_AT[name] for name in ("srcCountry", "sourceCity", "srcIsp", "srcAsn"))
 _DESTINATION = (_AT["dstCountry"], None, _AT["dstIsp"], _AT["dstAsn"])
 _GEO_KEYS = ("countryCode", "city", "isp", "asn")
+_EMPTY = ("", "", "", None)  # how a geoip says it does not know
 
 
 class Databases:
@@ -67,35 +68,33 @@ class Databases:
             _fill(row, _SOURCE, self.lookup(source_ip))
         answers = values[_AT["answers"]]
         if answers:
-            enriched, first_ip = self._answers(answers)
-            if enriched != answers or first_ip:
+            enriched, first = self._answers(answers)
+            if enriched != answers:
                 row = row or list(values)
                 row[_AT["answers"]] = enriched
-                if first_ip and any(row[at] in (None, "") for at in _DESTINATION if at is not None):
-                    _fill(row, _DESTINATION, self.lookup(first_ip))
+                # The destination is the first answer's, as validation takes it.
+                _fill(row, _DESTINATION, first)
         return values if row is None else tuple(row)
 
-    def _answers(self, text: str) -> tuple[str, str | None]:
-        """(the answers' JSON with each answer's geoip filled in from its first address, that
-        of the first answer's first address)."""
+    def _answers(self, text: str) -> tuple[str, tuple]:
+        """(the answers' JSON with each answer's geoip filled in from its first address, the
+        first answer's geoip as (countryCode, city, isp, asn))."""
         found = self.answers.get(text)
         if found is None:
             answers = json.loads(text)
-            first_ip = None
             for answer in answers:
                 ips = answer.get("ips") or []
                 if not ips:
                     continue
-                first_ip = first_ip or ips[0]
                 known = answer.get("geoip") or {}
                 merged = [known.get(key) for key in _GEO_KEYS]
                 _fill(merged, (0, 1, 2, 3), self.lookup(ips[0]))
                 if any(value not in ("", None) for value in merged):
-                    empty = ("", "", "", None)
                     answer["geoip"] = {
-                        key: empty[i] if merged[i] in (None, "") else merged[i] for i, key in enumerate(_GEO_KEYS)
+                        key: _EMPTY[i] if merged[i] in (None, "") else merged[i] for i, key in enumerate(_GEO_KEYS)
                     }
-            found = (json.dumps(answers, separators=(",", ":")), first_ip)
+            first = answers[0].get("geoip") or {}
+            found = (json.dumps(answers, separators=(",", ":")), tuple(first.get(key) for key in _GEO_KEYS))
             if len(self.answers) >= _ANSWER_MEMO:
                 self.answers.clear()
             self.answers[text] = found
