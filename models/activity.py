@@ -34,7 +34,8 @@ def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int 
     """Every matching record as raw rows (fields as in ROW_FIELDS; names and strings as their
     ids, see value_texts), a list per batch. Each batch is one short keyset query, so memory
     stays flat and no read transaction holds back WAL checkpoints."""
-    condition, params = Resolved(filters).where()
+    resolved = Resolved(filters)
+    condition, params = resolved.where()
     after = None
     while True:
         rows = _fetch(condition, params, descending, after, batch_size, 0)
@@ -42,6 +43,13 @@ def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int 
         if len(rows) < batch_size:
             return
         after = (rows[-1][_TS], rows[-1][0])
+        # The next batch's window ends (starts) at the last row's time, rather than the seek
+        # adding a second bound: given two, SQLite bounded the index scan by the window's and
+        # walked again past every row already exported, 35 ms a batch at 1M records.
+        if descending:
+            condition, params = resolved.where(end_ms=after[0])
+        else:
+            condition, params = resolved.where(start_ms=after[0])
 
 
 def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 20_000) -> tuple[list[RecordRow], int]:
@@ -81,10 +89,10 @@ def _fetch(condition, params, descending, after, limit, offset):
     seek, seek_params = "", []
     if after is not None:
         ts, ident = after
-        # (ts, id) strictly beyond the previous row, written so the ts index bounds the scan.
+        # (ts, id) strictly beyond the previous row; the condition's window already ends there.
         op = "<" if descending else ">"
-        seek = f" AND r.ts {op}= ? AND (r.ts {op} ? OR r.id {op} ?)"
-        seek_params = [ts, ts, ident]
+        seek = f" AND (r.ts {op} ? OR r.id {op} ?)"
+        seek_params = [ts, ident]
     ordering = f"ORDER BY r.ts {order}, r.id {order}"
     if not offset:
         sql = f"{_SELECT} WHERE {condition}{seek} {ordering} LIMIT ?"
