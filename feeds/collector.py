@@ -10,7 +10,6 @@ wait: they would drop them anyway, since no resolver blocks on its dnstap output
 import asyncio
 import collections
 import contextlib
-import gc
 import os
 import signal
 import socket
@@ -21,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from models.clock import now_ms
+from models.process import quiet_garbage_collector
 from schemas.records import RecordError, parse_record
 
 from .common import SkipRow
@@ -70,10 +70,8 @@ class Collector:
     async def run(self, unix_path: str | None = None, tcp: tuple[str, int] | None = None, mode: int = 0o660) -> int:
         """Serve until SIGTERM/SIGINT, then deliver what is pending; the exit status."""
         # The cyclic collector's full passes over the records waiting in memory paused the
-        # reading long enough for a busy resolver's buffer to overflow: what was made before
-        # serving is never collected, and young objects are collected less often.
-        gc.freeze()
-        gc.set_threshold(50_000, 20, 100)
+        # reading long enough for a busy resolver's buffer to overflow.
+        quiet_garbage_collector()
         # The delivery's threads (pickling a batch for the store's process) hand the
         # interpreter back to the reading more often than every 5 ms.
         sys.setswitchinterval(0.001)
