@@ -142,14 +142,51 @@ def endpoint_ids(names) -> dict[str, int]:
 def _newest_metadata(records, client_keys, stamps) -> dict[tuple[str, str], tuple[dict, dict]]:
     """Per client of the batch, the newest value of each metadata field it saw and the time it
     saw it: ({field: value}, {field: ts}). Ties go to the later record."""
-    newest: dict[tuple[str, str], tuple[dict, dict]] = {}
-    for i in sorted(range(len(records)), key=stamps.__getitem__):  # stable: ties keep batch order
+    # A feed's records of one client usually carry the same fields: then its newest record
+    # says everything, found in one pass (sorting the batch and merging every record's fields
+    # cost 8 us a record). A client whose records differ is merged field by field.
+    newest: dict[tuple[str, str], tuple[int, int]] = {}  # client -> (ts, index) of its newest
+    fields: dict[tuple[str, str], set] = {}  # client -> every field its records carry
+    for i, (key, ts, (_, meta)) in enumerate(zip(client_keys, stamps, records, strict=True)):
+        if not meta:
+            fields.setdefault(key, set())
+            continue
+        seen = fields.get(key)
+        if seen is None:
+            fields[key] = set(meta)
+        elif not seen.issuperset(meta):
+            seen.update(meta)
+        best = newest.get(key)
+        if best is None or ts >= best[0]:
+            newest[key] = (ts, i)
+    found, mixed = {}, {}
+    for key, seen in fields.items():
+        if key not in newest:
+            found[key] = ({}, {})
+            continue
+        ts, i = newest[key]
         meta = records[i][1]
-        values, times = newest.setdefault(client_keys[i], ({}, {}))
+        if len(seen) == len(meta):
+            found[key] = (dict(meta), dict.fromkeys(meta, ts))
+        else:
+            mixed[key] = []
+    if mixed:
+        for i, key in enumerate(client_keys):
+            if key in mixed:
+                mixed[key].append(i)
+        found.update((key, _merged_metadata(indexes, records, stamps)) for key, indexes in mixed.items())
+    return found
+
+
+def _merged_metadata(indexes, records, stamps) -> tuple[dict, dict]:
+    """The newest value of each field among the records at `indexes`, and its time."""
+    values, times = {}, {}
+    for i in sorted(indexes, key=stamps.__getitem__):  # stable: ties keep batch order
+        meta = records[i][1]
         if meta:
             values.update(meta)
             times.update(dict.fromkeys(meta, stamps[i]))
-    return newest
+    return values, times
 
 
 def _upsert_clients(metadata, endpoints) -> dict[tuple[str, str], int]:

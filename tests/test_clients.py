@@ -120,6 +120,20 @@ def test_metadata_of_the_newest_record_wins_field_by_field(client):
     assert entry["os"] == {"type": "linux", "arch": "", "version": ""}
 
 
+def test_newest_record_of_a_batch_wins_whatever_its_place(client):
+    ingest(
+        client,
+        record(timestamp=T2, client={"host": "newest", "mac": "m2"}),
+        record(timestamp=T0, client={"host": "oldest", "mac": "m0"}),
+        record(client_id="cl2", timestamp=T1, client={"host": "first", "mac": "a"}),
+        record(client_id="cl2", timestamp=T1, client={"host": "second", "mac": "b"}),
+        record(client_id="cl2", timestamp=T0, client={"host": "older", "mac": "c"}),
+    )
+    entries = clients(client)["ep1"]["clients"]
+    assert (entries["cl1"]["host"], entries["cl1"]["mac"]) == ("newest", "m2")
+    assert (entries["cl2"]["host"], entries["cl2"]["mac"]) == ("second", "b"), "a tie goes to the later record"
+
+
 def test_endpoint_last_activity_counts_clients_filtered_out(client):
     two_endpoints(client)
     items = clients(client, "?endpointId=ep1&clientId[]=a")
