@@ -44,6 +44,9 @@ class Field:
     # endpoint they would be nearly as big as the records (question).
     rollup_endpoints: bool = True
     required: bool = False  # on ingest
+    # Not a record column: the value is a function of this record column's, kept by the store
+    # per stored value (registrableDomain of question), so reads and statistics derive it.
+    derived_from: str | None = None
     doc: str = ""  # its description in the OpenAPI document, where its name does not say enough
 
     @property
@@ -92,8 +95,18 @@ FIELDS = (
     Field("dstAsn", "dst_asn", INTEGER, None, None, **_grouping(DAY)),
     Field("answers", "answers", TERM, ("answers",), "answers"),  # the compact JSON of the array
 )
+# Fields every record has, derived from its stored columns rather than stored with it: no
+# column, no rollups of their own (the source column's answer for them).
+DERIVED = (
+    Field("registrableDomain", "registrable_domain", TERM, ("registrableDomain",), "registrableDomain",
+          filterable=True, groupable=True, derived_from="question",
+          doc="The question's registrable domain (eTLD+1, by the public suffix list the service ships); "
+          "the question itself when it is a public suffix. Derived by the service: ignored on ingest."),
+)
 # fmt: on
-FIELDS_BY_NAME = {field.name: field for field in FIELDS}
-FIELDS_BY_SQL = {field.sql: field for field in FIELDS}
-FILTERABLE = tuple(field for field in FIELDS if field.filterable)
-GROUPABLE = tuple(field for field in FIELDS if field.groupable)
+# Every field a stored record is read with: QueryData, the CSV export, filters and groups.
+READ_FIELDS = FIELDS + DERIVED
+FIELDS_BY_NAME = {field.name: field for field in READ_FIELDS}
+FIELDS_BY_SQL = {field.sql: field for field in READ_FIELDS}
+FILTERABLE = tuple(field for field in READ_FIELDS if field.filterable)
+GROUPABLE = tuple(field for field in READ_FIELDS if field.groupable)

@@ -2,22 +2,24 @@
 
 from collections import namedtuple
 
-from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
+from catalogue import CLIENT, ENDPOINT, READ_FIELDS, TERM
 
 from .database import query
-from .filters import Filters, Resolved
+from .filters import Filters, Resolved, column_sql
 from .names import value_texts
 
 # Raw rows carry ids only: their texts come from value_texts, looked up once per batch rather
 # than joined into every row.
-ROW_FIELDS = ("id", *(field.sql for field in FIELDS))
-_SELECT = "SELECT " + ", ".join(f"r.{name}" for name in ROW_FIELDS) + " FROM record r"
+ROW_FIELDS = ("id", *(field.sql for field in READ_FIELDS))
+_SELECT = "SELECT " + ", ".join(["r.id", *(column_sql(field) for field in READ_FIELDS)]) + " FROM record r"
 # A record as the log shows it: every column as its text (names, strings; None: unknown),
 # numbers as they are.
 RecordRow = namedtuple("RecordRow", ROW_FIELDS)
 _TS, _CLIENT = ROW_FIELDS.index("ts"), ROW_FIELDS.index("client")
 # (position in the row, storage) of each column whose stored value is not its own text.
-_LOOKED_UP = [(i + 1, field.storage) for i, field in enumerate(FIELDS) if field.storage in (TERM, ENDPOINT, CLIENT)]
+_LOOKED_UP = [
+    (i + 1, field.storage) for i, field in enumerate(READ_FIELDS) if field.storage in (TERM, ENDPOINT, CLIENT)
+]
 
 
 def page_records(filters: Filters, page: int, page_size: int, descending: bool = True) -> list[RecordRow]:
@@ -126,7 +128,7 @@ _CONVERT = eval(  # noqa: S307
         f"{field.storage}[row[{i + 1}]]"  # the lambda's parameters are named as the storages
         if field.storage in (TERM, ENDPOINT, CLIENT)
         else f"row[{i + 1}]"
-        for i, field in enumerate(FIELDS)
+        for i, field in enumerate(READ_FIELDS)
     )
     + ")",
     {"RecordRow": RecordRow},

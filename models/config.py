@@ -50,7 +50,6 @@ _INTEGERS = (
 )
 
 
-
 def read(instance_path: str = INSTANCE_PATH, overrides: dict | None = None) -> dict:
     """Every setting, checked: the defaults, instance/config.py's upper-case names, the
     environment's ANALYTICS_* values, then `overrides`. Raises RuntimeError for a bad value."""

@@ -59,6 +59,7 @@ def open_database(target: str, wal_limit: int = 256 << 20):
     database.term_cache = {}
     database.term_value_cache = {}
     database.term_cache_bytes = 0
+    database.mapped_questions = set()  # term ids known to have their registrable domain
     db.initialize(database)
     return database
 

@@ -9,6 +9,7 @@ import re2
 from catalogue import CLIENT, ENDPOINT, FIELDS_BY_SQL, TERM
 
 from .database import db, query
+from .domains import TABLE as DOMAINS
 from .utils import like_escape, placeholders
 
 SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex", "regex")
@@ -131,10 +132,31 @@ def stored_ids(column, values: list) -> list:
     return [row[0] for row in query(*lookup(column, values))]
 
 
+def column_sql(field, alias="r") -> str:
+    """SQL of a record's stored value of `field`: its column, or what the store keeps for the
+    value of a derived field's source column."""
+    if field.derived_from:
+        return f"(SELECT d.domain FROM {DOMAINS} d WHERE d.term = {alias}.{field.derived_from})"
+    return f"{alias}.{field.sql}"
+
+
+def derived_in(source: str, ids_sql: str) -> str:
+    """SQL: the source value `source` (e.g. a question's term id) is one whose derived value
+    (its registrable domain's term id) is among `ids_sql` (a list or a SELECT)."""
+    return f"{source} IN (SELECT term FROM {DOMAINS} WHERE domain IN ({ids_sql}))"
+
+
 def _column_condition(column, values, alias, inline=False) -> tuple[str, list]:
     target = f"{alias}.{column.sql}"
     if column.storage not in (TERM, ENDPOINT, CLIENT):
         return f"{target} IN ({placeholders(len(values))})", list(values)
+    if column.derived_from:  # on the source column: its values are what the indexes know
+        source = f"{alias}.{column.derived_from}"
+        if inline:
+            sql, params = lookup(column, values)
+            return derived_in(source, sql), params
+        ids = stored_ids(column, values)
+        return (derived_in(source, placeholders(len(ids))), ids) if ids else ("0 = 1", [])
     if inline:
         sql, params = lookup(column, values)
         return f"{target} IN ({sql})", params

@@ -5,7 +5,7 @@ from itertools import chain
 
 from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
-from . import rollups
+from . import domains, rollups
 from .database import query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
@@ -13,7 +13,7 @@ from .utils import chunks, placeholders
 
 # Where each kind of value sits in a new record's values (catalogue order).
 _AT = {field.sql: i for i, field in enumerate(FIELDS)}
-_TS, _ENDPOINT, _CLIENT = _AT["ts"], _AT["endpoint"], _AT["client"]
+_TS, _ENDPOINT, _CLIENT, _QUESTION = _AT["ts"], _AT["endpoint"], _AT["client"], _AT["question"]
 # Record columns that hold Term ids: source addresses and whole answer sets repeat too (a
 # client's address; the answers of a domain), so every string is interned: rows stay a few
 # dozen bytes of small integers.
@@ -61,6 +61,8 @@ def store_records(records: list[tuple], in_transaction=None, first=None) -> int:
     client_keys = list(zip(columns[_ENDPOINT], columns[_CLIENT], strict=True))
     strings = set(chain.from_iterable(columns[i] for i in _TERMS_AT))
     strings.discard(None)
+    questions = set(columns[_QUESTION])
+    strings |= domains.domains_of(questions)
     metadata = _newest_metadata(records, client_keys, columns[_TS])
     by_sql = {field.sql: column for field, column in zip(FIELDS, columns, strict=True)}
     counts = rollups.count({**by_sql, "client": client_keys})
@@ -81,9 +83,11 @@ def store_records(records: list[tuple], in_transaction=None, first=None) -> int:
             )
         )
         query_many(_INSERT_RECORD, rows)
+        mapped = domains.map_questions(terms, questions)
         rollups.add(rollups.resolved(counts, {ENDPOINT: endpoints, CLIENT: clients, TERM: terms}))
         if in_transaction is not None:
             in_transaction()
+    domains.remember(mapped)
     return len(records)
 
 

@@ -7,7 +7,8 @@ from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
 
 from . import rollups
 from .database import query
-from .filters import Filters, Resolved, stored_ids
+from .domains import TABLE as DOMAINS
+from .filters import Filters, Resolved, column_sql, derived_in, stored_ids
 from .names import BOOLEAN_TEXT, value_texts
 from .utils import placeholders
 
@@ -108,6 +109,9 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
             return {}
     selects = []  # (SQL, params) of each part; one statement sums them all
     parts = [(start, end)]
+    derived = bool(column is not None and column.derived_from)
+    if derived:  # counted by the source column's values, then summed per derived value
+        column = FIELDS_BY_SQL[column.derived_from]
     for dim in _usable_rollups(resolved.filters, interval_ms, column):
         if stored and dim.statistics:
             continue
@@ -119,25 +123,31 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
             if first > last:
                 rest.append((start, end))
                 continue
-            selects.append(_from_rollups(resolved, dim, first, last, interval_ms, column, only))
+            selects.append(_from_rollups(resolved, dim, first, last, interval_ms, column, only, derived))
             if start is not None and start <= first * period_ms - 1:
                 rest.append((start, first * period_ms - 1))
             if end is not None and (last + 1) * period_ms <= end:
                 rest.append(((last + 1) * period_ms, end))
         parts = rest
-    selects += [_from_records(resolved, start, end, interval_ms, column, only) for start, end in parts]
+    selects += [_from_records(resolved, start, end, interval_ms, column, only, derived) for start, end in parts]
     selects = [select for select in selects if select is not None]
     if not selects:
         return {}
     # Summed in the engine: a top list's parts (blocks, days, hours, part hours) hold the same
     # tens of thousands of names each, and adding them up row by row in Python cost as much as
     # reading them.
-    rows = query(
-        "SELECT b, v, CAST(SUM(n) AS BIGINT) FROM ("
+    sql = (
+        "SELECT b, v, CAST(SUM(n) AS BIGINT) AS n FROM ("
         + " UNION ALL ".join(sql for sql, _ in selects)
-        + ") AS parts GROUP BY b, v",
-        [param for _, params in selects for param in params],
-    ).fetchall()
+        + ") AS parts GROUP BY b, v"
+    )
+    if derived:
+        # Mapped once per distinct source value, not per rollup row.
+        sql = (
+            f"SELECT g.b, d.domain, CAST(SUM(g.n) AS BIGINT) FROM ({sql}) AS g"
+            f" LEFT JOIN {DOMAINS} d ON d.term = g.v GROUP BY g.b, d.domain"
+        )
+    rows = query(sql, [param for _, params in selects for param in params]).fetchall()
     return {(bucket, value): n for bucket, value, n in rows if n}
 
 
@@ -148,20 +158,22 @@ def _usable_rollups(filters: Filters, interval_ms, column) -> list[rollups.Dim]:
     columns = {sql for sql, values in filters.values.items() if values}
     if column is not None:
         columns.add(column.sql)
+    # A derived field is counted by its source column's rollups.
+    columns = {FIELDS_BY_SQL[sql].derived_from or sql for sql in columns}
     endpoints_bound = "endpoint" in columns or filters.endpoint_limit is not None
     return rollups.usable(columns - {"endpoint"}, endpoints_bound, interval_ms)
 
 
-def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only) -> tuple[str, list]:
+def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only, derived) -> tuple[str, list]:
     """(SELECT of (b: bucket, v: value, n: count) rows, params) counting the records of a part."""
     condition, params = resolved.where(start_ms, end_ms)
     keys = [_bucket_sql(interval_ms) if interval_ms else "NULL", f"r.{column.sql}" if column else "NULL"]
     if only is not None:
-        condition, params = _only(condition, params, f"r.{column.sql}", only)
+        condition, params = _only(condition, params, f"r.{column.sql}", only, derived)
     return f"SELECT {keys[0]} AS b, {keys[1]} AS v, COUNT(*) AS n FROM record r WHERE {condition} GROUP BY 1, 2", params
 
 
-def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, only) -> tuple[str, list] | None:
+def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, only, derived) -> tuple[str, list] | None:
     """(SELECT of (b, v, n) rows, params) of the rollup rows of periods first..last of `dim`;
     None when the filters select nothing."""
     condition, params = "dim = ? AND period BETWEEN ? AND ?", [dim.id, first, last]
@@ -176,11 +188,14 @@ def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, onl
             stored = resolved.stored(sql)
             if not stored:
                 return None
-            condition += f" AND {rollups.value_sql(dim, sql)} IN ({placeholders(len(stored))})"
+            if source := FIELDS_BY_SQL[sql].derived_from:
+                condition += f" AND {derived_in(rollups.value_sql(dim, source), placeholders(len(stored)))}"
+            else:
+                condition += f" AND {rollups.value_sql(dim, sql)} IN ({placeholders(len(stored))})"
             params += stored
     value = rollups.value_sql(dim, column.sql) if column else "NULL"
     if only is not None:
-        condition, params = _only(condition, params, value, only)
+        condition, params = _only(condition, params, value, only, derived)
     if interval_ms:
         i, start = int(interval_ms), f"(period * {int(dim.period_ms)})"
         bucket = f"({start} - ((({start}) % {i}) + {i}) % {i})"
@@ -189,8 +204,12 @@ def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, onl
     return f"SELECT {bucket} AS b, {value} AS v, n FROM rollup WHERE {condition}", params
 
 
-def _only(condition: str, params: list, target: str, only: list) -> tuple[str, list]:
+def _only(condition: str, params: list, target: str, only: list, derived=False) -> tuple[str, list]:
+    """`condition` narrowed to the stored values `only` of the target (None: unknown); for a
+    derived field, to the source values whose derived value is among them."""
     present = [v for v in only if v is not None]
+    if derived:  # every source value has its derived one: none is unknown
+        return f"{condition} AND {derived_in(target, placeholders(len(present)) or 'NULL')}", params + present
     parts = [f"{target} IN ({placeholders(len(present))})"] if present else []
     if None in only:
         parts.append(f"{target} IS NULL")
@@ -265,7 +284,7 @@ def latency(filters: Filters, column: str | None = None, limit: int = 1, descend
     if field is not None and field.storage == CLIENT:  # one group per client id, whatever its endpoint
         group, join = "c.client_id", " JOIN client c ON c.id = r.client"
     elif field is not None:
-        group = f"r.{field.sql}"
+        group = column_sql(field)
     rows = query(
         f"WITH t AS (SELECT {group} AS g, r.response_time_ms AS ms FROM record r{join}"
         f" WHERE {condition} AND r.response_time_ms IS NOT NULL),"

@@ -19,7 +19,7 @@ from .database import db, is_sqlite, query, retry_locked, write_transaction
 from .tokens import ensure_token_secret
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -94,6 +94,14 @@ class Term(BaseModel):
     profiles, ISPs, ...). Terms are never deleted, so an id means the same string forever."""
 
     value = TextField()  # unique: see create_schema
+
+
+class TermDomain(BaseModel):
+    """The registrable domain of every term stored as a question: both term ids. A term's
+    string never changes, so neither does its row (see models/domains.py)."""
+
+    term = BigIntegerField(primary_key=True)
+    domain = BigIntegerField(index=True)
 
 
 class StreamToken(BaseModel):
@@ -238,6 +246,7 @@ TABLES = (
     Endpoint,
     Client,
     Term,
+    TermDomain,
     StreamToken,
     ApiKey,
     AdminAction,
@@ -263,6 +272,10 @@ def create_schema():
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
             query(dialect.term_index())
             _add_missing_columns(Record)
+            if 0 < version < 11:
+                from .domains import map_stored_questions
+
+                map_stored_questions()  # the stored names, before the table existed
             _count_rollups_if_new_layout(fresh=version == 0)
             ensure_token_secret()
             dialect.set_schema_version(query, SCHEMA_VERSION)

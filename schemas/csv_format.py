@@ -3,14 +3,14 @@
 import json
 from operator import itemgetter
 
-from catalogue import BOOLEAN, CLIENT, ENDPOINT, FIELDS, INTEGER, NUMBER, TERM, TIME
+from catalogue import BOOLEAN, CLIENT, ENDPOINT, INTEGER, NUMBER, READ_FIELDS, TERM, TIME
 
 from .datetimes import format_ms
 from .records import JSON_FIELDS
 
 # The exported fields, in catalogue order: one column per QueryData scalar field, the geoip
 # fields flattened, answers as ";"-joined IPs.
-CSV_FIELDS = tuple(field for field in FIELDS if field.csv)
+CSV_FIELDS = tuple(field for field in READ_FIELDS if field.csv)
 CSV_COLUMNS = tuple(field.csv for field in CSV_FIELDS)
 NUMERIC = tuple(field.csv for field in CSV_FIELDS if field.storage in (INTEGER, NUMBER))
 
@@ -112,6 +112,8 @@ def record_from_csv(row: dict) -> dict:
     """A wire record from an export row (a csv.DictReader dict)."""
     record: dict = {}
     for field in CSV_FIELDS:
+        if field.derived_from:  # the service derives it again
+            continue
         value = _uncell(row.get(field.csv))
         if value in ("", None):
             continue

@@ -13,7 +13,7 @@ import marshmallow as ma
 import orjson
 from marshmallow import fields
 
-from catalogue import BOOLEAN, FIELDS, INTEGER, NUMBER, TERM, TIME
+from catalogue import BOOLEAN, FIELDS, INTEGER, NUMBER, READ_FIELDS, TERM, TIME
 
 from .datetimes import format_ms, parse_datetime
 from .fields import (
@@ -96,7 +96,11 @@ class _DeclaredQueryData(BaseSchema):
 
 def _wire_field(field):
     kind = {INTEGER: fields.Integer, NUMBER: fields.Float, BOOLEAN: fields.Boolean}.get(field.storage, fields.String)
-    return kind(allow_none=field.storage != TERM, metadata={"description": field.doc} if field.doc else {})
+    return kind(
+        allow_none=field.storage != TERM,
+        dump_only=bool(field.derived_from),
+        metadata={"description": field.doc} if field.doc else {},
+    )
 
 
 # QueryData: the fields above, with their own types and rules, and every other QueryData field
@@ -106,7 +110,7 @@ QueryDataSchema = type(
     (_DeclaredQueryData,),
     {
         field.name: _wire_field(field)
-        for field in FIELDS
+        for field in READ_FIELDS
         if field.path and len(field.path) == 1 and field.name not in _DeclaredQueryData._declared_fields
     },
 )
@@ -154,7 +158,7 @@ def _query_data_source() -> str:
     """A lambda that builds one QueryData dict literally, made once from the catalogue: a
     loop over the fields of every record cost more than the query of a log page."""
     parts: dict[str, list] = {}  # QueryData key -> its value, or its nested (key, value) pairs
-    for i, field in enumerate(FIELDS):
+    for i, field in enumerate(READ_FIELDS):
         if field.path is None:
             continue
         expression = _value_expression(i + 1, field)

@@ -3,14 +3,14 @@
 import marshmallow as ma
 from marshmallow import fields
 
-from catalogue import FIELDS, GROUPABLE
+from catalogue import GROUPABLE, READ_FIELDS
 
 from .fields import BaseSchema, Datetime
 from .filters import FiltersSchema, OptionalWindowSchema, WindowSchema
 
 GROUPS = tuple(column.name for column in GROUPABLE)
 # DataAvailability's columns: the fields the query operations accept, as filters or groups.
-COLUMNS = tuple(field for field in FIELDS if field.filterable or field.groupable)
+COLUMNS = tuple(field for field in READ_FIELDS if field.filterable or field.groupable)
 # How finely a part of a window is answered: see ResolutionSpanSchema.
 RESOLUTIONS = ("record", "day")
 INTERVALS = (60, 300, 900, 3600, 10800, 21600, 43200, 86400, 604800)

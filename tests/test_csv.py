@@ -38,7 +38,7 @@ def test_header_disposition_and_row_count(client):
     assert response.headers["Content-Disposition"].startswith('attachment; filename="activity-log_')
     table = rows(response)
     assert table[0][:5] == ["timestamp", "endpointId", "clientId", "profileId", "question"]
-    assert table[0][-5:] == ["sourceCountry", "sourceCity", "sourceIsp", "sourceAsn", "answers"]
+    assert table[0][-6:] == ["sourceCountry", "sourceCity", "sourceIsp", "sourceAsn", "answers", "registrableDomain"]
     log = client.get(f"/v2/activity-log?{WINDOW}&clientId[]=c1&pageSize=500", headers=AUTH).json["queries"]
     assert len(table) - 1 == len(log) == 10
     assert [r[4] for r in table[1:]] == [q["question"] for q in log], "same order as the log"

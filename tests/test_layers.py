@@ -8,7 +8,7 @@ import marshmallow as ma
 import pytest
 
 import models.tables
-from catalogue import FIELDS
+from catalogue import FIELDS, READ_FIELDS
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PROJECT = {"app", "feeds", "models", "schemas", "catalogue", "wsgi"}
@@ -104,7 +104,7 @@ def _wire_names() -> set[str]:
             if issubclass(cls, ma.Schema):
                 for name, field in cls._declared_fields.items():
                     names.add((field.data_key or name).removesuffix("[]"))
-    for field in FIELDS:
+    for field in READ_FIELDS:
         names.add(field.name)
         names.update(field.path or ())
         names.add(field.csv or field.name)

@@ -25,7 +25,7 @@ records = st.lists(
         st.sampled_from(["e1", "e2"]),
         st.sampled_from(["a", "b", "c"]),
         st.integers(0, 3 * 24 * 60 - 1),  # three days
-        st.sampled_from(["x.com", "a.x.com", "y.org", "zz.net"]),
+        st.sampled_from(["x.com", "a.x.com", "y.org", "zz.net", "w.y.co.uk"]),
         st.sampled_from([None, -1, 0, 1, 2]),
         st.sampled_from([None, "A", "AAAA"]),
         st.sampled_from([None, 1, 2]),
@@ -41,6 +41,7 @@ filters = st.fixed_dictionaries(
         "action[]": st.lists(st.sampled_from([-1, 0, 1, 2, 3]), min_size=1, max_size=3),
         "rrType[]": st.lists(st.sampled_from(["A", "AAAA", "MX"]), min_size=1, max_size=2),
         "srcAsn[]": st.lists(st.sampled_from([1, 2, 3]), min_size=1, max_size=2),
+        "registrableDomain[]": st.lists(st.sampled_from(["x.com", "y.co.uk", "q.com"]), min_size=1, max_size=2),
         "searchQuestion": st.sampled_from(["x", "x.com", "org", "a."]),
         "searchQuestionMode": st.sampled_from(["includes", "startsWith", "endsWith", "excludes", "apex"]),
     },
@@ -50,8 +51,14 @@ single_filters = st.one_of(
     st.fixed_dictionaries({"action[]": st.lists(st.sampled_from([-1, 0, 1, 2, 3]), min_size=1, max_size=3)}),
     st.fixed_dictionaries({"clientId[]": st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=2)}),
     st.fixed_dictionaries({"question[]": st.lists(st.sampled_from(["x.com", "y.org"]), min_size=1, max_size=2)}),
+    # Counted by the question's rollups, through each name's registrable domain.
+    st.fixed_dictionaries(
+        {"registrableDomain[]": st.lists(st.sampled_from(["x.com", "y.co.uk"]), min_size=1, max_size=2)}
+    ),
 )
-groups = st.sampled_from(["endpointId", "clientId", "action", "rrType", "question", "srcAsn", "dstAsn"])
+groups = st.sampled_from(
+    ["endpointId", "clientId", "action", "rrType", "question", "srcAsn", "dstAsn", "registrableDomain"]
+)
 
 
 windows = st.one_of(
@@ -147,6 +154,11 @@ TOP_LISTS = [
     ("clientId[]=a", "clientId"),
     ("clientId[]=a&clientId[]=b", "question"),
     ("action[]=2", "endpointId"),
+    ("", "registrableDomain"),
+    ("action[]=0", "registrableDomain"),
+    ("registrableDomain[]=x.com", "action"),
+    ("registrableDomain[]=x.com&action[]=0&action[]=1", "question"),
+    ("clientId[]=a", "registrableDomain"),
 ]
 
 

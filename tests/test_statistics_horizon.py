@@ -38,6 +38,11 @@ ASKED = [
     "timeseries?interval=86400&clientId[]=a",
     "timeseries/question?interval=86400",
     "timeseries/action?interval=86400&action[]=0",
+    "count/registrableDomain",
+    "count/registrableDomain?action[]=0",
+    "count?registrableDomain[]=x.com",
+    "count/question?registrableDomain[]=x.com",
+    "timeseries/registrableDomain?interval=86400",
 ]
 
 
@@ -51,7 +56,7 @@ def old_records():
                 "e2" if client == "c" else "e1",
                 client,
                 format_ms(OLD + (i // 3) % 3 * DAY + (i * 37 % 24) * HOUR + i * 1000),
-                ["x.com", "y.org", "z.net"][i * 7 % 3],
+                ["www.x.com", "y.org", "mail.x.com"][i * 7 % 3],
                 action=[None, -1, 0, 1, 0, 2][i % 6],
                 rrType=["A", "AAAA"][i % 2],
             )
