@@ -2,7 +2,7 @@
 
 from catalogue import FIELDS_BY_SQL
 
-from . import rollups
+from . import first_seen, rollups
 from .database import db, query, write_transaction
 from .filters import stored_ids
 from .utils import placeholders
@@ -78,6 +78,7 @@ def expire_statistics(before_ms: int) -> int:
     """Delete the statistics (rollups) of whole periods that ended before `before_ms`; how
     many rollup rows went."""
     with write_transaction():
+        first_seen.expire(before_ms)
         return rollups.expire(before_ms)
 
 
@@ -90,9 +91,12 @@ def _forget(endpoints, client_ids, end_ms, endpoint_limit):
         names = set(endpoints or endpoint_limit)
         if endpoints and endpoint_limit is not None:
             names &= set(endpoint_limit)
-        rollups.forget(end_ms, endpoint_ids=stored_ids(FIELDS_BY_SQL["endpoint"], sorted(names)))
+        endpoint_ids = stored_ids(FIELDS_BY_SQL["endpoint"], sorted(names))
+        rollups.forget(end_ms, endpoint_ids=endpoint_ids)
+        first_seen.forget(end_ms, endpoint_ids)
     else:
         rollups.forget(end_ms)
+        first_seen.forget(end_ms)
 
 
 def _delete(victims: str, params: list, dims) -> int:

@@ -5,7 +5,7 @@ from itertools import chain
 
 from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
-from . import domains, rollups
+from . import domains, first_seen, rollups
 from .database import query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
@@ -62,6 +62,7 @@ def store_records(records: list[tuple], in_transaction=None, first=None) -> int:
     strings = set(chain.from_iterable(columns[i] for i in _TERMS_AT))
     strings.discard(None)
     questions = set(columns[_QUESTION])
+    seen = first_seen.spans(columns[_ENDPOINT], columns[_QUESTION], columns[_TS])
     strings |= domains.domains_of(questions)
     metadata = _newest_metadata(records, client_keys, columns[_TS])
     by_sql = {field.sql: column for field, column in zip(FIELDS, columns, strict=True)}
@@ -84,6 +85,7 @@ def store_records(records: list[tuple], in_transaction=None, first=None) -> int:
         )
         query_many(_INSERT_RECORD, rows)
         mapped = domains.map_questions(terms, questions)
+        first_seen.note(seen, endpoints, terms)
         rollups.add(rollups.resolved(counts, {ENDPOINT: endpoints, CLIENT: clients, TERM: terms}))
         if in_transaction is not None:
             in_transaction()

@@ -5,7 +5,7 @@ from collections import namedtuple
 
 from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
 
-from . import rollups
+from . import first_seen, rollups
 from .database import query
 from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql, derived_in, stored_ids
@@ -56,6 +56,21 @@ def trend(filters: Filters, baseline: Filters, column: str, limit: int) -> list[
     # Only the values found are counted in the baseline: a top list's window has thousands more.
     before = _count_by(Resolved(baseline), field, _stored_values(field, [value for value, _ in found]))
     return [(value, n, before.get(value, 0)) for value, n in found]
+
+
+def newly_seen(filters: Filters, column: str, limit: int) -> list[tuple[str, int, int]]:
+    """The names (question or registrable domain) first seen in the window, newest first, ties
+    by name: (name, first seen ms, records in the window matching the filters); see
+    models.first_seen for where "first" is kept."""
+    resolved = Resolved(filters)
+    field = FIELDS_BY_SQL[column]
+    found = first_seen.newly_seen(resolved, field, limit)
+    if not found:
+        return []
+    counts = _count_by(resolved, field, [value for value, _ in found])
+    names = _names(field, [value for value, _ in found])
+    rows = [(names.get(value, ""), first) for value, first in found]
+    return [(name, first, counts.get(name, 0)) for name, first in sorted(rows, key=lambda row: (-row[1], row[0]))]
 
 
 def _top(counts: dict[str, int], limit: int, descending: bool) -> list[tuple[str, int]]:

@@ -19,7 +19,7 @@ from .database import db, is_sqlite, query, retry_locked, write_transaction
 from .tokens import ensure_token_secret
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -102,6 +102,19 @@ class TermDomain(BaseModel):
 
     term = BigIntegerField(primary_key=True)
     domain = BigIntegerField(index=True)
+
+
+class NameSeen(BaseModel):
+    """When each question name was first and last asked on each endpoint (term and endpoint
+    ids): a statistic, kept past the records' horizon (see models/first_seen.py)."""
+
+    term = BigIntegerField()
+    endpoint = IntegerField()
+    first = BigIntegerField(index=True)
+    last = BigIntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("term", "endpoint")
 
 
 class StreamToken(BaseModel):
@@ -247,6 +260,7 @@ TABLES = (
     Client,
     Term,
     TermDomain,
+    NameSeen,
     StreamToken,
     ApiKey,
     AdminAction,
@@ -265,6 +279,7 @@ def create_schema():
     dialect = db.obj.dialect
     # A clustered key saves the rowid index on SQLite; PostgreSQL has no such option.
     Rollup._meta.without_rowid = is_sqlite()
+    NameSeen._meta.without_rowid = is_sqlite()
 
     def create():
         with write_transaction():  # also keeps two processes from creating tables at once
@@ -276,6 +291,10 @@ def create_schema():
                 from .domains import map_stored_questions
 
                 map_stored_questions()  # the stored names, before the table existed
+            if 0 < version < 12:
+                from .first_seen import note_stored_names
+
+                note_stored_names()  # from the records still stored
             _count_rollups_if_new_layout(fresh=version == 0)
             ensure_token_secret()
             dialect.set_schema_version(query, SCHEMA_VERSION)

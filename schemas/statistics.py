@@ -9,6 +9,8 @@ from .fields import BaseSchema, Datetime
 from .filters import FiltersSchema, OptionalWindowSchema, WindowSchema
 
 GROUPS = tuple(column.name for column in GROUPABLE)
+# What first-seen lists: the question, and what is derived from it.
+NAME_GROUPS = tuple(column.name for column in GROUPABLE if "question" in (column.sql, column.derived_from))
 # DataAvailability's columns: the fields the query operations accept, as filters or groups.
 COLUMNS = tuple(field for field in READ_FIELDS if field.filterable or field.groupable)
 # How finely a part of a window is answered: see ResolutionSpanSchema.
@@ -52,6 +54,10 @@ class TrendQuerySchema(FiltersSchema, OptionalWindowSchema):
         start, end = data.get("baselineStartTime"), data.get("baselineEndTime")
         if start is not None and end is not None and start > end:
             raise ma.ValidationError("baselineStartTime is after baselineEndTime.", field_name="baselineStartTime")
+
+
+class FirstSeenQuerySchema(FiltersSchema, OptionalWindowSchema):
+    limit = fields.Integer(load_default=100, validate=ma.validate.Range(min=1, max=1000))
 
 
 class LatencyQuerySchema(FiltersSchema, WindowSchema):
@@ -123,6 +129,16 @@ class LatencyGroupResponseSchema(_WindowResponse):
 def latency_summary(row) -> dict:
     """The wire form of a models.LatencyRow."""
     return {"count": row.count, "meanMs": row.mean, "p50Ms": row.p50, "p95Ms": row.p95, "maxMs": row.max}
+
+
+class FirstSeenItemSchema(BaseSchema):
+    value = fields.String(required=True)
+    firstSeen = Datetime(required=True, metadata={"description": "Its first appearance in the scope."})
+    count = fields.Integer(required=True, metadata={"description": "Its records in the window matching the filters."})
+
+
+class FirstSeenResponseSchema(_WindowResponse):
+    names = fields.List(fields.Nested(FirstSeenItemSchema), required=True)
 
 
 class TrendItemSchema(BaseSchema):

@@ -25,6 +25,17 @@ def run_sql(database: str, statement: str, params=()) -> list[tuple]:
         return cursor.fetchall() if cursor.description else []
 
 
+def as_older_schema(database: str, version: int, *dropped_tables: str):
+    """Make the database look as an older release left it: without the tables it lacked, at
+    its schema version (the service migrates it forward when it next starts on it)."""
+    for table in dropped_tables:
+        run_sql(database, f"DROP TABLE {table}")
+    if is_postgres(database):
+        run_sql(database, "UPDATE schema_version SET version = ?", [version])
+    else:
+        run_sql(database, f"PRAGMA user_version = {int(version)}")
+
+
 def scalar(database: str, statement: str, params=()):
     return run_sql(database, statement, params)[0][0]
 

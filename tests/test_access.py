@@ -29,6 +29,7 @@ CALLS = {
     ("GET", "/v2/statistic/trend/{group}"): (f"/v2/statistic/trend/endpointId?{WINDOW}", None),
     ("GET", "/v2/statistic/latency"): (f"/v2/statistic/latency?{WINDOW}", None),
     ("GET", "/v2/statistic/latency/{group}"): (f"/v2/statistic/latency/endpointId?{WINDOW}", None),
+    ("GET", "/v2/statistic/first-seen/{group}"): (f"/v2/statistic/first-seen/question?{WINDOW}", None),
     ("GET", "/v2/admin-action"): ("/v2/admin-action?startTime=2020-01-01T00:00:00Z", None),
     ("GET", "/v2/client"): ("/v2/client", None),
     ("DELETE", "/v2/client"): ("/v2/client", {"clientIds": ["shared"], "endTime": "2024-05-01T10:30:00Z"}),
@@ -195,6 +196,10 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
     @check(("GET", "/v2/statistic/latency/{group}"))
     def _(op):
         assert [g["value"] for g in body(op).json["latencies"]] == ["mine"]
+
+    @check(("GET", "/v2/statistic/first-seen/{group}"))
+    def _(op):
+        assert {n["value"] for n in body(op).json["names"]} == {"mine.com", "mine2.com", "mine3.com"}
 
     @check(("GET", "/v2/admin-action"))
     def _(op):

@@ -5,7 +5,7 @@ import csv
 import io
 
 import pytest
-from stores import is_postgres, run_sql
+from stores import as_older_schema
 
 from app import create_app
 from models.clock import now_ms
@@ -157,11 +157,7 @@ def test_a_database_made_before_the_field_is_mapped_at_start(app, client, databa
     )
     assert "Deleted 2 records" in runner.invoke(args=["retention"]).output
     # The database as the previous schema left it: no map of names to domains.
-    run_sql(database, "DROP TABLE term_domain")
-    if is_postgres(database):
-        run_sql(database, "UPDATE schema_version SET version = 10")
-    else:
-        run_sql(database, "PRAGMA user_version = 10")
+    as_older_schema(database, 10, "term_domain")
     restarted = create_app(app.config).test_client()
     old_window = f"startTime={format_ms(old_day)}&endTime={format_ms(old_day + 86_400_000 - 1)}"
     assert stat(restarted, f"count/registrableDomain?{old_window}")["counts"] == [{"value": "example.com", "count": 2}]

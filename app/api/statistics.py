@@ -1,4 +1,4 @@
-"""The Statistics group: /v2/statistic/count, /timeseries and /trend."""
+"""The Statistics group: /v2/statistic/count, /timeseries, /trend, /latency and /first-seen."""
 
 import models.statistics
 from app.auth import endpoint_limit
@@ -11,10 +11,13 @@ from schemas.filters import filters_from
 from schemas.statistics import (
     GROUPS,
     INTERVALS,
+    NAME_GROUPS,
     CountGroupQuerySchema,
     CountGroupResponseSchema,
     CountQuerySchema,
     CountResponseSchema,
+    FirstSeenQuerySchema,
+    FirstSeenResponseSchema,
     LatencyGroupQuerySchema,
     LatencyGroupResponseSchema,
     LatencyQuerySchema,
@@ -160,6 +163,30 @@ def _series(query, count, point):
             {"time": start, "count": point(counts.get(start))}
             for start in _bucket_starts(filters.start_ms, filters.end_ms, interval)
         ],
+    }
+
+
+@blp.route(
+    "/first-seen/<group>",
+    methods=["GET"],
+    parameters=[{**_GROUP_PARAMETER[0], "schema": {"type": "string", "enum": list(NAME_GROUPS)}}],
+)
+@blp.arguments(FirstSeenQuerySchema, location="query")
+@blp.response(200, FirstSeenResponseSchema)
+def first_seen(query, group):
+    """Names (questions or registrable domains) first seen in the window, newest first."""
+    if group not in NAME_GROUPS:
+        raise ApiError(ErrorCode.INVALID_PARAMETER, f"Invalid 'group': must be one of {', '.join(NAME_GROUPS)}.")
+    end = query.get("endTime", request_now_ms())
+    start = query.get("startTime", end - DAY_MS)
+    if start > end:
+        raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'startTime': startTime is after endTime.")
+    filters = filters_from({**query, "startTime": start, "endTime": end}, endpoint_limit())
+    found = models.statistics.newly_seen(filters, FIELDS_BY_NAME[group].sql, query["limit"])
+    return {
+        "startTime": start,
+        "endTime": end,
+        "names": [{"value": value, "firstSeen": first, "count": n} for value, first, n in found],
     }
 
 

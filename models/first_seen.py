@@ -1,0 +1,111 @@
+"""When each question name was first and last asked on each endpoint: newly observed names.
+
+One row per (name, endpoint), kept like the statistics (past the records' horizon, until it
+was last asked before the statistics horizon), so "names first seen this week" does not need
+the records of every earlier week. A client's newly observed names come from its records.
+"""
+
+from dataclasses import replace
+
+from .database import query, query_many
+from .domains import TABLE as DOMAINS
+from .filters import Resolved, column_sql
+from .utils import placeholders
+
+_NOTE = (
+    "INSERT INTO name_seen (term, endpoint, first, last) VALUES (?, ?, ?, ?)"
+    " ON CONFLICT (term, endpoint) DO UPDATE SET"
+    " first = CASE WHEN excluded.first < name_seen.first THEN excluded.first ELSE name_seen.first END,"
+    " last = CASE WHEN excluded.last > name_seen.last THEN excluded.last ELSE name_seen.last END"
+)
+
+
+def spans(endpoints, questions, stamps) -> dict[tuple, list]:
+    """{(endpoint, question): [first ts, last ts]} of a batch given column by column."""
+    found: dict[tuple, list] = {}
+    for key, ts in zip(zip(endpoints, questions, strict=True), stamps, strict=True):
+        span = found.get(key)
+        if span is None:
+            found[key] = [ts, ts]
+        elif ts < span[0]:
+            span[0] = ts
+        elif ts > span[1]:
+            span[1] = ts
+    return found
+
+
+def note(found: dict[tuple, list], endpoint_ids: dict, term_ids: dict) -> None:
+    """Record a batch's spans (see `spans`, keyed by strings) under their ids. Call in the
+    write transaction that stores the batch."""
+    query_many(_NOTE, [(term_ids[q], endpoint_ids[e], first, last) for (e, q), (first, last) in found.items()])
+
+
+def note_stored_names(endpoint_ids: list | None = None) -> None:
+    """Note every name of the stored records (of `endpoint_ids`; None: all) not noted yet: for a
+    database made before the table existed, or after a deletion forgot some."""
+    where = f"WHERE endpoint IN ({placeholders(len(endpoint_ids))})" if endpoint_ids else ""
+    query(
+        "INSERT INTO name_seen (term, endpoint, first, last)"
+        f" SELECT question, endpoint, MIN(ts), MAX(ts) FROM record {where} GROUP BY question, endpoint"
+        " ON CONFLICT (term, endpoint) DO NOTHING",
+        list(endpoint_ids or []),
+    )
+
+
+def forget(end_ms: int | None, endpoint_ids: list | None = None) -> None:
+    """A deletion of whole endpoints' records (`endpoint_ids`; None: everyone's) up to `end_ms`
+    (None: all): the names first seen up to then are noted again from the records left."""
+    where, params = [], []
+    if endpoint_ids is not None:
+        if not endpoint_ids:
+            return
+        where.append(f"endpoint IN ({placeholders(len(endpoint_ids))})")
+        params += endpoint_ids
+    if end_ms is not None:
+        where.append("first <= ?")
+        params.append(end_ms)
+    query("DELETE FROM name_seen" + (" WHERE " + " AND ".join(where) if where else ""), params)
+    if end_ms is not None:
+        note_stored_names(endpoint_ids)
+
+
+def expire(before_ms: int) -> int:
+    """Forget the names last asked before `before_ms` (the statistics horizon): asked again,
+    they count as new."""
+    return query("DELETE FROM name_seen WHERE last < ?", [before_ms]).rowcount
+
+
+def newly_seen(resolved: Resolved, column, limit: int) -> list[tuple]:
+    """The names (column question, or a field derived from it) whose first appearance falls in
+    the window, newest first: [(stored value, first ts)]. On the endpoints the filters allow,
+    or, when they name clients, for those clients (from their records)."""
+    filters = resolved.filters
+    start, end = filters.start_ms, filters.end_ms
+    derived = bool(column.derived_from)
+    if filters.values.get("client"):
+        # A client's first time: the earliest of its records, read from the records.
+        values = {sql: filters.values[sql] for sql in ("endpoint", "client") if sql in filters.values}
+        condition, params = Resolved(replace(filters, values=values, search=None)).where(None, end)
+        return query(
+            f"SELECT {column_sql(column)} AS v, MIN(r.ts) AS f FROM record r WHERE {condition}"
+            " GROUP BY 1 HAVING MIN(r.ts) >= ? ORDER BY f DESC LIMIT ?",
+            [*params, start, limit],
+        ).fetchall()
+    endpoints = resolved.endpoint_ids()
+    scope, scope_params = "", []
+    if endpoints is not None:
+        if not endpoints:
+            return []
+        scope = f" AND s.endpoint IN ({placeholders(len(endpoints))})"
+        scope_params = list(endpoints)
+    # Candidates first (a range of the index on `first`), then their earliest time anywhere
+    # in scope: a name new on one endpoint may be old on another.
+    value = "d.domain" if derived else "s.term"
+    join = f" JOIN {DOMAINS} d ON d.term = s.term" if derived else ""
+    candidates = f"SELECT {value} FROM name_seen s{join} WHERE s.first BETWEEN ? AND ?{scope}"
+    return query(
+        f"SELECT {value} AS v, MIN(s.first) AS f FROM name_seen s{join}"
+        f" WHERE {value} IN ({candidates}){scope} GROUP BY {value} HAVING MIN(s.first) >= ?"
+        " ORDER BY f DESC LIMIT ?",
+        [start, end, *scope_params, *scope_params, start, limit],
+    ).fetchall()
