@@ -130,6 +130,32 @@ def read_probes(traffic) -> list[Probe]:
                 target,
             ),
         ]
+    # Sites (issue 27): top registrable domains, counted from the question's rollups, and the
+    # names first seen in a window (the first-seen table; a client's from its records).
+    for name, start in windows.items():
+        target = 150 if name == "24 h" else 300
+        window = {"startTime": start, "endTime": end}
+        probes += [
+            Probe(
+                f"count/registrableDomain ({name})", query("/v2/statistic/count/registrableDomain", **window), target
+            ),
+            Probe(
+                f"count/registrableDomain?action[]=0 ({name})",
+                query("/v2/statistic/count/registrableDomain", **window, action_=0),
+                target,
+            ),
+            Probe(f"first-seen/question ({name})", query("/v2/statistic/first-seen/question", **window), target),
+            Probe(
+                f"first-seen/registrableDomain ({name})",
+                query("/v2/statistic/first-seen/registrableDomain", **window),
+                target,
+            ),
+            Probe(
+                f"first-seen/question?clientId[] (the busiest client, {name})",
+                query("/v2/statistic/first-seen/question", **window, clientId_=busiest),
+                target,
+            ),
+        ]
     for group in ("question", "clientId"):
         probes.append(
             Probe(
@@ -140,7 +166,14 @@ def read_probes(traffic) -> list[Probe]:
         )
     # A year: past the records' horizon statistics answer from the daily rollups alone.
     year = {"startTime": fmt(traffic.end_ms - 365 * DAY_MS), "endTime": end}
-    for operation in ("count", "count/question", "count/clientId", "timeseries", "timeseries/action"):
+    for operation in (
+        "count",
+        "count/question",
+        "count/registrableDomain",
+        "count/clientId",
+        "timeseries",
+        "timeseries/action",
+    ):
         probes.append(Probe(f"{operation} (365 d)", query(f"/v2/statistic/{operation}", **year), 300))
     return probes
 

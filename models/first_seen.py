@@ -1,8 +1,10 @@
 """When each question name was first and last asked on each endpoint: newly observed names.
 
-One row per (name, endpoint), kept like the statistics (past the records' horizon, until it
-was last asked before the statistics horizon), so "names first seen this week" does not need
-the records of every earlier week. A client's newly observed names come from its records.
+One row per (name, endpoint), and one per name over all endpoints (endpoint 0, as in the
+rollups: the question asked without an endpoint filter reads only those), kept like the
+statistics (past the records' horizon, until the name was last asked before the statistics
+horizon), so "names first seen this week" does not need the records of every earlier week.
+A client's newly observed names come from its records.
 """
 
 from dataclasses import replace
@@ -21,7 +23,8 @@ _NOTE = (
 
 
 def spans(endpoints, questions, stamps) -> dict[tuple, list]:
-    """{(endpoint, question): [first ts, last ts]} of a batch given column by column."""
+    """{(endpoint, question): [first ts, last ts]} of a batch given column by column, with
+    endpoint None for all endpoints."""
     found: dict[tuple, list] = {}
     for key, ts in zip(zip(endpoints, questions, strict=True), stamps, strict=True):
         span = found.get(key)
@@ -31,18 +34,28 @@ def spans(endpoints, questions, stamps) -> dict[tuple, list]:
             span[0] = ts
         elif ts > span[1]:
             span[1] = ts
+    everywhere: dict[tuple, list] = {}
+    for (_, question), (first, last) in found.items():
+        span = everywhere.get((None, question))
+        if span is None:
+            everywhere[(None, question)] = [first, last]
+        else:
+            span[0], span[1] = min(span[0], first), max(span[1], last)
+    found.update(everywhere)
     return found
 
 
 def note(found: dict[tuple, list], endpoint_ids: dict, term_ids: dict) -> None:
     """Record a batch's spans (see `spans`, keyed by strings) under their ids. Call in the
     write transaction that stores the batch."""
-    query_many(_NOTE, [(term_ids[q], endpoint_ids[e], first, last) for (e, q), (first, last) in found.items()])
+    ids = {**endpoint_ids, None: 0}
+    query_many(_NOTE, [(term_ids[q], ids[e], first, last) for (e, q), (first, last) in found.items()])
 
 
 def note_stored_names(endpoint_ids: list | None = None) -> None:
-    """Note every name of the stored records (of `endpoint_ids`; None: all) not noted yet: for a
-    database made before the table existed, or after a deletion forgot some."""
+    """Note every name of the stored records (of `endpoint_ids`; None: all) not noted yet, and
+    the rows over all endpoints: for a database made before the table existed, or after a
+    deletion forgot some."""
     where = f"WHERE endpoint IN ({placeholders(len(endpoint_ids))})" if endpoint_ids else ""
     query(
         "INSERT INTO name_seen (term, endpoint, first, last)"
@@ -50,23 +63,37 @@ def note_stored_names(endpoint_ids: list | None = None) -> None:
         " ON CONFLICT (term, endpoint) DO NOTHING",
         list(endpoint_ids or []),
     )
+    _note_everywhere()
+
+
+def _note_everywhere() -> None:
+    """The rows over all endpoints missing, from the per-endpoint ones."""
+    query(
+        "INSERT INTO name_seen (term, endpoint, first, last)"
+        " SELECT term, 0, MIN(first), MAX(last) FROM name_seen WHERE endpoint <> 0 GROUP BY term"
+        " ON CONFLICT (term, endpoint) DO NOTHING"
+    )
 
 
 def forget(end_ms: int | None, endpoint_ids: list | None = None) -> None:
     """A deletion of whole endpoints' records (`endpoint_ids`; None: everyone's) up to `end_ms`
-    (None: all): the names first seen up to then are noted again from the records left."""
-    where, params = [], []
-    if endpoint_ids is not None:
-        if not endpoint_ids:
-            return
-        where.append(f"endpoint IN ({placeholders(len(endpoint_ids))})")
-        params += endpoint_ids
-    if end_ms is not None:
-        where.append("first <= ?")
-        params.append(end_ms)
-    query("DELETE FROM name_seen" + (" WHERE " + " AND ".join(where) if where else ""), params)
+    (None: all): the names first seen up to then are noted again from the records left, and
+    over all endpoints from what every endpoint still remembers."""
+    if endpoint_ids is not None and not endpoint_ids:
+        return
+    up_to = " AND first <= ?" if end_ms is not None else ""
+    bound = [end_ms] if end_ms is not None else []
+    if endpoint_ids is None:
+        query(f"DELETE FROM name_seen WHERE 1 = 1{up_to}", bound)
+    else:
+        query(
+            f"DELETE FROM name_seen WHERE endpoint IN ({placeholders(len(endpoint_ids))}){up_to}", endpoint_ids + bound
+        )
+        query(f"DELETE FROM name_seen WHERE endpoint = 0{up_to}", bound)
     if end_ms is not None:
         note_stored_names(endpoint_ids)
+    elif endpoint_ids is not None:
+        _note_everywhere()
 
 
 def expire(before_ms: int) -> int:
@@ -92,12 +119,12 @@ def newly_seen(resolved: Resolved, column, limit: int) -> list[tuple]:
             [*params, start, limit],
         ).fetchall()
     endpoints = resolved.endpoint_ids()
-    scope, scope_params = "", []
-    if endpoints is not None:
-        if not endpoints:
-            return []
-        scope = f" AND s.endpoint IN ({placeholders(len(endpoints))})"
-        scope_params = list(endpoints)
+    if endpoints is None:
+        endpoints = [0]  # every endpoint: the rows kept over all of them
+    elif not endpoints:
+        return []
+    scope = f" AND s.endpoint IN ({placeholders(len(endpoints))})"
+    scope_params = list(endpoints)
     # Candidates first (a range of the index on `first`), then their earliest time anywhere
     # in scope: a name new on one endpoint may be old on another.
     value = "d.domain" if derived else "s.term"

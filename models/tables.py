@@ -109,12 +109,13 @@ class NameSeen(BaseModel):
     ids): a statistic, kept past the records' horizon (see models/first_seen.py)."""
 
     term = BigIntegerField()
-    endpoint = IntegerField()
-    first = BigIntegerField(index=True)
+    endpoint = IntegerField()  # 0: over all endpoints
+    first = BigIntegerField()
     last = BigIntegerField()
 
     class Meta:
         primary_key = CompositeKey("term", "endpoint")
+        indexes = ((("endpoint", "first"), False),)  # the names first seen in a window
 
 
 class StreamToken(BaseModel):
