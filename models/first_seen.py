@@ -16,7 +16,7 @@ from .utils import placeholders
 
 _NOTE = (
     "INSERT INTO name_seen (term, endpoint, first, last) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (term, endpoint) DO UPDATE SET"
+    " ON CONFLICT (endpoint, term) DO UPDATE SET"
     " first = CASE WHEN excluded.first < name_seen.first THEN excluded.first ELSE name_seen.first END,"
     " last = CASE WHEN excluded.last > name_seen.last THEN excluded.last ELSE name_seen.last END"
 )
@@ -60,7 +60,7 @@ def note_stored_names(endpoint_ids: list | None = None) -> None:
     query(
         "INSERT INTO name_seen (term, endpoint, first, last)"
         f" SELECT question, endpoint, MIN(ts), MAX(ts) FROM record {where} GROUP BY question, endpoint"
-        " ON CONFLICT (term, endpoint) DO NOTHING",
+        " ON CONFLICT (endpoint, term) DO NOTHING",
         list(endpoint_ids or []),
     )
     _note_everywhere()
@@ -71,7 +71,7 @@ def _note_everywhere() -> None:
     query(
         "INSERT INTO name_seen (term, endpoint, first, last)"
         " SELECT term, 0, MIN(first), MAX(last) FROM name_seen WHERE endpoint <> 0 GROUP BY term"
-        " ON CONFLICT (term, endpoint) DO NOTHING"
+        " ON CONFLICT (endpoint, term) DO NOTHING"
     )
 
 
@@ -125,7 +125,7 @@ def newly_seen(resolved: Resolved, column, limit: int) -> list[tuple]:
         return []
     scope = f" AND s.endpoint IN ({placeholders(len(endpoints))})"
     scope_params = list(endpoints)
-    # Candidates first (a range of the index on `first`), then their earliest time anywhere
+    # Candidates first (the scope's rows first seen in the window), then their earliest time anywhere
     # in scope: a name new on one endpoint may be old on another.
     value = "d.domain" if derived else "s.term"
     join = f" JOIN {DOMAINS} d ON d.term = s.term" if derived else ""
