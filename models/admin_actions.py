@@ -52,12 +52,8 @@ def list_actions(start_ms, end_ms, action=None, search=None, endpoint_limit=None
         where.append(f"({like('a.action')} OR {like('a.metadata')})")
         params += [pattern, pattern]
     if endpoint_limit is not None:
-        allowed = sorted(endpoint_limit)
-        where.append(
-            "a.endpoints IS NOT NULL AND NOT EXISTS"
-            f" (SELECT 1 FROM {db.obj.dialect.json_array_rows('a.endpoints', 'e')}"
-            f" WHERE e.value NOT IN ({placeholders(len(allowed))}))"
-        )
+        condition, allowed = visible_within("a.endpoints", endpoint_limit)
+        where.append(condition)
         params += allowed
     rows = query(
         "SELECT a.id, a.ts, a.action, a.key_id, a.key_name, a.source_ip, a.metadata FROM admin_action a"
@@ -65,3 +61,15 @@ def list_actions(start_ms, end_ms, action=None, search=None, endpoint_limit=None
         params + [page_size, page * page_size],
     )
     return [AdminActionRow._make(row) for row in rows]
+
+
+def visible_within(endpoints_column: str, endpoint_limit) -> tuple[str, list]:
+    """(SQL, params): a log entry whose endpoints (a JSON list in `endpoints_column`; NULL: all
+    endpoints) all lie within `endpoint_limit`, so an endpoint-limited reader may see it."""
+    allowed = sorted(endpoint_limit)
+    return (
+        f"{endpoints_column} IS NOT NULL AND NOT EXISTS"
+        f" (SELECT 1 FROM {db.obj.dialect.json_array_rows(endpoints_column, 'e')}"
+        f" WHERE e.value NOT IN ({placeholders(len(allowed))}))",
+        allowed,
+    )

@@ -33,6 +33,10 @@ DEFAULTS = {
     # empty at ingest (models/geoip.py); empty: none.
     "ANALYTICS_GEOIP_DB": "",
     "ANALYTICS_ASN_DB": "",
+    # Reads of the activity log, its export and stream recorded in the access log, kept this
+    # many days (0: forever).
+    "ANALYTICS_ACCESS_LOG": True,
+    "ANALYTICS_ACCESS_LOG_RETENTION_DAYS": 365,
 }
 _INTEGERS = (
     "ANALYTICS_RETENTION_DAYS",
@@ -47,7 +51,9 @@ _INTEGERS = (
     "ANALYTICS_STREAM_BACKLOG",
     "ANALYTICS_METRICS_ENDPOINTS",
     "ANALYTICS_WAL_LIMIT_MB",
+    "ANALYTICS_ACCESS_LOG_RETENTION_DAYS",
 )
+_BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
 def read(instance_path: str = INSTANCE_PATH, overrides: dict | None = None) -> dict:
@@ -64,6 +70,11 @@ def read(instance_path: str = INSTANCE_PATH, overrides: dict | None = None) -> d
             settings[name] = int(settings[name])
         except (TypeError, ValueError):
             raise RuntimeError(f"{name} must be an integer, got {settings[name]!r}") from None
+    flag = settings["ANALYTICS_ACCESS_LOG"]
+    if not isinstance(flag, bool):
+        if str(flag).strip().lower() not in _BOOLEANS:
+            raise RuntimeError(f"ANALYTICS_ACCESS_LOG must be true or false, got {flag!r}")
+        settings["ANALYTICS_ACCESS_LOG"] = _BOOLEANS[str(flag).strip().lower()]
     try:
         settings["ANALYTICS_QUERY_SECONDS"] = float(settings["ANALYTICS_QUERY_SECONDS"])
     except (TypeError, ValueError):

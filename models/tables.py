@@ -169,6 +169,23 @@ class Rollup(BaseModel):
         without_rowid = True
 
 
+class AccessRead(BaseModel):
+    """The access log: one row per read of the activity log, its export or its stream (see
+    models/access_log.py). `endpoints` as in AdminAction: those the reader could see."""
+
+    ts = BigIntegerField(index=True)
+    kind = TextField()
+    key_id = IntegerField(null=True)
+    key_name = TextField()
+    source_ip = TextField()
+    query = TextField()  # JSON
+    endpoints = TextField(null=True)
+    start_ms = BigIntegerField(null=True)
+    end_ms = BigIntegerField(null=True)
+    rows = BigIntegerField(null=True)
+    bytes = BigIntegerField(null=True)
+
+
 class JobLease(BaseModel):
     """Which process runs a periodic job now, and when it last ran, so that several workers
     (or hosts) run each job once per period between them."""
@@ -266,6 +283,7 @@ TABLES = (
     StreamToken,
     ApiKey,
     AdminAction,
+    AccessRead,
     JobLease,
     Rollup,
     Record,

@@ -31,12 +31,13 @@ CALLS = {
     ("GET", "/v2/statistic/latency/{group}"): (f"/v2/statistic/latency/endpointId?{WINDOW}", None),
     ("GET", "/v2/statistic/first-seen/{group}"): (f"/v2/statistic/first-seen/question?{WINDOW}", None),
     ("GET", "/v2/admin-action"): ("/v2/admin-action?startTime=2020-01-01T00:00:00Z", None),
+    ("GET", "/v2/access-log"): ("/v2/access-log?startTime=2020-01-01T00:00:00Z", None),
     ("GET", "/v2/client"): ("/v2/client", None),
     ("DELETE", "/v2/client"): ("/v2/client", {"clientIds": ["shared"], "endTime": "2024-05-01T10:30:00Z"}),
     ("PUT", "/v2/client/alias/{endpointId}/{clientId}"): ("/v2/client/alias/mine/shared", {"alias": "x"}),
     ("DELETE", "/v2/client/alias/{endpointId}/{clientId}"): ("/v2/client/alias/mine/shared", None),
 }
-ADMIN_ONLY = {("GET", "/v2/admin-action")}
+ADMIN_ONLY = {("GET", "/v2/admin-action"), ("GET", "/v2/access-log")}
 ANY_KEY = {("GET", "/v2/auth/token"), ("GET", "/v2/auth/key")}
 SCOPE_OF_METHOD = {"GET": "read", "POST": "ingest", "PUT": "write", "DELETE": "write"}
 
@@ -207,6 +208,13 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
         assert all("theirs" not in json.dumps(a) for a in actions)
         data.put("/v2/client/alias/mine/solo", json={"alias": "ok"}, headers=limited)
         assert [a["action"] for a in body(op).json["actions"]][:1] == ["client.alias.set"]
+
+    @check(("GET", "/v2/access-log"))
+    def _(op):
+        data.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).close()  # the operator's: not shown
+        data.get(f"/v2/activity-log?{WINDOW}", headers=limited).close()
+        found = body(op).json["reads"]
+        assert found and {r["keyName"] for r in found} == {"limited"}
 
     @check(("POST", "/v2/ingest"))
     def _(op):

@@ -2,6 +2,7 @@
 reference pages and the dashboard."""
 
 from . import (
+    access_log,
     activity_log,
     admin_actions,
     auth,
@@ -20,6 +21,6 @@ def init_app(app, api_class):
     dashboard.init_app(app)
     app.register_blueprint(metrics.blp)
     api = api_class(app)
-    for module in (auth, ingest, activity_log, data_availability, statistics, admin_actions, clients):
+    for module in (auth, ingest, activity_log, data_availability, statistics, admin_actions, access_log, clients):
         api.register_blueprint(module.blp)
     return api

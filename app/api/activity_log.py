@@ -6,6 +6,7 @@ import models.activity
 import models.database
 import models.deletion
 import models.names
+from app.audit import Read
 from app.auth import accepts_stream_token, endpoint_limit
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint, prebuilt
@@ -37,10 +38,16 @@ DELETE_BATCH = 10_000
 def list_records(query):
     """One page of the records in the window matching the filters."""
     filters = filters_from(query, endpoint_limit())
+    read = Read("activity-log", filters, stream=False)
     queries = models.activity.page_records(
         filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc"
     )
-    return prebuilt({"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "queries": query_data(queries)})
+    response = prebuilt(
+        {"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "queries": query_data(queries)}
+    )
+    read.rows, read.bytes = len(queries), len(response.get_data())
+    response.call_on_close(read.close)
+    return response
 
 
 @blp.route("", methods=["DELETE"])
@@ -85,11 +92,18 @@ def export_csv(query):
             for rows in models.activity.iter_raw_batches(filters, descending):
                 yield encoder.lines(rows)
 
-    return Response(
-        lines(),
+    read = Read("activity-log/csv", filters, stream=True)
+    response = Response(
+        read.counted(lines(), _csv_rows, header=True),
         mimetype="text/csv",
         headers={"Content-Disposition": f'attachment; filename="{name}"'},
     )
+    response.call_on_close(read.close)
+    return response
+
+
+def _csv_rows(chunk: str) -> int:
+    return chunk.count("\r\n")
 
 
 @blp.route("/realtime", methods=["GET"])

@@ -16,6 +16,7 @@ from flask import Response, current_app, g, request
 import models.activity
 import models.database
 import models.keys
+from app.audit import Read
 from app.requests import hung_up
 from schemas.records import query_data
 
@@ -25,6 +26,7 @@ POSITION_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
 # How often a stream asks whether its key still lives: revoking a key ends its streams within this.
 KEY_CHECK_SECONDS = 2.0
+
 
 def event_stream(filters, last_id: int | None, max_streams: int, per_key: int, backlog: int) -> Response:
     """The streaming response; a 429 when the key already has `per_key` streams open in this
@@ -39,16 +41,25 @@ def event_stream(filters, last_id: int | None, max_streams: int, per_key: int, b
         elif last_id < (oldest := models.activity.committed_top() - backlog):
             skipped, last_id = (last_id, oldest), oldest
         peer = request.environ.get("gunicorn.socket")
-        response = Response(_events(filters, last_id, peer, key_id, skipped), mimetype="text/event-stream")
+        read = Read("activity-log/realtime", filters, stream=True)
+        response = Response(
+            read.counted(_events(filters, last_id, peer, key_id, skipped), _record_events), mimetype="text/event-stream"
+        )
         response.headers["Cache-Control"] = "no-cache"
         response.headers["X-Accel-Buffering"] = "no"  # let nginx pass events through at once
         # Runs when the server closes the response: on the client's disconnect too, even if
         # the generator never started.
         response.call_on_close(release)
+        response.call_on_close(read.close)
     except BaseException:
         release()
         raise
     return response
+
+
+def _record_events(chunk: str) -> int:
+    """1 for the event of a record (an id and its data), else 0."""
+    return int(chunk.startswith("id: ") and "\ndata: " in chunk)
 
 
 def _events(filters, last_id: int, peer: socket.socket | None, key_id: int | None, skipped):

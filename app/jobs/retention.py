@@ -12,6 +12,7 @@ import time
 
 from flask import current_app
 
+import models.access_log
 import models.admin_actions
 import models.config
 import models.database
@@ -67,6 +68,8 @@ def run_retention(actor: dict, now: int | None = None) -> int:
     now = now_ms() if now is None else now
     # A feed re-sends a batch within minutes or, after an outage, days: a week covers both.
     models.ingestion.forget_batch_keys(now - BATCH_KEY_DAYS * DAY_MS)
+    if access_days := current_app.config["ANALYTICS_ACCESS_LOG_RETENTION_DAYS"]:
+        models.access_log.expire(now - access_days * DAY_MS)
     days = current_app.config["ANALYTICS_RETENTION_DAYS"]
     cutoff, statistics_cutoff = horizon_ms(now), statistics_horizon_ms(now)
     if cutoff is None:
