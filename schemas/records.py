@@ -35,6 +35,13 @@ MAX_ANSWERS = 64
 MAX_ANSWER_IPS = 64
 MAX_DNSSEC_LENGTH = 32
 MAX_DURATION_MS = 86_400_000
+# The longest text of a field where it is not MAX_TEXT_LENGTH.
+TEXT_LIMITS = {
+    "endpointId": MAX_ID_LENGTH,
+    "clientId": MAX_ID_LENGTH,
+    "profileId": MAX_ID_LENGTH,
+    "dnssec": MAX_DNSSEC_LENGTH,
+}
 # What an unknown value of a field reads as in QueryData, where it is not "" (text) or null.
 UNKNOWN = {"trigger": None, "sourceIp": None, "answers": []}
 # Fields stored as JSON text.
@@ -221,9 +228,9 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
     values = _in_catalogue_order(
         {
             "timestamp": ts,
-            "endpointId": _text(raw, "endpointId", required=True, limit=MAX_ID_LENGTH),
-            "clientId": _text(raw, "clientId", required=True, limit=MAX_ID_LENGTH),
-            "profileId": _text(raw, "profileId", limit=MAX_ID_LENGTH) or None,
+            "endpointId": _text(raw, "endpointId", required=True, limit=TEXT_LIMITS["endpointId"]),
+            "clientId": _text(raw, "clientId", required=True, limit=TEXT_LIMITS["clientId"]),
+            "profileId": _text(raw, "profileId", limit=TEXT_LIMITS["profileId"]) or None,
             "question": question,
             "rrType": _text(raw, "rrType") or None,
             "statusCode": _text(raw, "statusCode") or None,
@@ -235,7 +242,7 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
             "upstream": _text(raw, "upstream") or None,
             "responseTimeMs": _duration(raw, "responseTimeMs"),
             "cached": _flag(raw, "cached"),
-            "dnssec": _text(raw, "dnssec", limit=MAX_DNSSEC_LENGTH) or None,
+            "dnssec": _text(raw, "dnssec", limit=TEXT_LIMITS["dnssec"]) or None,
             "sourceIp": source_ip,
             "srcCountry": src["countryCode"] or None,
             "sourceCity": src["city"] or None,
@@ -350,16 +357,30 @@ def _memoized(validate, value, path: str):
     try:
         # The JSON text is the key: made in C, and it tells true, 1 and 1.0 apart, which
         # are equal in Python but not to the validators.
-        key = (validate, orjson.dumps(value))
+        text = orjson.dumps(value)
     except TypeError:  # not JSON (an importer's own objects): validate every time
         return validate(value, path)
+    return _remembered(validate, text, lambda: value, path)
+
+
+def _memoized_json(validate, raw, path: str):
+    """_memoized for a value still in its JSON text (the fast path's msgspec.Raw)."""
+    text = bytes(raw)
+    if text == b"null":
+        return validate(None, path)
+    return _remembered(validate, text, lambda: orjson.loads(text), path)
+
+
+def _remembered(validate, text: bytes, value, path: str):
+    """validate(value(), path), remembered by `text`, the value's JSON."""
+    global _memo_bytes
+    key = (validate, text)
     found = _MEMO.get(key)
     if found is None:
-        global _memo_bytes
-        found = validate(value, path)  # a RecordError is not remembered
-        if len(key[1]) > _MEMO_LARGEST:
+        found = validate(value(), path)  # a RecordError is not remembered
+        if len(text) > _MEMO_LARGEST:
             return found
-        cost = 3 * len(key[1]) + _ENTRY_OVERHEAD
+        cost = 3 * len(text) + _ENTRY_OVERHEAD
         if _memo_bytes + cost > MEMO_BYTES:
             _MEMO.clear()  # starting over is cheaper than tracking an order to evict in
             _memo_bytes = 0

@@ -11,6 +11,7 @@ from app.extensions import Blueprint
 from app.jobs.retention import past_horizon
 from app.requests import parse_json
 from models.clock import now_ms
+from schemas import record_batch
 from schemas.losses import LossReportResponseSchema, LossReportSchema
 from schemas.records import QueryDataSchema, RecordError, parse_records
 
@@ -74,35 +75,15 @@ _BODY = {
 def ingest():
     """Store a batch of records, all or nothing."""
     raw = request.get_data()
-    if request.mimetype in NDJSON_TYPES:
-        items = [
-            parse_json(line, f"Line {number}") for number, line in enumerate(raw.split(b"\n"), start=1) if line.strip()
-        ]
-    else:
-        body = parse_json(raw)
-        items = body.get("records") if isinstance(body, dict) else body
-        if not isinstance(items, list):
-            raise ApiError(
-                ErrorCode.MALFORMED_BODY,
-                'The body must be a JSON array of records, {"records": [...]}, or NDJSON.',
-            )
-    limit = current_app.config["ANALYTICS_MAX_BATCH"]
-    if len(items) > limit:
-        raise ApiError(
-            ErrorCode.BATCH_TOO_LARGE,
-            f"A batch holds at most {limit} records (ANALYTICS_MAX_BATCH); got {len(items)}.",
-        )
-    # The key's endpoint limit first: a key must not make the service validate what it may
-    # not store anyway (validation is the costly part, and its memo keeps what it saw).
-    check_endpoints({e for item in items if isinstance(item, dict) and isinstance(e := item.get("endpointId"), str)})
+    ndjson = request.mimetype in NDJSON_TYPES
     now = now_ms()
-    try:
-        records = parse_records(items, now)
-    except RecordError as exc:
-        raise ApiError(
-            ErrorCode.INVALID_RECORD,
-            f"Record {exc.index}: field '{exc.field}' {exc.message}. Nothing was stored.",
-        ) from None
+    decoded = record_batch.decode(raw, ndjson)
+    records = None
+    if decoded is not None:
+        _check_batch(len(decoded), record_batch.endpoints(decoded))
+        records = record_batch.records(decoded, now)
+    if records is None:  # the reference path, which says what is wrong with the batch
+        records = _validated(raw, ndjson, now)
     past = past_horizon(records, now)
     key = _idempotency_key()
     try:
@@ -124,6 +105,45 @@ def report_losses(report):
     check_endpoints({report["endpointId"]})
     models.losses.report(report["run"], report["endpointId"], report["losses"], now_ms())
     return {"recorded": len(report["losses"])}
+
+
+def _validated(raw: bytes, ndjson: bool, now: int) -> list[tuple]:
+    """The batch's records by the reference validator; a 400 naming the first fault."""
+    if ndjson:
+        items = [
+            parse_json(line, f"Line {number}") for number, line in enumerate(raw.split(b"\n"), start=1) if line.strip()
+        ]
+    else:
+        body = parse_json(raw)
+        items = body.get("records") if isinstance(body, dict) else body
+        if not isinstance(items, list):
+            raise ApiError(
+                ErrorCode.MALFORMED_BODY,
+                'The body must be a JSON array of records, {"records": [...]}, or NDJSON.',
+            )
+    _check_batch(
+        len(items), {e for item in items if isinstance(item, dict) and isinstance(e := item.get("endpointId"), str)}
+    )
+    try:
+        return parse_records(items, now)
+    except RecordError as exc:
+        raise ApiError(
+            ErrorCode.INVALID_RECORD,
+            f"Record {exc.index}: field '{exc.field}' {exc.message}. Nothing was stored.",
+        ) from None
+
+
+def _check_batch(size: int, endpoints: set[str]):
+    """The batch's size, then the key's endpoint limit: before any record is validated (that is
+    the costly part, and its memo keeps what it saw), a key must not make the service validate
+    what it may not store anyway."""
+    limit = current_app.config["ANALYTICS_MAX_BATCH"]
+    if size > limit:
+        raise ApiError(
+            ErrorCode.BATCH_TOO_LARGE,
+            f"A batch holds at most {limit} records (ANALYTICS_MAX_BATCH); got {size}.",
+        )
+    check_endpoints(endpoints)
 
 
 def _idempotency_key() -> str | None:
