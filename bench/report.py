@@ -136,7 +136,8 @@ def render(result: dict) -> str:
         "",
         f"- Load generator alone: {result['generator_rate']:,.0f} records/s as JSON bodies; the benchmark "
         f"process used {http['client_cpu']:,.1f} s of CPU during the HTTP load "
-        f"({http['client_cpu'] / http['seconds']:.0%} of one core) on the same cores as the server.",
+        f"({http['client_cpu'] / http['seconds']:.0%} of one core) on the same cores as the server; each "
+        "sender makes its next batch while the last one is in flight.",
         f"- gunicorn workers' CPU during the HTTP load: {cpu_total:,.1f} s (split {split}), "
         f"{cpu_total / max(http['records'], 1) * 1e6:,.0f} us of CPU per record; "
         f"{cpu_total / http['seconds'] / config['workers']:.0%} of {config['workers']} cores' wall time.",
