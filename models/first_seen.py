@@ -22,30 +22,22 @@ _NOTE = (
 )
 
 
-def spans(endpoints, questions, stamps) -> dict[tuple, list]:
-    """{(endpoint, question): [first ts, last ts]} of a batch given column by column, with
+def spans(endpoints, questions, stamps) -> dict[tuple, tuple]:
+    """{(endpoint, question): (first ts, last ts)} of a batch given column by column, with
     endpoint None for all endpoints."""
-    found: dict[tuple, list] = {}
-    for key, ts in zip(zip(endpoints, questions, strict=True), stamps, strict=True):
-        span = found.get(key)
-        if span is None:
-            found[key] = [ts, ts]
-        elif ts < span[0]:
-            span[0] = ts
-        elif ts > span[1]:
-            span[1] = ts
-    everywhere: dict[tuple, list] = {}
-    for (_, question), (first, last) in found.items():
-        span = everywhere.get((None, question))
-        if span is None:
-            everywhere[(None, question)] = [first, last]
-        else:
-            span[0], span[1] = min(span[0], first), max(span[1], last)
-    found.update(everywhere)
+    # In time order, a dict keeps each key's last time, and the reversed order its first: made
+    # in C (a batch is nearly in time order already, so the sort is almost a pass), where a
+    # loop comparing each record's time cost ~4 us a record.
+    order = sorted(range(len(stamps)), key=stamps.__getitem__)
+    times = [stamps[i] for i in order]
+    found = {}
+    for keys in ([(endpoints[i], questions[i]) for i in order], [(None, questions[i]) for i in order]):
+        first = dict(zip(reversed(keys), reversed(times), strict=True))
+        found.update((key, (first[key], last)) for key, last in dict(zip(keys, times, strict=True)).items())
     return found
 
 
-def note(found: dict[tuple, list], endpoint_ids: dict, term_ids: dict) -> None:
+def note(found: dict[tuple, tuple], endpoint_ids: dict, term_ids: dict) -> None:
     """Record a batch's spans (see `spans`, keyed by strings) under their ids. Call in the
     write transaction that stores the batch."""
     ids = {**endpoint_ids, None: 0}

@@ -366,6 +366,9 @@ def _memoized(validate, value, path: str):
 def _memoized_json(validate, raw, path: str):
     """_memoized for a value still in its JSON text (the fast path's msgspec.Raw)."""
     text = bytes(raw)
+    found = _MEMO.get((validate, text))  # the usual case, in as few steps as possible
+    if found is not None:
+        return found
     if text == b"null":
         return validate(None, path)
     return _remembered(validate, text, lambda: orjson.loads(text), path)
