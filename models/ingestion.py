@@ -6,6 +6,7 @@ from itertools import chain
 from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
 from . import domains, first_seen, rollups
+from .clock import now_ms
 from .database import query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
@@ -86,6 +87,7 @@ def store_records(records: list[tuple], in_transaction=None, first=None) -> int:
         mapped = domains.map_questions(terms, questions)
         first_seen.note(seen, endpoints, terms)
         rollups.add(rollups.count({"ts": columns[_TS], **dict(zip(_INSERTED, stored, strict=True))}))
+        rollups.build(max(columns[_TS]), now_ms())
         if in_transaction is not None:
             in_transaction()
     domains.remember(mapped)

@@ -127,6 +127,7 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
     derived = bool(column is not None and column.derived_from)
     if derived:  # counted by the source column's values, then summed per derived value
         column = FIELDS_BY_SQL[column.derived_from]
+    built = rollups.built_through()
     for dim in _usable_rollups(resolved.filters, interval_ms, column):
         if stored and dim.statistics:
             continue
@@ -135,6 +136,8 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
         for start, end in parts:
             first = -((-start) // period_ms) if start is not None else -(2**40)
             last = (end + 1) // period_ms - 1 if end is not None else 2**40
+            if dim.id in built:  # its blocks not summed yet are read from the shorter periods
+                last = min(last, built[dim.id] - 1)
             if first > last:
                 rest.append((start, end))
                 continue
