@@ -488,12 +488,13 @@
     const [domains, sites, blocked, status, upstreams, newNames, newSites, latency, upstreamLatency] = lists;
 
     const rows = clientEntries(entries.items).filter((c) => c.clientId === id);
-    const where = $("endpoint").value ? `on endpoint "${$("endpoint").value}"` : "on every endpoint";
+    const endpoint = $("endpoint").value;
     const alias = rows.map((c) => c.alias).find(Boolean);
     $("client-title").textContent = alias ? `${id} (${alias})` : id;
+    const where = endpoint ? `on endpoint "${endpoint}"` : "on every endpoint";
     $("client-scope").textContent = rows.length
-      ? `${where}: ${rows.map((c) => c.endpoint).join(", ")}`
-      : `${where}: no client entry (never seen here, or deleted)`;
+      ? `${where}${endpoint ? "" : ": " + rows.map((c) => c.endpoint).join(", ")}`
+      : `${where} (no client entry: never seen there, or deleted)`;
     $("client-log").href = viewHash("log", { keepFilters: false, clientId: id });
     const body = document.querySelector("#client-entries tbody");
     body.replaceChildren(...labelled(body, rows.map(clientRow)));
