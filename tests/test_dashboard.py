@@ -544,6 +544,7 @@ def test_client_page_shows_the_apis_numbers_for_one_client(server, browser, shot
     assert browser.evaluate("document.getElementById('endpoint').value") == "home"
     assert browser.evaluate("document.getElementById('client-title').textContent") == "laptop"
     check_client_page(server, browser, "home", "laptop")
+    assert not [line for line in browser.console if "Content Security Policy" in line], browser.console
     screenshots(browser, shots, "client", dark=True)
 
     # Its query log is one click away: the log view filtered on it, in the same window.

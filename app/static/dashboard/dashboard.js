@@ -532,7 +532,7 @@
     for (const { value, firstSeen, count } of names) {
       const tr = row([
         element("td", value, "name"),
-        element("td", localTime(firstSeen), "num muted"),
+        element("td", localTime(firstSeen), "num muted when"),
         element("td", number(count), "num"),
       ]);
       Object.assign(tr.dataset, { value, firstSeen, count });
