@@ -147,7 +147,9 @@ def sign_in(browser, server, key, view="overview"):
 
 
 def loaded(browser, view):
-    browser.wait_for(f"document.getElementById('app').dataset.loaded === {json.dumps(view)}")
+    """Wait until the page shows `view` loaded for the URL it is at (not a URL before it)."""
+    app = "document.getElementById('app').dataset"
+    browser.wait_for(f"{app}.loaded === {json.dumps(view)} && {app}.url === location.hash")
 
 
 def show(browser, view):
@@ -464,6 +466,10 @@ def test_an_endpoint_limited_key_sees_only_its_endpoints(server, browser):
     limited = {"Authorization": key}
     assert number(browser, "total-count") == api(server, "statistic/count", window, limited)["count"]
     assert number(browser, "total-count") == api(server, "statistic/count", [*window, ("endpointId", "cabin")])["count"]
+    # An address naming an endpoint the key may not read: the page says the API's refusal.
+    browser.evaluate("location.hash = 'overview?window=24h&endpoint=home'")
+    loaded(browser, "error")
+    assert "not allowed endpoint 'home'" in browser.evaluate("document.getElementById('app-error').textContent")
 
 
 def test_a_key_that_may_not_read_is_told_so(server, browser):

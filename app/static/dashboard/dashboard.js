@@ -726,8 +726,9 @@
 
   const LOADERS = { overview: loadOverview, clients: loadClients, client: loadClient, log: loadLog, admin: loadAdmin };
 
-  // Run a view's loader; the page says when it is done (data-loaded), which the tests wait for.
-  // Only the latest run says so: an older one that ends later is not what the page shows.
+  // Run a view's loader; the page says when it is done (data-loaded) and for which URL
+  // (data-url), which the tests wait for. Only the latest run says so: an older one that ends
+  // later is not what the page shows.
   async function run(loader) {
     const app = $("app");
     const ticket = (state.runs = (state.runs || 0) + 1);
@@ -741,6 +742,7 @@
       showError(error);
       if (ticket === state.runs) app.dataset.loaded = "error";
     }
+    if (ticket === state.runs) app.dataset.url = location.hash;
   }
 
   // ---- the page's URL: every view's state, never the key -------------------------------------
@@ -850,6 +852,8 @@
   function rewriteUrl() {
     history.replaceState(null, "", viewHash(state.view));
     state.scope = scopeOf(readHash().params);
+    state.routed = location.hash;
+    if ($("app").dataset.loaded) $("app").dataset.url = location.hash;
     updateNav();
   }
 
@@ -894,6 +898,7 @@
     for (const link of document.querySelectorAll("#nav a")) link.classList.toggle("current", link.dataset.view === view);
     // The URL in its full form: what the view shows, to copy as it is.
     history.replaceState(null, "", viewHash(view));
+    state.routed = location.hash;
     const scope = scopeOf(readHash().params);
     const samePage = !again && state.scope === scope && state.window;
     state.scope = scope;
@@ -964,7 +969,8 @@
       }
     });
     $("sign-out").addEventListener("click", () => signOut());
-    window.addEventListener("hashchange", () => route());
+    // Setting the hash twice before the first event runs fires two events for one URL: once.
+    window.addEventListener("hashchange", () => location.hash !== state.routed && route());
     $("scope").addEventListener("submit", (event) => event.preventDefault());
     $("window").addEventListener("change", () => {
       const custom = $("window").value === "custom";
