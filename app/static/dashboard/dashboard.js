@@ -418,7 +418,8 @@
     });
     const ok = element("button", "Save", "small");
     ok.type = "submit";
-    form.append(input, ok, button("Clear", () => save(""), "small"), button("Cancel", () => (cell.textContent = c.alias), "small"));
+    const cancel = button("Cancel", () => (cell.textContent = c.alias), "small");
+    form.append(input, ok, button("Clear", () => save(""), "small"), cancel);
     cell.replaceChildren(form);
     input.focus();
   }
