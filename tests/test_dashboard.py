@@ -9,6 +9,7 @@ import urllib.parse
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
+import nginx
 import pytest
 
 from browser import MISSING, Chromium, find_chromium
@@ -719,3 +720,44 @@ def test_a_views_url_restores_it_and_never_holds_the_key(server, browser):
 
     assert seen and all(url.startswith((f"{server.base}/", "data:", "about:blank")) for url in seen)
     assert not [url for url in seen if API_KEY in url or urllib.parse.quote(API_KEY) in url]
+
+
+# The most API calls the page had in flight at once, and the protocols they went over (resource
+# timing: a call runs from its fetch to its response's end).
+IN_FLIGHT = """(() => {
+  const calls = performance.getEntriesByType('resource').filter((e) => new URL(e.name).pathname.startsWith('/v2/'));
+  const events = calls.flatMap((e) => [[e.startTime, 1], [e.responseEnd, -1]]);
+  events.sort((a, b) => a[0] - b[0] || a[1] - b[1]);  // an end before a start at the same time
+  let now = 0, most = 0;
+  for (const [, step] of events) most = Math.max(most, (now += step));
+  return {most, calls: calls.length, protocols: [...new Set(calls.map((e) => e.nextHopProtocol))]};
+})()"""
+
+
+def test_over_http2_the_page_keeps_six_calls_in_flight(server, tmp_path_factory):
+    """Behind the nginx site (HTTP/2), where the browser would send every panel's call at once:
+    the page keeps to 6, within a key's fair share, and every view loads."""
+    if nginx.UNAVAILABLE:
+        pytest.skip(nginx.banner())
+    front = nginx.Nginx(server.port)
+    # The test's own certificate: nothing but this loopback site is reachable anyway.
+    chromium = Chromium(tmp_path_factory.mktemp("chromium-h2"), flags=("--ignore-certificate-errors",))
+    try:
+        chromium.resize(*DESKTOP)
+        base = f"https://127.0.0.1:{front.https_port}"
+        chromium.open(f"{base}/#client?window=7d&endpoint=home&clientId=laptop")
+        chromium.wait_for("!document.getElementById('signin').hidden")
+        chromium.evaluate(
+            f"document.getElementById('signin-key').value = {json.dumps(API_KEY)};"
+            "document.getElementById('signin-form').requestSubmit()"
+        )
+        loaded(chromium, "client")
+        assert number(chromium, "c-total") > 0
+        chromium.evaluate("performance.clearResourceTimings(); location.hash = 'overview?window=7d'")
+        loaded(chromium, "overview")
+        flight = chromium.evaluate(IN_FLIGHT)
+        assert flight["protocols"] == ["h2"] and flight["calls"] == 14
+        assert flight["most"] <= 6, flight
+    finally:
+        chromium.close()
+        front.stop()
