@@ -44,7 +44,7 @@ class Chromium:
     """One headless browser with one tab; the URLs the tab requests since it last opened a
     page are in `requests`, its console and browser messages in `console`."""
 
-    def __init__(self, tmp_path, timeout: float = 20):
+    def __init__(self, tmp_path, timeout: float = 20, flags: tuple = ()):
         servers.refuse_in_fast_lane("Chromium")
         binary = find_chromium()
         if binary is None:
@@ -59,7 +59,7 @@ class Chromium:
         self._loaded = False
         # A session of its own, so that stopping it ends its renderer and helper processes too.
         self.process = subprocess.Popen(
-            [binary, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+            [binary, *FLAGS, *flags, f"--user-data-dir={profile}", "about:blank"],
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,

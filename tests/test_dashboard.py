@@ -9,6 +9,7 @@ import urllib.parse
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
+import nginx
 import pytest
 
 from browser import MISSING, Chromium, find_chromium
@@ -22,6 +23,7 @@ DOMAINS = ["example.com", "news.example", "video.example", "mail.example", "shop
 BLOCKED = ["ads.example.net", "tracker.example"]
 PROTOCOLS = ["doh", "dot", "legacy", "doq"]
 RR_TYPES = ["A", "AAAA", "HTTPS"]
+UPSTREAMS = ["9.9.9.9#53", "1.1.1.1#853", "192.0.2.53#53"]
 
 
 def iso(moment: datetime) -> str:
@@ -44,6 +46,9 @@ def known_data(now: datetime) -> list[dict]:
             "trigger": "filter" if blocked else "default",
             "sourceIp": f"192.0.2.{n % len(CLIENTS) + 10}",
             "answers": [] if blocked else [{"ips": [f"198.51.100.{n % 200}"]}],
+            # What the resolver forwarded (blocked queries went nowhere), and how long it took.
+            "upstream": "" if blocked else UPSTREAMS[n % 3],
+            "responseTimeMs": None if blocked else round(0.4 + (n * 7) % 45 + n / 10, 1),
             "client": {
                 "host": f"{client}.{endpoint}.lan",
                 "mac": f"aa:bb:cc:00:00:{n % len(CLIENTS):02x}",
@@ -54,6 +59,13 @@ def known_data(now: datetime) -> list[dict]:
         }
         question = BLOCKED[n // 4 % 2] if blocked else DOMAINS[(n * n) % len(DOMAINS)]
         records.append(record(endpoint, client, iso(now - timedelta(minutes=minutes_ago)), question, **extra))
+    # Names a client asked for the first time within the last day (the client page's newly seen).
+    for endpoint, client, minutes_ago, question in (
+        ("home", "laptop", 30, "fresh.example.org"),
+        ("home", "laptop", 200, "www.fresh.example.org"),
+        ("cabin", "laptop", 90, "first.example.net"),
+    ):
+        records.append(record(endpoint, client, iso(now - timedelta(minutes=minutes_ago)), question))
     # A client whose records were all deleted: the page says "data expired".
     records.append(record("home", "old-printer", iso(now - timedelta(hours=2)), "printer.example"))
     return records
@@ -136,7 +148,9 @@ def sign_in(browser, server, key, view="overview"):
 
 
 def loaded(browser, view):
-    browser.wait_for(f"document.getElementById('app').dataset.loaded === {json.dumps(view)}")
+    """Wait until the page shows `view` loaded for the URL it is at (not a URL before it)."""
+    app = "document.getElementById('app').dataset"
+    browser.wait_for(f"{app}.loaded === {json.dumps(view)} && {app}.url === location.hash")
 
 
 def show(browser, view):
@@ -453,6 +467,10 @@ def test_an_endpoint_limited_key_sees_only_its_endpoints(server, browser):
     limited = {"Authorization": key}
     assert number(browser, "total-count") == api(server, "statistic/count", window, limited)["count"]
     assert number(browser, "total-count") == api(server, "statistic/count", [*window, ("endpointId", "cabin")])["count"]
+    # An address naming an endpoint the key may not read: the page says the API's refusal.
+    browser.evaluate("location.hash = 'overview?window=24h&endpoint=home'")
+    loaded(browser, "error")
+    assert "not allowed endpoint 'home'" in browser.evaluate("document.getElementById('app-error').textContent")
 
 
 def test_a_key_that_may_not_read_is_told_so(server, browser):
@@ -462,3 +480,284 @@ def test_a_key_that_may_not_read_is_told_so(server, browser):
     assert "may not read" in message
     assert browser.evaluate("document.getElementById('app').hidden") is True
     assert browser.evaluate("sessionStorage.length") == 0
+
+
+def client_scope(window, endpoint, client):
+    return [*window, *([("endpointId", endpoint)] if endpoint else []), ("clientId[]", client)]
+
+
+def check_client_page(server, browser, endpoint, client):
+    """The client page's numbers are the API's for the same client (on `endpoint`, or on every
+    endpoint with None) and window."""
+    window = page_window(browser)
+    scope = client_scope(window, endpoint, client)
+    total = api(server, "statistic/count", scope)["count"]
+    blocked = api(server, "statistic/count", [*scope, ("action[]", "0")])["count"]
+    assert total > 0 and blocked > 0
+    assert (number(browser, "c-total"), number(browser, "c-blocked")) == (total, blocked)
+    assert number(browser, "c-share") == pytest.approx(blocked / total)
+    chart = browser.evaluate("({...document.getElementById('client-chart').dataset})")
+    assert (int(chart["total"]), int(chart["blocked"])) == (total, blocked)
+
+    def top(group, *extra):
+        return api(server, f"statistic/count/{group}", [*scope, ("limit", "10"), *extra])["counts"]
+
+    assert bar_rows(browser, "c-top-domains") == top("question")
+    assert bar_rows(browser, "c-top-sites") == top("registrableDomain")
+    assert bar_rows(browser, "c-top-blocked") == top("question", ("action[]", "0"))
+    assert bar_rows(browser, "c-by-statusCode") == top("statusCode")
+    upstreams = top("upstream")
+    assert bar_rows(browser, "c-by-upstream") == upstreams and len(upstreams) > 2
+
+    shown_new = (
+        "Array.from(document.querySelectorAll('#{} tr[data-value]'), (tr) =>"
+        " ({{value: tr.dataset.value, firstSeen: tr.dataset.firstSeen, count: Number(tr.dataset.count)}}))"
+    )
+    for table, group in (("c-new-names", "question"), ("c-new-sites", "registrableDomain")):
+        names = api(server, f"statistic/first-seen/{group}", [*scope, ("limit", "10")])["names"]
+        assert browser.evaluate(shown_new.format(table)) == names and names
+
+    summary = api(server, "statistic/latency", scope)
+    per_upstream = api(server, "statistic/latency/upstream", [*scope, ("limit", "10")])["latencies"]
+    shown = browser.evaluate(
+        "Array.from(document.querySelectorAll('#c-latency tr[data-upstream]'),"
+        " (tr) => [tr.dataset.upstream, JSON.parse(tr.dataset.numbers)])"
+    )
+    fields = ("count", "meanMs", "p50Ms", "p95Ms", "maxMs")
+    expected = [["*", [summary[f] for f in fields]]]
+    expected += [[lat["value"], [lat[f] for f in fields]] for lat in per_upstream]
+    assert shown == expected and summary["count"] > 0
+
+    # First seen: the client's oldest record kept; last seen: its client entries' last activity.
+    oldest = api(server, "activity-log", [*client_scope([("startTime", "0")], endpoint, client), ("sortOrder", "asc")])
+    assert browser.evaluate("document.getElementById('c-first').dataset.value") == oldest["queries"][0]["timestamp"]
+    items = api(server, "client", [*([("endpointId", endpoint)] if endpoint else []), ("clientId[]", client)])["items"]
+    entries = {e: block["clients"][client] for e, block in items.items() if client in block["clients"]}
+    assert browser.evaluate("document.getElementById('c-last').dataset.value") == max(
+        c["lastActivityTime"] for c in entries.values()
+    )
+    shown_entries = browser.evaluate(
+        "Array.from(document.querySelectorAll('#client-entries tbody tr'), (tr) => tr.dataset.endpoint)"
+    )
+    assert sorted(shown_entries) == sorted(entries)
+
+
+def test_client_page_shows_the_apis_numbers_for_one_client(server, browser, shots):
+    # From the Clients view: one client on one endpoint.
+    sign_in(browser, server, API_KEY, "clients")
+    loaded(browser, "clients")
+    browser.evaluate("document.querySelector('#clients tr[data-endpoint=home][data-client=laptop] a').click()")
+    loaded(browser, "client")
+    assert browser.evaluate("document.getElementById('endpoint').value") == "home"
+    assert browser.evaluate("document.getElementById('client-title').textContent") == "laptop"
+    check_client_page(server, browser, "home", "laptop")
+    assert not [line for line in browser.console if "Content Security Policy" in line], browser.console
+    screenshots(browser, shots, "client", dark=True)
+
+    # Its query log is one click away: the log view filtered on it, in the same window.
+    browser.evaluate("document.getElementById('client-log').click()")
+    loaded(browser, "log")
+    assert browser.evaluate("document.getElementById('f-client').value") == "laptop"
+    assert browser.evaluate("document.getElementById('endpoint').value") == "home"
+    window = page_window(browser)
+    queries = api(server, "activity-log", [*client_scope(window, "home", "laptop"), ("pageSize", "50")])["queries"]
+    rows = log_rows(browser)
+    assert [r[3] for r in rows] == [q["question"] for q in queries] and rows
+    assert {(r[1], r[2]) for r in rows} == {("home", "laptop")}
+
+    # From the overview's top clients, over every endpoint (as that row counts it), 7 days:
+    # the client id on each endpoint it has an entry on.
+    browser.evaluate("location.hash = 'overview?window=7d'")
+    loaded(browser, "overview")
+    browser.evaluate("document.querySelector('#top-clients tr[data-value=laptop] a').click()")
+    loaded(browser, "client")
+    assert browser.evaluate("document.getElementById('endpoint').value") == ""
+    check_client_page(server, browser, None, "laptop")
+    clicked = next(r["count"] for r in bar_rows(browser, "top-clients") if r["value"] == "laptop")
+    assert number(browser, "c-total") == clicked  # the count of the row clicked
+
+
+# What a view shows and the state it shows it in: its controls, its window, its rows.
+VIEW_STATE = """(() => {
+  const value = (id) => document.getElementById(id).value;
+  const texts = (selector) => Array.from(document.querySelectorAll(selector), (el) => el.textContent);
+  const app = document.getElementById('app').dataset;
+  return {
+    href: location.href,
+    view: app.loaded,
+    shown: Array.from(document.querySelectorAll('main > section'), (s) => s.hidden ? '' : s.id).join(''),
+    window: value('window'),
+    custom: value('window') === 'custom' ? [value('custom-start'), value('custom-end'), app.start, app.end] : null,
+    length: Date.parse(app.end) - Date.parse(app.start),
+    endpoint: value('endpoint'),
+    page: document.getElementById({log: 'log-page', admin: 'admin-page'}[app.loaded])?.textContent ?? '',
+    controls: ({
+      clients: ['client-search'],
+      log: ['f-client', 'f-action', 'f-trigger', 'f-rrType', 'f-statusCode', 'f-protocol', 'f-search', 'f-mode'],
+      admin: ['a-action', 'a-search'],
+    }[app.loaded] || []).map(value),
+    rows: {
+      overview: () => [texts('#top-domains td'), document.getElementById('total-count').dataset.value],
+      clients: () => texts('#clients tbody tr td:nth-child(2)'),
+      client: () => [document.getElementById('client-title').textContent, texts('#c-top-domains td'),
+        document.getElementById('c-total').dataset.value],
+      log: () => texts('#log tbody tr td:nth-child(4)'),
+      admin: () => texts('#admin tbody tr td:nth-child(2)'),
+    }[app.loaded](),
+  };
+})()"""
+
+
+def shown_urls(browser):
+    """Every URL the page shows: its own, and every link's."""
+    return browser.evaluate("[location.href, ...Array.from(document.querySelectorAll('a[href]'), (a) => a.href)]")
+
+
+def reopen(browser, server, url, key=API_KEY):
+    """Open `url` in a fresh page with no key kept, and sign in there (the URL untouched)."""
+    browser.evaluate("document.getElementById('sign-out').click()")
+    assert browser.evaluate("sessionStorage.length") == 0
+    browser.open("about:blank")
+    browser.open(url)
+    browser.wait_for("!document.getElementById('signin').hidden")
+    browser.evaluate(
+        f"document.getElementById('signin-key').value = {json.dumps(key)};"
+        "document.getElementById('signin-form').requestSubmit()"
+    )
+
+
+def test_a_views_url_restores_it_and_never_holds_the_key(server, browser):
+    """Each view's state is in its URL: copied, opened in a fresh page and signed in (or
+    reloaded with the key kept), it shows the same view in the same state; no URL the page
+    shows or requests holds the key."""
+    seen = []  # every URL requested or shown along the way
+    sign_in(browser, server, API_KEY, "overview")
+    loaded(browser, "overview")
+
+    def settle(view):
+        loaded(browser, view)
+        seen.extend(browser.requests)
+        seen.extend(shown_urls(browser))
+
+    def submit(form, **values):
+        assignments = "".join(
+            f"document.getElementById({json.dumps(k.replace('_', '-'))}).value = {json.dumps(v)};"
+            for k, v in values.items()
+        )
+        browser.evaluate(f"{assignments} document.getElementById({json.dumps(form)}).requestSubmit()")
+
+    def local(hours_ago):
+        return browser.evaluate(
+            f"(() => {{ const d = new Date(Date.now() - {hours_ago} * 3600e3);"
+            " return new Date(d - d.getTimezoneOffset() * 60000).toISOString().slice(0, 19); })()"
+        )
+
+    def overview():  # one endpoint, the last hour
+        browser.evaluate("document.getElementById('window').value = '3600'")
+        control(browser, "endpoint", "cabin")
+        return "overview", {"window": "3600", "endpoint": "cabin"}
+
+    def clients():  # searched and sorted
+        show(browser, "clients")
+        control(browser, "client-search", "home", "input")
+        browser.evaluate("document.querySelector('#clients th[data-sort=clientId]').click()")
+        return "clients", {"controls": ["home"], "rows": ["laptop", "old-printer", "phone", "tv"]}
+
+    def log():  # filtered, 7 days, the second page
+        browser.evaluate("location.hash = 'log?window=7d'")
+        loaded(browser, "log")
+        submit("log-filters", f_search="example", f_mode="endsWith", f_trigger="default")
+        loaded(browser, "log")
+        browser.evaluate("document.getElementById('log-next').click()")
+        controls = ["", "", "default", "", "", "", "example", "endsWith"]
+        return "log", {"window": "604800", "controls": controls, "page": "Page 2"}
+
+    def client():  # one client in a custom window
+        show(browser, "clients")
+        browser.evaluate("document.querySelector('#clients tr[data-endpoint=home][data-client=phone] a').click()")
+        loaded(browser, "client")
+        start, end = local(30), local(1)
+        browser.evaluate(
+            "document.getElementById('window').value = 'custom';"
+            f"document.getElementById('custom-start').value = {json.dumps(start)};"
+        )
+        control(browser, "custom-end", end)
+        return "client", {"window": "custom", "endpoint": "home", "custom": [start, end]}
+
+    def admin():  # filtered by action; Back and Forward go through the states
+        show(browser, "admin")
+        submit("admin-filters", a_action="client.alias.set")
+        loaded(browser, "admin")
+        for step, action in (("back", ""), ("forward", "client.alias.set")):
+            browser.evaluate(f"history.{step}()")
+            browser.wait_for(
+                f"document.getElementById('a-action').value === {json.dumps(action)}"
+                " && document.getElementById('app').dataset.loaded === 'admin'"
+            )
+        return "admin", {"controls": ["client.alias.set", ""]}
+
+    for build in (overview, clients, log, client, admin):
+        view, expected = build()
+        settle(view)
+        before = browser.evaluate(VIEW_STATE)
+        assert {name: before[name][: len(value)] for name, value in expected.items()} == expected
+        url = before["href"]
+        assert url.startswith(f"{server.base}/#{view}?"), url
+        assert before["view"] == view and before["shown"] == f"view-{view}"
+
+        # A fresh page, signed in: the same view, in the same state.
+        reopen(browser, server, url)
+        settle(view)
+        after = browser.evaluate(VIEW_STATE)
+        assert after["href"] == url
+        assert {**after, "length": round(after["length"], -3)} == {**before, "length": round(before["length"], -3)}
+
+        # Reloaded with the key kept: the same again.
+        browser.open("about:blank")
+        browser.open(url)
+        settle(view)
+        assert browser.evaluate(VIEW_STATE)["href"] == url
+
+    assert seen and all(url.startswith((f"{server.base}/", "data:", "about:blank")) for url in seen)
+    assert not [url for url in seen if API_KEY in url or urllib.parse.quote(API_KEY) in url]
+
+
+# The most API calls the page had in flight at once, and the protocols they went over (resource
+# timing: a call runs from its fetch to its response's end).
+IN_FLIGHT = """(() => {
+  const calls = performance.getEntriesByType('resource').filter((e) => new URL(e.name).pathname.startsWith('/v2/'));
+  const events = calls.flatMap((e) => [[e.startTime, 1], [e.responseEnd, -1]]);
+  events.sort((a, b) => a[0] - b[0] || a[1] - b[1]);  // an end before a start at the same time
+  let now = 0, most = 0;
+  for (const [, step] of events) most = Math.max(most, (now += step));
+  return {most, calls: calls.length, protocols: [...new Set(calls.map((e) => e.nextHopProtocol))]};
+})()"""
+
+
+def test_over_http2_the_page_keeps_six_calls_in_flight(server, tmp_path_factory):
+    """Behind the nginx site (HTTP/2), where the browser would send every panel's call at once:
+    the page keeps to 6, within a key's fair share, and every view loads."""
+    if nginx.UNAVAILABLE:
+        pytest.skip(nginx.banner())
+    front = nginx.Nginx(server.port)
+    # The test's own certificate: nothing but this loopback site is reachable anyway.
+    chromium = Chromium(tmp_path_factory.mktemp("chromium-h2"), flags=("--ignore-certificate-errors",))
+    try:
+        chromium.resize(*DESKTOP)
+        base = f"https://127.0.0.1:{front.https_port}"
+        chromium.open(f"{base}/#client?window=7d&endpoint=home&clientId=laptop")
+        chromium.wait_for("!document.getElementById('signin').hidden")
+        chromium.evaluate(
+            f"document.getElementById('signin-key').value = {json.dumps(API_KEY)};"
+            "document.getElementById('signin-form').requestSubmit()"
+        )
+        loaded(chromium, "client")
+        assert number(chromium, "c-total") > 0
+        chromium.evaluate("performance.clearResourceTimings(); location.hash = 'overview?window=7d'")
+        loaded(chromium, "overview")
+        flight = chromium.evaluate(IN_FLIGHT)
+        assert flight["protocols"] == ["h2"] and flight["calls"] == 14
+        assert flight["most"] <= 6, flight
+    finally:
+        chromium.close()
+        front.stop()

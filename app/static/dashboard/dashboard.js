@@ -16,13 +16,14 @@
     who: null,
     window: null,
     view: null,
+    scope: null, // the view and its URL without the page: paging keeps the window
+    client: null, // the client page's client id
     clients: [],
     sort: { column: "last", descending: true },
     logPage: 0,
     adminPage: 0,
     live: null,
-    chart: null,
-    chartSeries: null,
+    charts: {}, // each chart's box id: its uPlot and the series it draws
     deleting: null,
   };
 
@@ -33,12 +34,42 @@
     }
   }
 
+  // At most MAX_IN_FLIGHT calls at once, as a browser keeps to over HTTP/1.1 anyway: over
+  // HTTP/2 (the nginx site) a view's panels would otherwise all go at once, past the API's
+  // fair share of expensive requests per key (8 per worker) and into 429s. A call that ends
+  // hands its place to the next one waiting.
+  const MAX_IN_FLIGHT = 6;
+  const queue = { running: 0, waiting: [] };
+
+  function acquire() {
+    if (queue.running < MAX_IN_FLIGHT) {
+      queue.running++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => queue.waiting.push(resolve));
+  }
+
+  function release() {
+    const next = queue.waiting.shift();
+    if (next) next();
+    else queue.running--;
+  }
+
   // One call to the API; the answer's JSON, or the Response itself with raw.
   async function api(path, params, { method = "GET", body, raw = false } = {}) {
     const headers = { Authorization: state.key };
     if (body !== undefined) headers["Content-Type"] = "application/json";
     const query = params && [...params].length ? "?" + params.toString() : "";
-    const response = await fetch("v2/" + path + query, {
+    await acquire();
+    try {
+      return await call("v2/" + path + query, { method, headers, body, raw });
+    } finally {
+      release();
+    }
+  }
+
+  async function call(url, { method, headers, body, raw }) {
+    const response = await fetch(url, {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -144,22 +175,45 @@
 
   // ---- overview ------------------------------------------------------------------------------
 
+  const BLOCKED = { "action[]": "0" };
+
+  // The top `limit` values of a group in a scope (window and filters).
+  const topOf = (scope) => (group, extra = {}) =>
+    api(`statistic/count/${group}`, withParams(scope, { limit: 10, ...extra }));
+
+  // Queries and blocked queries in a scope: totals, and the chart's series.
+  function totalsAndTimeline(scope) {
+    const series = withParams(scope, { interval: intervalFor(state.window), limit: 1000 });
+    return Promise.all([
+      api("statistic/count", scope),
+      api("statistic/count", withParams(scope, BLOCKED)),
+      api("statistic/timeseries", series),
+      api("statistic/timeseries", withParams(series, BLOCKED)),
+    ]);
+  }
+
+  const share = (part, whole) => (whole ? part / whole : 0);
+
+  // The cards of a scope's totals and its chart; `ids` names the page's elements for them.
+  function showTotalsAndTimeline(ids, [total, blocked, queries, blockedQueries]) {
+    showNumber(ids.total, total.count, number(total.count));
+    showNumber(ids.blocked, blocked.count, number(blocked.count));
+    const part = share(blocked.count, total.count);
+    showNumber(ids.share, part, `${(part * 100).toFixed(1)} %`);
+    drawChart(ids.chart, queries.queries, blockedQueries.queries);
+    return part;
+  }
+
   async function loadOverview() {
     const scope = endpointParams(windowParams());
     const previous = endpointParams(windowParams(previousWindow()));
-    const blocked = { "action[]": "0" };
-    const interval = intervalFor(state.window);
-    const series = withParams(scope, { interval, limit: 1000 });
-    const top = (group, extra = {}) => api(`statistic/count/${group}`, withParams(scope, { limit: 10, ...extra }));
-    const [total, blockedTotal, before, blockedBefore, queries, blockedQueries, ...lists] = await Promise.all([
-      api("statistic/count", scope),
-      api("statistic/count", withParams(scope, blocked)),
+    const top = topOf(scope);
+    const [now, before, blockedBefore, ...lists] = await Promise.all([
+      totalsAndTimeline(scope),
       api("statistic/count", previous),
-      api("statistic/count", withParams(previous, blocked)),
-      api("statistic/timeseries", series),
-      api("statistic/timeseries", withParams(series, blocked)),
+      api("statistic/count", withParams(previous, BLOCKED)),
       top("question"),
-      top("question", blocked),
+      top("question", BLOCKED),
       top("clientId"),
       top("protocol"),
       top("statusCode"),
@@ -169,11 +223,9 @@
     ]);
     const [domains, blockedDomains, clients, protocol, status, rrType, trendDomains, trendClients] = lists;
 
-    const share = (part, whole) => (whole ? part / whole : 0);
-    showNumber("total-count", total.count, number(total.count));
-    showNumber("blocked-count", blockedTotal.count, number(blockedTotal.count));
-    const nowShare = share(blockedTotal.count, total.count);
-    showNumber("blocked-share", nowShare, `${(nowShare * 100).toFixed(1)} %`);
+    const ids = { total: "total-count", blocked: "blocked-count", share: "blocked-share", chart: "chart" };
+    const nowShare = showTotalsAndTimeline(ids, now);
+    const [total, blockedTotal] = now;
     showNumber("previous-count", before.count, number(before.count));
     showChange("total-change", total.count, before.count);
     showChange("blocked-change", blockedTotal.count, blockedBefore.count);
@@ -181,10 +233,9 @@
     const points = ((nowShare - shareBefore) * 100).toFixed(1);
     $("share-change").textContent = `${points >= 0 ? "+" : ""}${points} points vs previous`;
 
-    drawChart(queries.queries, blockedQueries.queries);
     barTable("top-domains", domains.counts);
     barTable("top-blocked", blockedDomains.counts, "blocked");
-    barTable("top-clients", clients.counts);
+    barTable("top-clients", clients.counts, "", (id) => viewHash("client", { keepFilters: false, clientId: id }));
     barTable("by-protocol", protocol.counts);
     barTable("by-statusCode", status.counts);
     barTable("by-rrType", rrType.counts);
@@ -208,7 +259,8 @@
     el.textContent = `${change >= 0 ? "▲" : "▼"} ${Math.abs(change).toFixed(1)} % vs previous`;
   }
 
-  function barTable(id, counts, className) {
+  // `link`, when given, makes each value a link to the URL it returns for it.
+  function barTable(id, counts, className, link) {
     const table = $(id);
     table.replaceChildren();
     if (!counts.length) {
@@ -220,7 +272,9 @@
       const name = element("td", null, "name");
       const fill = element("span", null, "fill");
       fill.style.width = `${(count / most) * 100}%`;
-      name.append(fill, element("span", value === "" ? "(unknown)" : value, "text"));
+      const text = element(link ? "a" : "span", value === "" ? "(unknown)" : value, "text");
+      if (link) text.href = link(value);
+      name.append(fill, text);
       const tr = row([name, element("td", number(count), "num")], className);
       tr.dataset.value = value;
       tr.dataset.count = count;
@@ -262,17 +316,17 @@
     return rows;
   }
 
-  function drawChart(queries, blocked) {
-    state.chartSeries = [queries, blocked];
-    const box = $("chart");
+  function drawChart(id, queries, blocked) {
+    const box = $(id);
+    const old = state.charts[id];
+    if (old) old.chart.destroy();
     const colour = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
     const data = [queries.map((q) => Date.parse(q.time) / 1000), queries.map((q) => q.count), blocked.map((q) => q.count)];
     box.dataset.total = data[1].reduce((a, b) => a + b, 0);
     box.dataset.blocked = data[2].reduce((a, b) => a + b, 0);
-    if (state.chart) state.chart.destroy();
     box.replaceChildren();
     const axis = { stroke: colour("--muted"), grid: { stroke: colour("--line") }, ticks: { stroke: colour("--line") } };
-    state.chart = new uPlot(
+    const chart = new uPlot(
       {
         width: Math.max(box.clientWidth, 200),
         height: 260,
@@ -287,28 +341,35 @@
       data,
       box,
     );
+    state.charts[id] = { chart, series: [queries, blocked] };
   }
 
   // The chart's colours come from the stylesheet: draw it again when light turns dark.
   matchMedia("(prefers-color-scheme: dark)").addEventListener("change", () => {
-    if (state.chartSeries) drawChart(...state.chartSeries);
+    for (const [id, { series }] of Object.entries(state.charts)) drawChart(id, ...series);
   });
 
   window.addEventListener("resize", () => {
-    if (state.chart) state.chart.setSize({ width: Math.max($("chart").clientWidth, 200), height: 260 });
+    for (const [id, { chart }] of Object.entries(state.charts)) {
+      chart.setSize({ width: Math.max($(id).clientWidth, 200), height: 260 });
+    }
   });
 
   // ---- clients -------------------------------------------------------------------------------
 
+  // GET /v2/client's items as one row per (endpoint, client).
+  function clientEntries(items) {
+    return Object.entries(items).flatMap(([endpoint, entry]) =>
+      Object.entries(entry.clients).map(([clientId, c]) => {
+        const os = [c.os.type, c.os.version, c.os.arch].filter(Boolean).join(" ");
+        return { endpoint, clientId, ...c, ip: c.ip || "", os, last: c.lastActivityTime };
+      }),
+    );
+  }
+
   async function loadClients() {
     const { items } = await api("client", endpointParams());
-    state.clients = [];
-    for (const [endpoint, entry] of Object.entries(items)) {
-      for (const [clientId, c] of Object.entries(entry.clients)) {
-        const os = [c.os.type, c.os.version, c.os.arch].filter(Boolean).join(" ");
-        state.clients.push({ endpoint, clientId, ...c, ip: c.ip || "", os, last: c.lastActivityTime });
-      }
-    }
+    state.clients = clientEntries(items);
     renderClients();
   }
 
@@ -330,7 +391,6 @@
       th.classList.toggle("sorted-asc", th.dataset.sort === state.sort.column && !state.sort.descending);
       th.classList.toggle("sorted-desc", th.dataset.sort === state.sort.column && state.sort.descending);
     }
-    document.querySelector("#clients th.write-only").hidden = !can("write");
     $("client-total").textContent = `${shown.length} of ${state.clients.length} clients`;
     const body = document.querySelector("#clients tbody");
     body.replaceChildren(...labelled(body, shown.map(clientRow)));
@@ -342,7 +402,7 @@
     const alias = element("td", c.alias, "alias");
     const tr = row([
       element("td", c.endpoint),
-      element("td", c.clientId, "client-id"),
+      clientLink(c),
       alias,
       element("td", c.host),
       element("td", c.ip),
@@ -377,7 +437,7 @@
         const path = `client/alias/${encodeURIComponent(c.endpoint)}/${encodeURIComponent(c.clientId)}`;
         if (alias) await api(path, null, { method: "PUT", body: { alias } });
         else await api(path, null, { method: "DELETE" });
-        await run(loadClients);
+        await run(LOADERS[state.view]);
       } catch (error) {
         showError(error);
       }
@@ -388,7 +448,8 @@
     });
     const ok = element("button", "Save", "small");
     ok.type = "submit";
-    form.append(input, ok, button("Clear", () => save(""), "small"), button("Cancel", renderClients, "small"));
+    const cancel = button("Cancel", () => (cell.textContent = c.alias), "small");
+    form.append(input, ok, button("Clear", () => save(""), "small"), cancel);
     cell.replaceChildren(form);
     input.focus();
   }
@@ -419,8 +480,116 @@
       body: { endpointIds: [c.endpoint], clientIds: [c.clientId], endTime: until.toISOString() },
     });
     const gone = answer.deletedClients.length ? "its entry was deleted" : "it has later records, so its entry stays";
+    await run(LOADERS[state.view]);
     $("app-note").textContent = `Deleted the records of "${c.clientId}" up to ${until.toLocaleString()}; ${gone}.`;
-    await loadClients();
+  }
+
+  // ---- one client ----------------------------------------------------------------------------
+
+  // A client's link to its page: (endpoint, client id) from the Clients view.
+  function clientLink(c) {
+    const cell = element("td", null, "client-id");
+    const link = element("a", c.clientId, "client-link");
+    link.href = viewHash("client", { keepFilters: false, clientId: c.clientId, endpoint: c.endpoint });
+    cell.append(link);
+    return cell;
+  }
+
+  // The client page: one client id on the chosen endpoint (or on every endpoint, as the
+  // overview's top clients count it), in the window.
+  async function loadClient() {
+    const id = state.client;
+    const scope = withParams(endpointParams(windowParams()), { "clientId[]": id });
+    const top = topOf(scope);
+    const oldest = withParams(endpointParams(), { "clientId[]": id, startTime: "0", sortOrder: "asc", pageSize: 1 });
+    const [entries, first, totals, ...lists] = await Promise.all([
+      api("client", withParams(endpointParams(), { "clientId[]": id })),
+      api("activity-log", oldest),
+      totalsAndTimeline(scope),
+      top("question"),
+      top("registrableDomain"),
+      top("question", BLOCKED),
+      top("statusCode"),
+      top("upstream"),
+      api("statistic/first-seen/question", withParams(scope, { limit: 10 })),
+      api("statistic/first-seen/registrableDomain", withParams(scope, { limit: 10 })),
+      api("statistic/latency", scope),
+      api("statistic/latency/upstream", withParams(scope, { limit: 10 })),
+    ]);
+    const [domains, sites, blocked, status, upstreams, newNames, newSites, latency, upstreamLatency] = lists;
+
+    const rows = clientEntries(entries.items).filter((c) => c.clientId === id);
+    const endpoint = $("endpoint").value;
+    const alias = rows.map((c) => c.alias).find(Boolean);
+    $("client-title").textContent = alias ? `${id} (${alias})` : id;
+    const where = endpoint ? `on endpoint "${endpoint}"` : "on every endpoint";
+    $("client-scope").textContent = rows.length
+      ? `${where}${endpoint ? "" : ": " + rows.map((c) => c.endpoint).join(", ")}`
+      : `${where} (no client entry: never seen there, or deleted)`;
+    $("client-log").href = viewHash("log", { keepFilters: false, clientId: id });
+    const body = document.querySelector("#client-entries tbody");
+    body.replaceChildren(...labelled(body, rows.map(clientRow)));
+
+    const ids = { total: "c-total", blocked: "c-blocked", share: "c-share", chart: "client-chart" };
+    showTotalsAndTimeline(ids, totals);
+    const oldestRecord = first.queries[0];
+    showTime("c-first", oldestRecord ? oldestRecord.timestamp : null, "no records kept");
+    const lasts = rows.map((c) => c.last).filter(Boolean).sort();
+    showTime("c-last", lasts.length ? lasts[lasts.length - 1] : null, rows.length ? "data expired" : "never");
+    barTable("c-top-domains", domains.counts);
+    barTable("c-top-sites", sites.counts);
+    barTable("c-top-blocked", blocked.counts, "blocked");
+    barTable("c-by-statusCode", status.counts);
+    barTable("c-by-upstream", upstreams.counts);
+    newTable("c-new-names", newNames.names);
+    newTable("c-new-sites", newSites.names);
+    latencyTable("c-latency", [{ value: null, ...latency }, ...upstreamLatency.latencies]);
+  }
+
+  function showTime(id, iso, none) {
+    $(id).textContent = iso ? localTime(iso) : none;
+    $(id).dataset.value = iso || "";
+    $(id).nextElementSibling.textContent = iso ? ago(iso) : "";
+  }
+
+  // Names first seen in the window: when, and their queries in it.
+  function newTable(id, names) {
+    const table = $(id);
+    table.replaceChildren();
+    if (!names.length) {
+      table.append(row([element("td", "Nothing new in this window", "empty")]));
+      return;
+    }
+    for (const { value, firstSeen, count } of names) {
+      const tr = row([
+        element("td", value, "name"),
+        element("td", localTime(firstSeen), "num muted when"),
+        element("td", number(count), "num"),
+      ]);
+      Object.assign(tr.dataset, { value, firstSeen, count });
+      table.append(tr);
+    }
+  }
+
+  // Response times: every timed query first, then each upstream's.
+  function latencyTable(id, latencies) {
+    const table = $(id);
+    const ms = (value) => (value === null ? "–" : `${Number(value).toFixed(1)} ms`);
+    table.replaceChildren(
+      row(["", "timed", "mean", "median", "95th", "max"].map((text) => element("th", text, text ? "num" : ""))),
+    );
+    for (const l of latencies) {
+      const name = l.value === null ? "All queries" : l.value === "" ? "(no upstream)" : l.value;
+      const tr = row([
+        element("td", name, "name"),
+        element("td", number(l.count), "num"),
+        ...[l.meanMs, l.p50Ms, l.p95Ms, l.maxMs].map((v) => element("td", ms(v), "num")),
+      ]);
+      tr.dataset.upstream = l.value === null ? "*" : l.value;
+      tr.dataset.numbers = JSON.stringify([l.count, l.meanMs, l.p50Ms, l.p95Ms, l.maxMs]);
+      table.append(tr);
+    }
+    if (!latencies[0].count) table.append(row([element("td", "No response times recorded in this window", "empty")]));
   }
 
   // ---- query log -----------------------------------------------------------------------------
@@ -586,22 +755,149 @@
 
   // ---- views, sign-in ------------------------------------------------------------------------
 
-  const LOADERS = { overview: loadOverview, clients: loadClients, log: loadLog, admin: loadAdmin };
+  const LOADERS = { overview: loadOverview, clients: loadClients, client: loadClient, log: loadLog, admin: loadAdmin };
 
-  // Run a view's loader; the page says when it is done (data-loaded), which the tests wait for.
+  // Run a view's loader; the page says when it is done (data-loaded) and for which URL
+  // (data-url), which the tests wait for. Only the latest run says so: an older one that ends
+  // later is not what the page shows.
   async function run(loader) {
     const app = $("app");
+    const ticket = (state.runs = (state.runs || 0) + 1);
     delete app.dataset.loaded;
     $("app-error").textContent = "";
     $("app-note").textContent = "";
     try {
       await loader();
-      app.dataset.loaded = state.view;
+      if (ticket === state.runs) app.dataset.loaded = state.view;
     } catch (error) {
       showError(error);
-      app.dataset.loaded = "error";
+      if (ticket === state.runs) app.dataset.loaded = "error";
     }
+    if (ticket === state.runs) app.dataset.url = location.hash;
   }
+
+  // ---- the page's URL: every view's state, never the key -------------------------------------
+  // "#log?window=24h&endpoint=home&clientId=laptop&page=2": the URL is the view's state, so a
+  // view can be bookmarked, reloaded and shared, and loading one (after sign-in) restores it.
+  // Every change of view, window, endpoint, filter or page is a new URL (Back goes back).
+
+  const WINDOW_NAMES = { 3600: "1h", 86400: "24h", 604800: "7d", 2592000: "30d" };
+  const DEFAULT_WINDOW = "86400";
+  // Each view's controls, by their name in the URL (the log's are the API's parameters).
+  const VIEW_CONTROLS = {
+    clients: { search: "client-search" },
+    log: {
+      clientId: "f-client",
+      action: "f-action",
+      trigger: "f-trigger",
+      rrType: "f-rrType",
+      statusCode: "f-statusCode",
+      protocol: "f-protocol",
+      searchQuestion: "f-search",
+      searchQuestionMode: "f-mode",
+    },
+    admin: { action: "a-action", search: "a-search" },
+  };
+  const PAGES = { log: "logPage", admin: "adminPage" };
+  const SORTS = ["endpoint", "clientId", "alias", "host", "ip", "mac", "os", "vendor", "last"];
+  // Each control's value as the page came: a control left at it is left out of the URL.
+  const DEFAULTS = {};
+  for (const ids of Object.values(VIEW_CONTROLS)) for (const id of Object.values(ids)) DEFAULTS[id] = $(id).value;
+
+  // The URL of a view in the current state: its window and endpoint, and (with keepFilters)
+  // its own filters, sort and page; `extra` sets (or, with "" or null, drops) parameters.
+  function viewHash(view, { keepFilters = true, ...extra } = {}) {
+    const params = new URLSearchParams();
+    if ($("window").value === "custom") {
+      const start = fromLocalInput($("custom-start").value);
+      const end = fromLocalInput($("custom-end").value);
+      if (!isNaN(start) && !isNaN(end)) {
+        params.set("start", start.toISOString());
+        params.set("end", end.toISOString());
+      }
+    } else {
+      params.set("window", WINDOW_NAMES[$("window").value]);
+    }
+    if ($("endpoint").value) params.set("endpoint", $("endpoint").value);
+    if (view === "client" && state.client !== null) params.set("clientId", state.client);
+    if (keepFilters) {
+      for (const [name, id] of Object.entries(VIEW_CONTROLS[view] || {})) {
+        if ($(id).value !== DEFAULTS[id]) params.set(name, $(id).value);
+      }
+      const { column, descending } = state.sort;
+      if (view === "clients" && (column !== "last" || !descending)) params.set("sort", (descending ? "-" : "") + column);
+      if (state[PAGES[view]]) params.set("page", state[PAGES[view]] + 1);
+    }
+    for (const [name, value] of Object.entries(extra)) {
+      if (value === null || value === "") params.delete(name);
+      else params.set(name, value);
+    }
+    const query = params.toString();
+    return `#${view}${query ? "?" + query : ""}`;
+  }
+
+  function readHash() {
+    const text = location.hash.slice(1);
+    const at = text.indexOf("?");
+    return { view: at < 0 ? text : text.slice(0, at), params: new URLSearchParams(at < 0 ? "" : text.slice(at + 1)) };
+  }
+
+  // Set the controls (and the client, sort and page) to what the URL says; what it leaves out
+  // is the default, so the URL alone decides what the view shows.
+  function applyHash(view, params) {
+    const start = new Date(params.get("start"));
+    const end = new Date(params.get("end"));
+    const named = Object.keys(WINDOW_NAMES).find((seconds) => WINDOW_NAMES[seconds] === params.get("window"));
+    if (params.has("start") && params.has("end") && !isNaN(start) && !isNaN(end)) {
+      $("window").value = "custom";
+      $("custom-start").value = toLocalInput(start);
+      $("custom-end").value = toLocalInput(end);
+    } else {
+      $("window").value = named || DEFAULT_WINDOW;
+    }
+    $("custom-window").hidden = $("window").value !== "custom";
+    const endpoint = params.get("endpoint") || "";
+    // An endpoint the menu does not list (no client entry left): the API still answers for
+    // it, or says why this key may not read it.
+    if (endpoint && ![...$("endpoint").options].some((o) => o.value === endpoint)) $("endpoint").add(new Option(endpoint));
+    $("endpoint").value = endpoint;
+    for (const [name, id] of Object.entries(VIEW_CONTROLS[view] || {})) $(id).value = params.get(name) ?? DEFAULTS[id];
+    if (view === "clients") {
+      const sort = params.get("sort") || "-last";
+      const column = sort.replace(/^-/, "");
+      state.sort = SORTS.includes(column) ? { column, descending: sort.startsWith("-") } : { column: "last", descending: true };
+    }
+    if (PAGES[view]) state[PAGES[view]] = Math.max(0, (parseInt(params.get("page"), 10) || 1) - 1);
+    state.client = view === "client" ? params.get("clientId") : null;
+  }
+
+  // Show the view the controls now describe: a new URL, whose hashchange loads it; the same
+  // URL again (Refresh) loads it anew.
+  function go(view = state.view, extra = {}) {
+    const hash = viewHash(view, extra);
+    if (hash === location.hash) route(true);
+    else location.hash = hash;
+  }
+
+  // A change that loads nothing (a search or sort of the client list) only rewrites the URL.
+  function rewriteUrl() {
+    history.replaceState(null, "", viewHash(state.view));
+    state.scope = scopeOf(readHash().params);
+    state.routed = location.hash;
+    if ($("app").dataset.loaded) $("app").dataset.url = location.hash;
+    updateNav();
+  }
+
+  // The nav links carry the window and endpoint, and each view's own filters.
+  function updateNav() {
+    for (const link of document.querySelectorAll("#nav a")) link.href = viewHash(link.dataset.view);
+  }
+
+  const scopeOf = (params) => {
+    const copy = new URLSearchParams(params);
+    copy.delete("page");
+    return `${state.view}?${copy}`;
+  };
 
   function refresh() {
     try {
@@ -613,25 +909,40 @@
     run(LOADERS[state.view]);
   }
 
-  function route() {
+  // Load the view the URL names. Another page of the same view and window keeps the window
+  // (paging never shifts); anything else, or `again` (Refresh), takes the window anew.
+  function route(again = false) {
     if (!state.who) return;
-    let view = location.hash.slice(1) || "overview";
-    if (!(view in LOADERS) || (view === "admin" && !can("admin"))) view = "overview";
+    let { view, params } = readHash();
+    view = view || "overview";
+    const refused = (view === "admin" && !can("admin")) || (view === "client" && !params.get("clientId"));
+    if (!(view in LOADERS) || refused) view = "overview";
+    applyHash(view, params);
     if (view !== "log") {
       $("live").checked = false;
       stopLive();
+    } else if (state.live && state.live.filters.toString() !== filterParams().toString()) {
+      startLive();
     }
     state.view = view;
     for (const section of document.querySelectorAll("main > section")) section.hidden = section.dataset.view !== view;
     for (const link of document.querySelectorAll("#nav a")) link.classList.toggle("current", link.dataset.view === view);
-    refresh();
+    // The URL in its full form: what the view shows, to copy as it is.
+    history.replaceState(null, "", viewHash(view));
+    state.routed = location.hash;
+    const scope = scopeOf(readHash().params);
+    const samePage = !again && state.scope === scope && state.window;
+    state.scope = scope;
+    updateNav();
+    if (samePage) run(LOADERS[view]);
+    else refresh();
   }
 
   async function loadEndpoints() {
     let names = state.who.endpoints;
     if (names === null) names = Object.keys((await api("client")).items);
     const select = $("endpoint");
-    select.replaceChildren(new Option("All endpoints", ""), ...names.map((name) => new Option(name, name)));
+    select.replaceChildren(new Option("All endpoints", ""), ...names.map((name) => new Option(name)));
   }
 
   async function signIn(key) {
@@ -652,11 +963,13 @@
     $("key-name").textContent = `${state.who.name} · ${state.who.scopes.join(", ")}`;
     $("nav-admin").hidden = !can("admin");
     document.body.classList.toggle("can-write", can("write"));
+    for (const th of document.querySelectorAll("th.write-only")) th.hidden = !can("write");
     await loadEndpoints();
     $("signin").hidden = true;
     $("app").hidden = false;
     $("nav").hidden = false;
     $("who").hidden = false;
+    state.scope = null;
     route();
   }
 
@@ -687,7 +1000,8 @@
       }
     });
     $("sign-out").addEventListener("click", () => signOut());
-    window.addEventListener("hashchange", route);
+    // Setting the hash twice before the first event runs fires two events for one URL: once.
+    window.addEventListener("hashchange", () => location.hash !== state.routed && route());
     $("scope").addEventListener("submit", (event) => event.preventDefault());
     $("window").addEventListener("change", () => {
       const custom = $("window").value === "custom";
@@ -696,7 +1010,7 @@
         $("custom-end").value = toLocalInput(new Date());
         $("custom-start").value = toLocalInput(new Date(Date.now() - 86400000));
       }
-      refresh();
+      restartView();
     });
     for (const id of ["custom-start", "custom-end", "endpoint"]) $(id).addEventListener("change", restartView);
     $("refresh").addEventListener("click", restartView);
@@ -706,9 +1020,13 @@
         const column = th.dataset.sort;
         state.sort = { column, descending: state.sort.column === column ? !state.sort.descending : column === "last" };
         renderClients();
+        rewriteUrl();
       });
     }
-    $("client-search").addEventListener("input", renderClients);
+    $("client-search").addEventListener("input", () => {
+      renderClients();
+      rewriteUrl();
+    });
     $("delete-until").addEventListener("input", describeDeletion);
     $("confirm-delete").addEventListener("close", () => {
       if ($("confirm-delete").returnValue === "delete") deleteClient().catch(showError);
@@ -731,17 +1049,13 @@
     $("admin-next").addEventListener("click", () => page("adminPage", 1));
   }
 
-  // New filters or window: back to the first page, and a live stream follows the new filters.
-  function restartView() {
-    state.logPage = 0;
-    state.adminPage = 0;
-    if (state.live) startLive();
-    refresh();
-  }
+  // New filters or window (or Refresh): the first page, in a window taken anew; a live stream
+  // follows the new filters (route).
+  const restartView = () => go(state.view, { page: null });
 
   function page(which, step) {
-    state[which] = Math.max(0, state[which] + step);
-    run(LOADERS[state.view]);
+    const next = Math.max(0, state[which] + step);
+    go(state.view, { page: next ? next + 1 : null });
   }
 
   wire();
