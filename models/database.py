@@ -60,6 +60,7 @@ def open_database(target: str, wal_limit: int = 256 << 20):
     database.term_value_cache = {}
     database.term_cache_bytes = 0
     database.mapped_questions = set()  # term ids known to have their registrable domain
+    database.pattern_matches = {}  # question patterns' matching term ids (see models.filters)
     db.initialize(database)
     return database
 

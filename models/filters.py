@@ -168,14 +168,34 @@ def _column_condition(column, values, alias, inline=False) -> tuple[str, list]:
 
 
 def _pattern_condition(text: str, alias: str) -> tuple[str, list]:
-    """The records whose question is a stored name matching the pattern `text`. The names are
-    read in batches, each searched as one text of lines by RE2 (in C: a call per name cost
-    several times more), from one match to the next line."""
+    """The records whose question is a stored name matching the pattern `text`."""
+    matched = _matching_terms(text)
+    if not matched:
+        return "0 = 1", []
+    rows = db.obj.dialect.json_array_rows("?", "m")
+    return f"{alias}.question IN (SELECT CAST(m.value AS BIGINT) FROM {rows})", [json.dumps(matched)]
+
+
+# Per pattern, the terms found to match it and the highest term id searched (in the
+# database's own cache: `pattern_matches`): terms are only ever added and never change, so a
+# pattern asked again (the next page, a refresh) searches only the terms stored since.
+# Bounded in patterns and in ids held.
+_MATCHED_PATTERNS = 64
+_MATCHED_IDS = 2_000_000
+
+
+def _matching_terms(text: str) -> list[int]:
+    """Ids of the stored strings matching the pattern `text`. They are read in batches, each
+    searched as one text of lines by RE2 (in C: a call per name cost several times more), from
+    one match to the next line."""
+    cache = db.obj.pattern_matches
+    matched, searched = cache.get(text, ((), 0))
     pattern = compile_pattern(text, lines=True)
-    matched = []
+    found = list(matched)
     # Answer sets (JSON arrays, most of the strings' bytes) are never a name.
-    cursor = query("SELECT id, value FROM term WHERE substr(value, 1, 1) <> '['")
+    cursor = query("SELECT id, value FROM term WHERE id > ? AND substr(value, 1, 1) <> '[' ORDER BY id", [searched])
     while rows := cursor.fetchmany(_TERM_SCAN_BATCH):
+        searched = rows[-1][0]
         # Bytes: RE2 reads UTF-8, and a str would be encoded again at every search.
         encoded = [value.encode() for _, value in rows]
         starts, at = [], 0
@@ -184,16 +204,16 @@ def _pattern_condition(text: str, alias: str) -> tuple[str, list]:
             at += len(value) + 1
         names = b"\n".join(encoded)
         position = 0
-        while (found := pattern.search(names, position)) is not None:
-            line = bisect.bisect_right(starts, found.start()) - 1
-            matched.append(rows[line][0])
+        while (hit := pattern.search(names, position)) is not None:
+            line = bisect.bisect_right(starts, hit.start()) - 1
+            found.append(rows[line][0])
             if line + 1 == len(starts):
                 break
             position = starts[line + 1]
-    if not matched:
-        return "0 = 1", []
-    rows = db.obj.dialect.json_array_rows("?", "m")
-    return f"{alias}.question IN (SELECT CAST(m.value AS BIGINT) FROM {rows})", [json.dumps(matched)]
+    if len(cache) >= _MATCHED_PATTERNS or sum(len(ids) for ids, _ in cache.values()) > _MATCHED_IDS:
+        cache.clear()  # starting over is cheaper than tracking an order to evict in
+    cache[text] = (found, searched)
+    return found
 
 
 def _search_condition(text: str, mode: str, alias: str) -> tuple[str, list]:

@@ -57,6 +57,25 @@ def test_patterns_select_the_same_records_everywhere(client, pattern, matches):
     assert {entry["value"] for entry in grouped} == matches
 
 
+def test_a_pattern_asked_again_finds_names_stored_since(client):
+    # A worker remembers what a pattern matched and searches only the strings stored since:
+    # names new since, and strings stored before under another field that are now asked.
+    ingest(client, record(question="api.one.com", spoofTarget="api.three.com", timestamp="2024-05-01T12:00:00Z"))
+
+    def names():
+        found = client.get(f"/v2/activity-log?{search('^api[.]')}", headers=AUTH).json["queries"]
+        return {row["question"] for row in found}
+
+    assert names() == {"api.one.com"}
+    ingest(
+        client,
+        record(question="api.two.com", timestamp="2024-05-01T12:00:01Z"),
+        record(question="api.three.com", timestamp="2024-05-01T12:00:02Z"),
+        record(question="web.four.com", timestamp="2024-05-01T12:00:03Z"),
+    )
+    assert names() == {"api.one.com", "api.two.com", "api.three.com"}
+
+
 def test_a_stream_matches_names_it_has_never_seen(client):
     """A live stream meets names that did not exist when it opened: each record's is matched."""
     token = client.get("/v2/auth/token", headers=AUTH).json["token"]
