@@ -18,6 +18,7 @@ NOW = 1_714_564_800_000
 TEXTS = st.one_of(
     st.sampled_from(["", " ", "a", "Example.COM.", "10.0.0.1", "::ffff:10.0.0.1", "2001:DB8::1", "x" * 257]),
     st.sampled_from(["filter", "service", "nope", "NOERROR", "A", "secure", "ads.example", "x" * 1025]),
+    st.sampled_from(["a\x00b", "\x00"]),
     st.text(max_size=12),
 )
 SCALARS = st.one_of(
