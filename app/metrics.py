@@ -10,7 +10,9 @@ created by any ingest key, so only the first ANALYTICS_METRICS_ENDPOINTS endpoin
 the store first saw them) get a label of their own; the rest are counted as "other".
 """
 
+import collections
 import time
+from operator import itemgetter
 
 from flask import current_app, g, request
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -61,6 +63,7 @@ STREAMS_OPEN = Gauge(
 RETENTION_RUNS = Counter("dns_analytics_retention_runs", "Retention runs (when retention is on).", registry=LOCAL)
 RETENTION_EXPIRED = Counter("dns_analytics_retention_expired_records", "Records deleted by retention.", registry=LOCAL)
 
+
 def _labelled_endpoints() -> set:
     """The endpoints with a label of their own: the first ANALYTICS_METRICS_ENDPOINTS ever seen.
 
@@ -81,17 +84,18 @@ def endpoint_labels(names: set) -> dict:
 def count_stored(records: list, past_retention: int):
     """Count a batch that POST /v2/ingest has just stored (records as models.ingestion.store_records takes them)."""
     endpoint_at, action_at, status_at = _AT["endpointId"], _AT["action"], _AT["statusCode"]
-    labels = endpoint_labels({values[endpoint_at] for values, _ in records})
+    # Counted by the raw values in C, then labelled once per distinct combination.
+    raw = collections.Counter(map(itemgetter(endpoint_at, action_at, status_at), (values for values, _ in records)))
+    labels = endpoint_labels({endpoint for endpoint, _, _ in raw})
     counts: dict[tuple, int] = {}
-    for values, _ in records:
-        action = values[action_at]
-        status = values[status_at] or ""
+    for (endpoint, action, status), n in raw.items():
+        status = status or ""
         key = (
-            labels[values[endpoint_at]],
+            labels[endpoint],
             "unknown" if action is None else str(action),
             status if status in RCODES else ("unknown" if not status else OTHER),
         )
-        counts[key] = counts.get(key, 0) + 1
+        counts[key] = counts.get(key, 0) + n
     for key, count in counts.items():
         QUERIES_STORED.labels(*key).inc(count)
     INGEST_RECORDS.inc(len(records))
