@@ -186,6 +186,15 @@ class AccessRead(BaseModel):
     bytes = BigIntegerField(null=True)
 
 
+class PrivacySetting(BaseModel):
+    """Privacy settings by endpoint name ('_default': the operator's), the fields set as JSON,
+    and the endpoint's key for hashed addresses (never shown). See models/privacy.py."""
+
+    endpoint = TextField(primary_key=True)
+    settings = TextField()
+    hash_key = TextField(default="", constraints=[SQL("DEFAULT ''")])
+
+
 class JobLease(BaseModel):
     """Which process runs a periodic job now, and when it last ran, so that several workers
     (or hosts) run each job once per period between them."""
@@ -284,6 +293,7 @@ TABLES = (
     ApiKey,
     AdminAction,
     AccessRead,
+    PrivacySetting,
     JobLease,
     Rollup,
     Record,

@@ -1,0 +1,208 @@
+"""Privacy settings per endpoint (GET /v2/privacy, PUT /v2/privacy/{endpointId}, `flask
+privacy`): what a setting removes is applied before anything is written, so it is found in no
+answer, export, stream, client entry, or the database file and its write-ahead log."""
+
+import glob
+import json
+
+import pytest
+from stores import is_postgres, run_sql
+
+from helpers import AUTH, assert_error, ingest, record
+
+WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
+ADDRESS = "192.168.77.123"
+NAME = "www.very-private-site.co.uk"
+ANSWER = "203.0.113.99"
+HOST = "alices-laptop"
+
+
+def private_record(endpoint="home", timestamp="2024-05-01T10:00:00Z", question=NAME, **extra):
+    return record(
+        endpoint,
+        ADDRESS,  # the client known by its address, as dnstap feeds name it
+        timestamp,
+        question,
+        sourceIp=ADDRESS,
+        triggerValue=f"||{NAME}^",
+        answers=[{"ips": [ANSWER], "geoip": {"countryCode": "NL"}}],
+        client={"ip": ADDRESS, "host": HOST, "mac": "aa:bb:cc:dd:ee:ff"},
+        **extra,
+    )
+
+
+def put(client, endpoint, body, headers=AUTH, expect=200):
+    response = client.put(f"/v2/privacy/{endpoint}", json=body, headers=headers)
+    assert response.status_code == expect, response.json
+    return response.json
+
+
+def everything_sent(client) -> str:
+    """Every place the service gives the stored queries back, as one text."""
+    parts = [
+        client.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).get_data(as_text=True),
+        client.get(f"/v2/activity-log/csv?{WINDOW}", headers=AUTH).get_data(as_text=True),
+        client.get("/v2/client", headers=AUTH).get_data(as_text=True),
+        client.get(f"/v2/statistic/count/question?{WINDOW}", headers=AUTH).get_data(as_text=True),
+        client.get(f"/v2/statistic/count/clientId?{WINDOW}", headers=AUTH).get_data(as_text=True),
+    ]
+    return "\n".join(parts)
+
+
+def stored_text(database) -> str:
+    """What the store holds: the database file and its WAL (SQLite), or every stored string."""
+    if is_postgres(database):
+        rows = run_sql(database, "SELECT value FROM term")
+        rows += run_sql(database, "SELECT client_id || ' ' || host || ' ' || mac || ' ' || ip FROM client")
+        return "\n".join(row[0] for row in rows)
+    chunks = []
+    for path in glob.glob(database + "*"):
+        with open(path, "rb") as handle:
+            chunks.append(handle.read().decode("latin-1"))
+    return "\n".join(chunks)
+
+
+def only_record(client) -> dict:
+    (found,) = client.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"]
+    return found
+
+
+def test_built_in_settings_keep_everything(client, database):
+    assert client.get("/v2/privacy", headers=AUTH).json == {
+        "items": {
+            "_default": {
+                "clientIp": "keep",
+                "ipv4Prefix": 24,
+                "ipv6Prefix": 48,
+                "clientMetadata": "keep",
+                "question": "keep",
+                "answers": "keep",
+            }
+        }
+    }
+    ingest(client, private_record())
+    sent = everything_sent(client)
+    assert ADDRESS in sent and NAME in sent and HOST in sent and ANSWER in sent
+    assert ADDRESS in stored_text(database), "the check below can see an address where there is one"
+
+
+@pytest.mark.parametrize(
+    "setting, shown",
+    [
+        ({"clientIp": "truncate"}, "192.168.77.0"),
+        ({"clientIp": "truncate", "ipv4Prefix": 16}, "192.168.0.0"),
+        ({"clientIp": "drop"}, None),
+        ({"clientIp": "hash"}, "hashed"),
+    ],
+)
+def test_the_client_address_never_reaches_the_store(client, database, setting, shown):
+    put(client, "home", setting)
+    ingest(client, private_record())
+    found = only_record(client)
+    entry = client.get("/v2/client", headers=AUTH).json["items"]["home"]["clients"]
+    if shown is None:
+        assert found["sourceIp"] is None and found["clientId"] == "anonymous"
+        assert entry["anonymous"]["ip"] == ""
+    elif shown == "hashed":
+        assert found["sourceIp"].startswith("100::") and found["clientId"] == found["sourceIp"]
+        assert entry[found["clientId"]]["ip"] == found["sourceIp"]
+        ingest(client, private_record(timestamp="2024-05-01T11:00:00Z"))
+        assert client.get(f"/v2/statistic/count/clientId?{WINDOW}", headers=AUTH).json["counts"] == [
+            {"value": found["sourceIp"], "count": 2}
+        ], "stable: the same address hashes the same"
+    else:
+        assert (found["sourceIp"], found["clientId"]) == (shown, shown)
+        assert entry[shown]["ip"] == shown
+    assert found["question"] == NAME and HOST in json.dumps(entry), "the other settings are kept"
+    assert ADDRESS not in everything_sent(client)
+    assert ADDRESS not in stored_text(database)
+
+
+def test_a_hashed_address_differs_per_endpoint(client):
+    put(client, "_default", {"clientIp": "hash"})
+    ingest(client, private_record("home"), private_record("office"))
+    addresses = {
+        q["endpointId"]: q["sourceIp"] for q in client.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"]
+    }
+    assert addresses["home"] != addresses["office"]
+    assert all(a.startswith("100::") for a in addresses.values())
+
+
+def test_metadata_question_and_answers(client, database):
+    put(client, "home", {"clientMetadata": "drop", "question": "registrableDomain", "answers": "drop"})
+    ingest(client, private_record())
+    found = only_record(client)
+    assert found["question"] == "very-private-site.co.uk" and found["registrableDomain"] == "very-private-site.co.uk"
+    assert found["triggerValue"] == "", "a rule names what it matched"
+    assert found["answers"] == [] and found["spoofTarget"] == ""
+    entry = client.get("/v2/client", headers=AUTH).json["items"]["home"]["clients"][ADDRESS]
+    assert (entry["host"], entry["mac"], entry["ip"]) == ("", "", ADDRESS), "the address is clientIp's"
+    stored = stored_text(database)
+    assert NAME not in stored and HOST not in stored and ANSWER not in stored
+    assert NAME not in everything_sent(client)
+
+    put(client, "home", {"question": "drop"})
+    ingest(client, private_record(timestamp="2024-05-01T12:00:00Z", question="other.private.org"))
+    counts = client.get(f"/v2/statistic/count/question?{WINDOW}", headers=AUTH).json["counts"]
+    assert {c["value"]: c["count"] for c in counts} == {"very-private-site.co.uk": 1, "": 1}, "counted, not named"
+    assert "private.org" not in stored_text(database)
+
+
+def test_settings_apply_to_new_records_and_new_endpoints(client):
+    ingest(client, private_record())
+    put(client, "_default", {"clientIp": "drop"})
+    ingest(client, private_record("new-endpoint"), private_record(timestamp="2024-05-01T11:00:00Z"))
+    by_time = {
+        (q["endpointId"], q["timestamp"]): q["sourceIp"]
+        for q in client.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"]
+    }
+    assert by_time[("home", "2024-05-01T10:00:00.000Z")] == ADDRESS, "stored before: as it was"
+    assert by_time[("home", "2024-05-01T11:00:00.000Z")] is None
+    assert by_time[("new-endpoint", "2024-05-01T10:00:00.000Z")] is None
+    put(client, "home", {"clientIp": "keep"})
+    ingest(client, private_record(timestamp="2024-05-01T12:00:00Z"))
+    assert client.get("/v2/privacy", headers=AUTH).json["items"]["home"]["clientIp"] == "keep"
+    assert by_time and only_at(client, "2024-05-01T12:00:00.000Z")["sourceIp"] == ADDRESS
+
+
+def only_at(client, timestamp):
+    return next(
+        q for q in client.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"] if q["timestamp"] == timestamp
+    )
+
+
+def test_changes_are_checked_limited_and_audited(client, runner):
+    assert put(client, "home", {"ipv6Prefix": 56})["ipv6Prefix"] == 56
+    assert put(client, "home", {"answers": "drop"})["ipv6Prefix"] == 56, "a missing field keeps its value"
+    assert_error(client.put("/v2/privacy/home", json={"clientIp": "blur"}, headers=AUTH), 400, 40001)
+    assert_error(client.put("/v2/privacy/home", json={"ipv4Prefix": 33}, headers=AUTH), 400, 40001)
+    assert_error(client.put("/v2/privacy/home", json={"colour": "red"}, headers=AUTH), 400)
+    assert_error(client.put("/v2/privacy/home", json={}, headers=AUTH), 400, 40001)
+    result = runner.invoke(args=["keys", "create", "--name", "home-admin", "--scope", "admin", "--endpoint", "home"])
+    limited = {"Authorization": result.output.strip().splitlines()[-1]}
+    result = runner.invoke(args=["keys", "create", "--name", "reader", "--scope", "read"])
+    reader = {"Authorization": result.output.strip().splitlines()[-1]}
+    assert put(client, "home", {"question": "drop"}, headers=limited)["question"] == "drop"
+    assert_error(client.put("/v2/privacy/office", json={"question": "drop"}, headers=limited), 403, 40302)
+    assert_error(client.put("/v2/privacy/_default", json={"question": "drop"}, headers=limited), 403, 40302)
+    assert_error(client.get("/v2/privacy", headers=reader), 403, 40301)
+    assert set(client.get("/v2/privacy", headers=limited).json["items"]) == {"home"}
+    actions = client.get("/v2/admin-action?startTime=2020-01-01T00:00:00Z&action=privacy.set", headers=AUTH).json
+    assert len(actions["actions"]) == 3
+    assert actions["actions"][0]["keyName"] == "home-admin"
+    assert actions["actions"][0]["metadata"]["body"] == {"question": "drop"}
+
+
+def test_the_command_line_sets_and_shows(client, runner):
+    result = runner.invoke(args=["privacy", "set", "home", "--client-ip", "truncate", "--ipv4-prefix", "8"])
+    assert result.exit_code == 0, result.output
+    assert client.get("/v2/privacy", headers=AUTH).json["items"]["home"]["ipv4Prefix"] == 8
+    shown = runner.invoke(args=["privacy", "show"]).output.splitlines()
+    assert shown[0].startswith("_default\t") and shown[1].startswith("home\t")
+    assert json.loads(shown[1].split("\t", 1)[1])["clientIp"] == "truncate"
+    assert runner.invoke(args=["privacy", "set", "home"]).exit_code != 0
+    assert runner.invoke(args=["privacy", "set", "home", "--question", "blur"]).exit_code != 0
+    ingest(client, private_record())
+    assert only_record(client)["sourceIp"] == "192.0.0.0"
+    entry = client.get("/v2/admin-action?startTime=2020-01-01T00:00:00Z&action=privacy.set", headers=AUTH).json
+    assert entry["actions"][0]["keyName"] == "cli"
