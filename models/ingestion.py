@@ -48,23 +48,18 @@ def store_records(records: list[tuple], in_transaction=None, first=None) -> int:
     """Store new records all or nothing. A new record is (values, client metadata): the
     values of catalogue.FIELDS in its order (strings for terms, the endpoint's name and the
     client's id; None: unknown), and {client column: value} of what it says of its client.
-    Each endpoint's privacy settings apply first (models/privacy.py).
 
     `in_transaction`, if given, is called inside the same transaction once the records are
     written: what it writes commits (or rolls back) together with them; `first`, if given, is
     called in it before anything is written (an exception from it writes nothing).
+    Each endpoint's privacy settings apply first (models/privacy.py).
     """
     if not records:
         return 0
-    while True:
-        rules = privacy.Rules({values[_ENDPOINT] for values, _ in records})
-        try:
-            return _store(privacy.apply(records, rules), rules, in_transaction, first)
-        except privacy.Changed:
-            continue  # a setting changed while the batch was prepared: again, under the new one
+    return privacy.storing(_store, records, in_transaction, first)
 
 
-def _store(records: list[tuple], rules, in_transaction, first) -> int:
+def _store(records: list[tuple], in_transaction, first) -> int:
     # Everything that needs no ids is done before taking the write lock, which writers share:
     # the batch column by column, its strings, its clients' metadata, its rollup counts.
     columns = list(zip(*(values for values, _ in records), strict=True))
@@ -78,7 +73,6 @@ def _store(records: list[tuple], rules, in_transaction, first) -> int:
     by_sql = {field.sql: column for field, column in zip(FIELDS, columns, strict=True)}
     counts = rollups.count({**by_sql, "client": client_keys})
     with write_transaction():
-        rules.confirm()
         if first is not None:
             first()
         endpoints = endpoint_ids(set(columns[_ENDPOINT]))

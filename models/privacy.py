@@ -18,24 +18,32 @@ from .database import query, write_transaction
 from .domains import registrable_domain
 
 DEFAULT = "_default"
-CLIENT_IP = ("keep", "truncate", "hash", "drop")
-KEEP_DROP = ("keep", "drop")
-QUESTION = ("keep", "registrableDomain", "drop")
+KEEP, DROP, TRUNCATE, HASH, DOMAIN = "keep", "drop", "truncate", "hash", "domain"
+CLIENT_IP = (KEEP, TRUNCATE, HASH, DROP)
+KEEP_DROP = (KEEP, DROP)
+QUESTION = (KEEP, DOMAIN, DROP)
 # Today's behaviour: everything kept. Prefixes: what truncation keeps of an address.
 BUILT_IN = {
-    "clientIp": "keep",
-    "ipv4Prefix": 24,
-    "ipv6Prefix": 48,
-    "clientMetadata": "keep",
-    "question": "keep",
-    "answers": "keep",
+    "client_ip": KEEP,
+    "ipv4_prefix": 24,
+    "ipv6_prefix": 48,
+    "client_metadata": KEEP,
+    "question": KEEP,
+    "answers": KEEP,
 }
 # A hashed address: 64 bits of a keyed hash under 100::/64, the IPv6 discard-only prefix (RFC
 # 6666): still an address (groupable, exported and imported as one), never a real one.
 _HASHED = ipaddress.IPv6Address("100::")
 # Where each value a setting touches sits in a new record's values (catalogue order).
 _AT = {field.sql: i for i, field in enumerate(FIELDS)}
+_ENDPOINT, _CLIENT, _SRC_IP, _QUESTION = _AT["endpoint"], _AT["client"], _AT["src_ip"], _AT["question"]
+# What the answers say: the answer set and the first answer's geography, and a spoofed target.
+_ANSWER_AT = [_AT[sql] for sql in ("answers", "spoof_target", "dst_country", "dst_isp", "dst_asn")]
+# Finer than the address's network: gone with an address that is hashed or dropped.
+_SOURCE_CITY = _AT["src_city"]
 _META_ADDRESS = "ip"
+# A client known only by an address that is dropped.
+ANONYMOUS = "anonymous"
 
 
 def settings() -> dict[str, dict]:
@@ -46,6 +54,16 @@ def settings() -> dict[str, dict]:
 def effective(stored: dict[str, dict], endpoint: str) -> dict:
     """The settings in force for `endpoint`: its own fields, else the default's, else built-in."""
     return {**BUILT_IN, **stored.get(DEFAULT, {}), **(stored.get(endpoint, {}) if endpoint != DEFAULT else {})}
+
+
+def in_force(endpoint_limit=None) -> dict[str, dict]:
+    """{DEFAULT and every endpoint with settings of its own: the settings in force}, the
+    default first then by name; with an endpoint limit, only the endpoints in it."""
+    stored = settings()
+    names = [DEFAULT, *sorted(name for name in stored if name != DEFAULT)]
+    if endpoint_limit is not None:
+        names = [name for name in names if name in endpoint_limit]
+    return {name: effective(stored, name) for name in names}
 
 
 def change(endpoint: str, fields: dict) -> dict:
@@ -77,7 +95,7 @@ class Rules:
             return
         applied = {name: effective(self.stored, name) for name in endpoints}
         self.applied = {name: rules for name, rules in applied.items() if rules != BUILT_IN}
-        hashing = [name for name, rules in self.applied.items() if rules["clientIp"] == "hash"]
+        hashing = [name for name, rules in self.applied.items() if rules["client_ip"] == HASH]
         if hashing:
             self.keys = _hash_keys(hashing)
             self.stored = settings()  # a key made for an endpoint added its (empty) row
@@ -87,12 +105,35 @@ class Rules:
         if settings() != self.stored:
             raise Changed()
 
+    def first(self, then=None):
+        """A `first` for store_records: confirm, then call `then` (if any)."""
+
+        def first():
+            self.confirm()
+            if then is not None:
+                then()
+
+        return first
+
+
+def storing(store, records: list[tuple], in_transaction, first) -> int:
+    """store(records as their endpoints' settings let them be stored, in_transaction, first),
+    with the settings confirmed under the write lock: stored again under new settings when they
+    changed meanwhile (store: models.ingestion's, which calls `first` under the write lock)."""
+    endpoint_names = {values[_ENDPOINT] for values, _ in records}
+    while True:
+        rules = Rules(endpoint_names)
+        try:
+            return store(apply(records, rules), in_transaction, rules.first(first))
+        except Changed:
+            continue
+
 
 def _hash_keys(endpoints: list[str]) -> dict[str, bytes]:
     """Each endpoint's own hash key (made on first use, kept in the store, never shown)."""
     marks = ", ".join("?" * len(endpoints))
-    found = f"SELECT endpoint, hash_key FROM privacy_setting WHERE endpoint IN ({marks}) AND hash_key <> ''"
-    if len(query(found, endpoints).fetchall()) < len(endpoints):
+    select = f"SELECT endpoint, hash_key FROM privacy_setting WHERE endpoint IN ({marks}) AND hash_key <> ''"
+    if len(query(select, endpoints).fetchall()) < len(endpoints):
         with write_transaction():
             for name in endpoints:
                 query(
@@ -101,9 +142,7 @@ def _hash_keys(endpoints: list[str]) -> dict[str, bytes]:
                     " WHERE privacy_setting.hash_key = ''",
                     [name, secrets.token_hex(32)],
                 )
-    marks = ", ".join("?" * len(endpoints))
-    rows = query(f"SELECT endpoint, hash_key FROM privacy_setting WHERE endpoint IN ({marks})", endpoints)
-    return {name: bytes.fromhex(key) for name, key in rows}
+    return {name: bytes.fromhex(key) for name, key in query(select, endpoints)}
 
 
 def apply(records: list[tuple], rules: Rules) -> list[tuple]:
@@ -111,35 +150,34 @@ def apply(records: list[tuple], rules: Rules) -> list[tuple]:
     applied, keys = rules.applied, rules.keys
     if not applied:
         return records
-    endpoint_at = _AT["endpoint"]
     out = []
     for values, meta in records:
-        rules = applied.get(values[endpoint_at])
-        out.append((values, meta) if rules is None else _applied(values, meta, rules, keys.get(values[endpoint_at])))
+        endpoint = values[_ENDPOINT]
+        own = applied.get(endpoint)
+        out.append((values, meta) if own is None else _applied(values, meta, own, keys.get(endpoint)))
     return out
 
 
 def _applied(values: tuple, meta: dict, rules: dict, key: bytes | None) -> tuple[tuple, dict]:
     values = list(values)
     meta = dict(meta) if meta else {}
-    address = rules["clientIp"]
-    if address != "keep":
-        values[_AT["src_ip"]] = _address(values[_AT["src_ip"]], rules, key)
+    if rules["client_ip"] != KEEP:
+        values[_SRC_IP] = address_kept(values[_SRC_IP], rules, key)
         if meta.get(_META_ADDRESS):
-            meta[_META_ADDRESS] = _address(meta[_META_ADDRESS], rules, key) or ""
-        client = values[_AT["client"]]
-        if _is_address(client):  # a client known by its address is that address
-            values[_AT["client"]] = _address(client, rules, key) or "anonymous"
-    if rules["clientMetadata"] == "drop":
+            meta[_META_ADDRESS] = address_kept(meta[_META_ADDRESS], rules, key) or ""
+        if _is_address(values[_CLIENT]):  # a client known by its address is that address
+            values[_CLIENT] = address_kept(values[_CLIENT], rules, key) or ANONYMOUS
+        if rules["client_ip"] != TRUNCATE:
+            values[_SOURCE_CITY] = None
+    if rules["client_metadata"] == DROP:
         meta = {_META_ADDRESS: meta[_META_ADDRESS]} if meta.get(_META_ADDRESS) else {}
-    if rules["question"] != "keep":
-        question = values[_AT["question"]]
-        values[_AT["question"]] = registrable_domain(question) if rules["question"] == "registrableDomain" else ""
-        # A blocking rule's text names what it matched.
-        values[_AT["trigger_value"]] = None
-    if rules["answers"] == "drop":
-        for sql in ("answers", "spoof_target", "dst_country", "dst_isp", "dst_asn"):
-            values[_AT[sql]] = None
+    if rules["question"] != KEEP:
+        question = values[_QUESTION]
+        values[_QUESTION] = registrable_domain(question) if rules["question"] == DOMAIN else ""
+        values[_AT["trigger_value"]] = None  # a blocking rule's text names what it matched
+    if rules["answers"] == DROP:
+        for at in _ANSWER_AT:
+            values[at] = None
     return tuple(values), meta
 
 
@@ -151,16 +189,18 @@ def _is_address(text) -> bool:
     return True
 
 
-def _address(text: str | None, rules: dict, key: bytes | None) -> str | None:
-    """An address as the setting keeps it (None: dropped, or none to begin with)."""
+def address_kept(text: str | None, rules: dict, key: bytes | None) -> str | None:
+    """An address as the settings keep it (None: dropped, or none to begin with)."""
     if not text:
         return None
-    mode = rules["clientIp"]
-    if mode == "drop":
+    mode = rules["client_ip"]
+    if mode == DROP:
         return None
     address = ipaddress.ip_address(text)
-    if mode == "truncate":
-        prefix = rules["ipv4Prefix"] if address.version == 4 else rules["ipv6Prefix"]
+    if mode == TRUNCATE:
+        prefix = rules["ipv4_prefix"] if address.version == 4 else rules["ipv6_prefix"]
         return str(ipaddress.ip_network(f"{address}/{prefix}", strict=False).network_address)
-    digest = hmac.new(key, address.packed, hashlib.sha256).digest()[:8]
-    return str(_HASHED + int.from_bytes(digest, "big"))
+    if mode == HASH:
+        digest = hmac.new(key, address.packed, hashlib.sha256).digest()[:8]
+        return str(_HASHED + int.from_bytes(digest, "big"))
+    return text

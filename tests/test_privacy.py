@@ -7,6 +7,7 @@ import json
 
 import pytest
 from stores import is_postgres, run_sql
+from streams import events
 
 from helpers import AUTH, assert_error, ingest, record
 
@@ -37,26 +38,53 @@ def put(client, endpoint, body, headers=AUTH, expect=200):
     return response.json
 
 
-def everything_sent(client) -> str:
-    """Every place the service gives the stored queries back, as one text."""
-    parts = [
-        client.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).get_data(as_text=True),
-        client.get(f"/v2/activity-log/csv?{WINDOW}", headers=AUTH).get_data(as_text=True),
-        client.get("/v2/client", headers=AUTH).get_data(as_text=True),
-        client.get(f"/v2/statistic/count/question?{WINDOW}", headers=AUTH).get_data(as_text=True),
-        client.get(f"/v2/statistic/count/clientId?{WINDOW}", headers=AUTH).get_data(as_text=True),
+def ingest_watched(client, *records) -> str:
+    """Ingest `records` with a realtime stream open; the text the stream sent of them."""
+    token = client.get("/v2/auth/token", headers=AUTH).json["token"]
+    response = client.get(f"/v2/activity-log/realtime?authToken={token}", buffered=False)
+    chunks = iter(response.response)
+    assert next(chunks).decode().startswith(":"), "the stream is open"
+    ingest(client, *records)
+    text = next(chunks).decode()
+    response.close()
+    assert len(events([text])) == len(records)
+    return text
+
+
+def everything_sent(client, streamed="") -> str:
+    """Every place the service gives the stored queries back, as one text (with what a
+    realtime stream sent, `streamed`)."""
+    reads = [
+        f"/v2/activity-log?{WINDOW}",
+        f"/v2/activity-log/csv?{WINDOW}",
+        "/v2/client",
+        f"/v2/statistic/count/question?{WINDOW}",
+        f"/v2/statistic/count/registrableDomain?{WINDOW}",
+        f"/v2/statistic/count/clientId?{WINDOW}",
+        f"/v2/statistic/first-seen/question?{WINDOW}",
+        "/metrics",
     ]
+    parts = [streamed]
+    for path in reads:
+        response = client.get(path, headers=AUTH)
+        assert response.status_code == 200, path
+        parts.append(response.get_data(as_text=True))
     return "\n".join(parts)
 
 
 def stored_text(database) -> str:
-    """What the store holds: the database file and its WAL (SQLite), or every stored string."""
+    """What the store holds: the database file and its WAL (SQLite), or every row of every
+    table as text (PostgreSQL)."""
     if is_postgres(database):
-        rows = run_sql(database, "SELECT value FROM term")
-        rows += run_sql(database, "SELECT client_id || ' ' || host || ' ' || mac || ' ' || ip FROM client")
-        return "\n".join(row[0] for row in rows)
+        tables = run_sql(
+            database, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        )
+        assert len(tables) > 10
+        return "\n".join(str(row) for (table,) in tables for row in run_sql(database, f'SELECT * FROM "{table}"'))
+    paths = glob.glob(database + "*")
+    assert database + "-wal" in paths, "the write-ahead log is read too"
     chunks = []
-    for path in glob.glob(database + "*"):
+    for path in paths:
         with open(path, "rb") as handle:
             chunks.append(handle.read().decode("latin-1"))
     return "\n".join(chunks)
@@ -80,10 +108,11 @@ def test_built_in_settings_keep_everything(client, database):
             }
         }
     }
-    ingest(client, private_record())
-    sent = everything_sent(client)
+    sent = everything_sent(client, ingest_watched(client, private_record()))
     assert ADDRESS in sent and NAME in sent and HOST in sent and ANSWER in sent
-    assert ADDRESS in stored_text(database), "the check below can see an address where there is one"
+    stored = stored_text(database)
+    for text in (ADDRESS, NAME, HOST, ANSWER):
+        assert text in stored, "the checks below can see what is there"
 
 
 @pytest.mark.parametrize(
@@ -97,7 +126,7 @@ def test_built_in_settings_keep_everything(client, database):
 )
 def test_the_client_address_never_reaches_the_store(client, database, setting, shown):
     put(client, "home", setting)
-    ingest(client, private_record())
+    streamed = ingest_watched(client, private_record())
     found = only_record(client)
     entry = client.get("/v2/client", headers=AUTH).json["items"]["home"]["clients"]
     if shown is None:
@@ -114,7 +143,7 @@ def test_the_client_address_never_reaches_the_store(client, database, setting, s
         assert (found["sourceIp"], found["clientId"]) == (shown, shown)
         assert entry[shown]["ip"] == shown
     assert found["question"] == NAME and HOST in json.dumps(entry), "the other settings are kept"
-    assert ADDRESS not in everything_sent(client)
+    assert ADDRESS not in everything_sent(client, streamed)
     assert ADDRESS not in stored_text(database)
 
 
@@ -130,7 +159,7 @@ def test_a_hashed_address_differs_per_endpoint(client):
 
 def test_metadata_question_and_answers(client, database):
     put(client, "home", {"clientMetadata": "drop", "question": "registrableDomain", "answers": "drop"})
-    ingest(client, private_record())
+    streamed = ingest_watched(client, private_record())
     found = only_record(client)
     assert found["question"] == "very-private-site.co.uk" and found["registrableDomain"] == "very-private-site.co.uk"
     assert found["triggerValue"] == "", "a rule names what it matched"
@@ -139,7 +168,8 @@ def test_metadata_question_and_answers(client, database):
     assert (entry["host"], entry["mac"], entry["ip"]) == ("", "", ADDRESS), "the address is clientIp's"
     stored = stored_text(database)
     assert NAME not in stored and HOST not in stored and ANSWER not in stored
-    assert NAME not in everything_sent(client)
+    sent = everything_sent(client, streamed)
+    assert NAME not in sent and HOST not in sent and ANSWER not in sent
 
     put(client, "home", {"question": "drop"})
     ingest(client, private_record(timestamp="2024-05-01T12:00:00Z", question="other.private.org"))

@@ -7,7 +7,7 @@ from app.auth import check_endpoints, endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint
 from models.database import write_transaction
-from schemas.privacy import PrivacyListSchema, PrivacySettingsSchema
+from schemas.privacy import PrivacyListSchema, PrivacySettingsSchema, settings_json
 
 from . import admin_actions
 
@@ -19,12 +19,7 @@ blp = Blueprint("privacy", __name__, url_prefix="/v2/privacy", description="What
 @requires("admin")
 def list_settings():
     """The settings in force: the operator's default and every endpoint's own."""
-    stored = models.privacy.settings()
-    limit = endpoint_limit()
-    names = [models.privacy.DEFAULT, *sorted(name for name in stored if name != models.privacy.DEFAULT)]
-    if limit is not None:
-        names = [name for name in names if name in limit]
-    return {"items": {name: models.privacy.effective(stored, name) for name in names}}
+    return {"items": models.privacy.in_force(endpoint_limit())}
 
 
 @blp.route("/<endpointId>", methods=["PUT"])
@@ -33,7 +28,7 @@ def list_settings():
 @requires("admin")
 def change_settings(fields, endpointId):  # noqa: N803 (the API's name)
     """Change some of an endpoint's settings (`_default`: the operator's default); they apply
-    to the records stored from then on."""
+    to the records stored from then on, and can be set before the endpoint's first record."""
     if not 0 < len(endpointId) <= 256:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'endpointId': 1 to 256 characters.")
     if endpointId == models.privacy.DEFAULT:
@@ -45,7 +40,6 @@ def change_settings(fields, endpointId):  # noqa: N803 (the API's name)
         raise ApiError(ErrorCode.INVALID_PARAMETER, "The body sets no field.")
     with write_transaction():
         result = models.privacy.change(endpointId, fields)
-        admin_actions.record(
-            "privacy.set", result, named=None if endpointId == models.privacy.DEFAULT else [endpointId]
-        )
+        named = None if endpointId == models.privacy.DEFAULT else [endpointId]
+        admin_actions.record("privacy.set", settings_json(result), named=named)
     return result
