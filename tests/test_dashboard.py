@@ -425,6 +425,51 @@ def test_admin_actions_show_the_audit_log(server, browser, shots):
     screenshots(browser, shots, "admin")
 
 
+def privacy_rows(browser):
+    return browser.evaluate(
+        "Object.fromEntries(Array.from(document.querySelectorAll('#privacy tbody tr'), (tr) => [tr.dataset.endpoint,"
+        " Object.fromEntries(Array.from(tr.querySelectorAll('select, input'), (c) => [c.name, c.value]))]))"
+    )
+
+
+def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
+    sign_in(browser, server, API_KEY, "privacy")
+    loaded(browser, "privacy")
+    default = api(server, "privacy")["items"]["_default"]
+    rows = privacy_rows(browser)
+    assert set(rows) == {"_default", "home", "cabin"}, "the default, and every endpoint (following it)"
+    assert all(shown == {name: str(value) for name, value in default.items()} for shown in rows.values())
+    screenshots(browser, shots, "privacy")
+
+    # Change one field of one endpoint: only it is sent, the rest keeps following the default.
+    row = "document.querySelector('#privacy tr[data-endpoint=cabin]')"
+    browser.evaluate(
+        f"{row}.querySelector('[name=clientIp]').value = 'truncate';"
+        f"{row}.querySelector('[name=ipv4Prefix]').value = '16';"
+        f"{row}.querySelector('.privacy-save').click()"
+    )
+    browser.wait_for("document.getElementById('app-note').textContent.startsWith('Saved')")
+    cabin = api(server, "privacy")["items"]["cabin"]
+    assert cabin == {**default, "clientIp": "truncate", "ipv4Prefix": 16}
+    entry = api(server, "admin-action", [("startTime", "2020-01-01T00:00:00Z"), ("action", "privacy.set")])
+    assert entry["actions"][0]["metadata"]["body"] == {"clientIp": "truncate", "ipv4Prefix": 16}
+    assert privacy_rows(browser)["cabin"]["clientIp"] == "truncate"
+
+    # An endpoint with no record yet gets settings of its own.
+    browser.evaluate(
+        "document.getElementById('privacy-endpoint').value = 'garden';"
+        "document.getElementById('privacy-add').requestSubmit()"
+    )
+    loaded(browser, "privacy")
+    browser.evaluate(
+        "(() => { const tr = document.querySelector('#privacy tr[data-endpoint=garden]');"
+        " tr.querySelector('[name=question]').value = 'registrableDomain';"
+        " tr.querySelector('.privacy-save').click(); })()"
+    )
+    browser.wait_for("document.getElementById('app-note').textContent.includes('garden')")
+    assert api(server, "privacy")["items"]["garden"] == {**default, "question": "registrableDomain"}
+
+
 def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
     key = server.create_key("--name", "viewer", "--scope", "read")
     sign_in(browser, server, key, "clients")
@@ -433,6 +478,7 @@ def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
     assert browser.evaluate("document.querySelectorAll('.alias-edit, .client-delete, .alias-form').length") == 0
     assert browser.evaluate("document.querySelector('#clients th.write-only').hidden") is True
     assert browser.evaluate("document.getElementById('nav-admin').hidden") is True
+    assert browser.evaluate("document.getElementById('nav-privacy').hidden") is True
     # The admin view is not offered: asking for it shows the overview.
     browser.evaluate("location.hash = 'admin'")
     loaded(browser, "overview")

@@ -24,6 +24,7 @@
     chart: null,
     chartSeries: null,
     deleting: null,
+    privacyAdded: [],
   };
 
   class ApiError extends Error {
@@ -584,9 +585,83 @@
     $("admin-next").disabled = actions.length < PAGE_SIZE;
   }
 
+  // ---- privacy settings (admin) --------------------------------------------------------------
+
+  const PRIVACY_CHOICES = {
+    clientIp: ["keep", "truncate", "hash", "drop"],
+    ipv4Prefix: null,
+    ipv6Prefix: null,
+    clientMetadata: ["keep", "drop"],
+    question: ["keep", "registrableDomain", "drop"],
+    answers: ["keep", "drop"],
+  };
+  const PRIVACY_DEFAULT = "_default";
+
+  async function loadPrivacy() {
+    const { items } = await api("privacy");
+    const body = document.querySelector("#privacy tbody");
+    const names = Object.keys(items);
+    // Known endpoints without settings of their own follow the default: shown so they can get some.
+    for (const option of $("endpoint").options) {
+      if (option.value && !names.includes(option.value)) names.push(option.value);
+    }
+    for (const extra of state.privacyAdded) if (!names.includes(extra)) names.push(extra);
+    const fallback = items[PRIVACY_DEFAULT];
+    body.replaceChildren(...labelled(body, names.map((name) => privacyRow(name, items[name] || fallback, !items[name]))));
+  }
+
+  function privacyRow(endpoint, settings, inherited) {
+    const controls = {};
+    const cells = [element("td", endpoint === PRIVACY_DEFAULT ? "Default (all endpoints)" : endpoint)];
+    if (inherited) cells[0].append(element("span", " · follows the default", "muted"));
+    for (const [field, choices] of Object.entries(PRIVACY_CHOICES)) {
+      let control;
+      if (choices) {
+        control = element("select");
+        control.append(...choices.map((choice) => new Option(choice, choice)));
+      } else {
+        control = element("input");
+        control.type = "number";
+        control.min = 0;
+        control.max = field === "ipv4Prefix" ? 32 : 128;
+        control.className = "prefix";
+      }
+      control.value = String(settings[field]);
+      control.name = field;
+      controls[field] = control;
+      const cell = element("td");
+      cell.append(control);
+      cells.push(cell);
+    }
+    const save = button("Save", () => savePrivacy(endpoint, settings, controls).catch(showError), "small privacy-save");
+    const cell = element("td");
+    cell.append(save);
+    cells.push(cell);
+    const tr = row(cells);
+    tr.dataset.endpoint = endpoint;
+    return tr;
+  }
+
+  // Only what the form changed is sent: a field left alone keeps following the default.
+  async function savePrivacy(endpoint, shown, controls) {
+    const body = {};
+    for (const [field, control] of Object.entries(controls)) {
+      const value = PRIVACY_CHOICES[field] ? control.value : Number(control.value);
+      if (value !== shown[field]) body[field] = value;
+    }
+    if (!Object.keys(body).length) {
+      $("app-note").textContent = "Nothing to save: no setting was changed.";
+      return;
+    }
+    await api(`privacy/${encodeURIComponent(endpoint)}`, null, { method: "PUT", body });
+    await run(loadPrivacy);
+    $("app-note").textContent = `Saved the settings of ${endpoint === PRIVACY_DEFAULT ? "the default" : `"${endpoint}"`}.`;
+  }
+
   // ---- views, sign-in ------------------------------------------------------------------------
 
-  const LOADERS = { overview: loadOverview, clients: loadClients, log: loadLog, admin: loadAdmin };
+  const LOADERS = { overview: loadOverview, clients: loadClients, log: loadLog, admin: loadAdmin, privacy: loadPrivacy };
+  const ADMIN_VIEWS = ["admin", "privacy"];
 
   // Run a view's loader; the page says when it is done (data-loaded), which the tests wait for.
   async function run(loader) {
@@ -616,7 +691,7 @@
   function route() {
     if (!state.who) return;
     let view = location.hash.slice(1) || "overview";
-    if (!(view in LOADERS) || (view === "admin" && !can("admin"))) view = "overview";
+    if (!(view in LOADERS) || (ADMIN_VIEWS.includes(view) && !can("admin"))) view = "overview";
     if (view !== "log") {
       $("live").checked = false;
       stopLive();
@@ -651,6 +726,7 @@
     }
     $("key-name").textContent = `${state.who.name} · ${state.who.scopes.join(", ")}`;
     $("nav-admin").hidden = !can("admin");
+    $("nav-privacy").hidden = !can("admin");
     document.body.classList.toggle("can-write", can("write"));
     await loadEndpoints();
     $("signin").hidden = true;
@@ -729,6 +805,14 @@
     });
     $("admin-prev").addEventListener("click", () => page("adminPage", -1));
     $("admin-next").addEventListener("click", () => page("adminPage", 1));
+
+    $("privacy-add").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const name = $("privacy-endpoint").value.trim();
+      if (name && !state.privacyAdded.includes(name)) state.privacyAdded.push(name);
+      $("privacy-endpoint").value = "";
+      run(loadPrivacy);
+    });
   }
 
   // New filters or window: back to the first page, and a live stream follows the new filters.
