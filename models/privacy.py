@@ -58,11 +58,13 @@ def effective(stored: dict[str, dict], endpoint: str) -> dict:
 
 def in_force(endpoint_limit=None) -> dict[str, dict]:
     """{DEFAULT and every endpoint with settings of its own: the settings in force}, the
-    default first then by name; with an endpoint limit, only the endpoints in it."""
+    default first then by name; with an endpoint limit, every endpoint in it instead (the
+    default is not the limited key's to see or change)."""
     stored = settings()
-    names = [DEFAULT, *sorted(name for name in stored if name != DEFAULT)]
-    if endpoint_limit is not None:
-        names = [name for name in names if name in endpoint_limit]
+    if endpoint_limit is None:
+        names = [DEFAULT, *sorted(name for name in stored if name != DEFAULT)]
+    else:
+        names = sorted(endpoint_limit)
     return {name: effective(stored, name) for name in names}
 
 

@@ -606,8 +606,10 @@
       if (option.value && !names.includes(option.value)) names.push(option.value);
     }
     for (const extra of state.privacyAdded) if (!names.includes(extra)) names.push(extra);
+    // A key limited to endpoints is answered all of its own and no default.
     const fallback = items[PRIVACY_DEFAULT];
-    body.replaceChildren(...labelled(body, names.map((name) => privacyRow(name, items[name] || fallback, !items[name]))));
+    const shown = names.filter((name) => items[name] || fallback);
+    body.replaceChildren(...labelled(body, shown.map((name) => privacyRow(name, items[name] || fallback, !items[name]))));
   }
 
   function privacyRow(endpoint, settings, inherited) {
