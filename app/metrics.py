@@ -61,6 +61,7 @@ STREAMS_OPEN = Gauge(
 RETENTION_RUNS = Counter("dns_analytics_retention_runs", "Retention runs (when retention is on).", registry=LOCAL)
 RETENTION_EXPIRED = Counter("dns_analytics_retention_expired_records", "Records deleted by retention.", registry=LOCAL)
 
+
 def _labelled_endpoints() -> set:
     """The endpoints with a label of their own: the first ANALYTICS_METRICS_ENDPOINTS ever seen.
 

@@ -1,4 +1,4 @@
-"""Client entries: listing with last-activity times, deletion, aliases."""
+"""Client entries: listing with last-activity times, deletion, aliases, the not-logged mark."""
 
 from collections import namedtuple
 
@@ -8,10 +8,10 @@ from .deletion import client_selection, delete_records
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
 
-_ENTRY_COLUMNS = "e.name, c.client_id, c.alias, " + ", ".join(f"c.{f}" for f in CLIENT_META_FIELDS)
-# A client entry: its endpoint's name, its client id, alias, metadata, and the time of its
-# newest stored record (None when it has none).
-ClientRow = namedtuple("ClientRow", ["endpoint", "client_id", "alias", *CLIENT_META_FIELDS, "last_ts"])
+_ENTRY_COLUMNS = "e.name, c.client_id, c.alias, " + ", ".join(f"c.{f}" for f in CLIENT_META_FIELDS) + ", c.unlogged"
+# A client entry: its endpoint's name, its client id, alias, metadata, whether it is marked
+# not logged (None: logged), and the time of its newest stored record (None when it has none).
+ClientRow = namedtuple("ClientRow", ["endpoint", "client_id", "alias", *CLIENT_META_FIELDS, "unlogged", "last_ts"])
 
 
 def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=None) -> tuple[dict, list]:
@@ -66,6 +66,21 @@ def set_alias(endpoint: str, client_id: str, alias: str) -> dict | None:
         )
         if cursor.rowcount == 0:
             return None
+        return get_client(endpoint, client_id)
+
+
+def set_logged(endpoint: str, client_id: str, logged: bool) -> ClientRow:
+    """Mark a client as logged or not (see models/privacy.py); the entry, made (with its
+    endpoint) when the client has not been seen yet, so it can be marked before its first query."""
+    from .ingestion import endpoint_ids  # ingestion's own home for making endpoints
+
+    with write_transaction():
+        (endpoint_id,) = endpoint_ids([endpoint]).values()
+        query(
+            "INSERT INTO client (endpoint, client_id, unlogged) VALUES (?, ?, ?)"
+            " ON CONFLICT (endpoint, client_id) DO UPDATE SET unlogged = excluded.unlogged",
+            [endpoint_id, client_id, None if logged else True],
+        )
         return get_client(endpoint, client_id)
 
 

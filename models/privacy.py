@@ -1,9 +1,13 @@
-"""Privacy settings per endpoint, applied to every batch before anything of it is written.
+"""Privacy settings per endpoint, and clients marked not logged, applied to every batch
+before anything of it is written.
 
 Settings are stored per endpoint name (so an endpoint can have them before its first record),
 the operator's default under DEFAULT; a field an endpoint does not set is the default's. What a
 setting removes never reaches the store: not the records, the client entries, the interned
-strings, the rollups or the realtime stream (which reads the records).
+strings, the rollups or the realtime stream (which reads the records). A client marked not
+logged (its entry's `unlogged`, see models/clients.py) has no record stored, and its queries
+are counted in the anonymous statistics (models/anonymous.py) or, as its endpoint's
+`unlogged_clients` says, not at all.
 """
 
 import hashlib
@@ -14,14 +18,17 @@ import secrets
 
 from catalogue import FIELDS
 
+from . import anonymous
 from .database import query, write_transaction
 from .domains import registrable_domain
 
 DEFAULT = "_default"
 KEEP, DROP, TRUNCATE, HASH, DOMAIN = "keep", "drop", "truncate", "hash", "domain"
+COUNTED, NOT_COUNTED = "counted", "not_counted"
 CLIENT_IP = (KEEP, TRUNCATE, HASH, DROP)
 KEEP_DROP = (KEEP, DROP)
 QUESTION = (KEEP, DOMAIN, DROP)
+UNLOGGED = (COUNTED, NOT_COUNTED)
 # Today's behaviour: everything kept. Prefixes: what truncation keeps of an address.
 BUILT_IN = {
     "client_ip": KEEP,
@@ -30,6 +37,7 @@ BUILT_IN = {
     "client_metadata": KEEP,
     "question": KEEP,
     "answers": KEEP,
+    "unlogged_clients": COUNTED,
 }
 # A hashed address: 64 bits of a keyed hash under 100::/64, the IPv6 discard-only prefix (RFC
 # 6666): still an address (groupable, exported and imported as one), never a real one.
@@ -91,7 +99,7 @@ class Rules:
     unchanged under the write lock (`confirm`), so that a change made meanwhile applies."""
 
     def __init__(self, endpoints):
-        self.stored = settings()
+        self.stored, self.unlogged = settings(), unlogged_clients()
         self.applied, self.keys = {}, {}
         if not self.stored:
             return
@@ -104,31 +112,66 @@ class Rules:
 
     def confirm(self):
         """Raise Changed unless the settings are still those read; call under the write lock."""
-        if settings() != self.stored:
+        if settings() != self.stored or unlogged_clients() != self.unlogged:
             raise Changed()
 
     def first(self, then=None):
         """A `first` for store_records: confirm, then call `then` (if any)."""
+        return _both(self.confirm, then)
 
-        def first():
-            self.confirm()
-            if then is not None:
-                then()
+    def split(self, records: list[tuple]) -> tuple[list, list]:
+        """(the records to store, those of clients not logged to count anonymously); the
+        records of clients not logged whose endpoint does not count them are in neither."""
+        if not self.unlogged:
+            return records, []
+        kept, counted = [], []
+        for record in records:
+            values = record[0]
+            if (values[_ENDPOINT], values[_CLIENT]) not in self.unlogged:
+                kept.append(record)
+            elif effective(self.stored, values[_ENDPOINT])["unlogged_clients"] == COUNTED:
+                counted.append(record)
+        return kept, counted
 
-        return first
+
+def unlogged_clients() -> set[tuple[str, str]]:
+    """Every (endpoint name, client id) marked not logged (a partial index holds them)."""
+    return set(query("SELECT e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint WHERE c.unlogged"))
 
 
 def storing(store, records: list[tuple], in_transaction, first) -> int:
     """store(records as their endpoints' settings let them be stored, in_transaction, first),
     with the settings confirmed under the write lock: stored again under new settings when they
-    changed meanwhile (store: models.ingestion's, which calls `first` under the write lock)."""
+    changed meanwhile (store: models.ingestion's, which calls `first` under the write lock).
+    The records of clients not logged are not stored, but counted; all count as accepted."""
     endpoint_names = {values[_ENDPOINT] for values, _ in records}
     while True:
         rules = Rules(endpoint_names)
+        kept, counted = rules.split(apply(records, rules))
+        then = in_transaction
+        if counted:
+            counts = anonymous.Counts(counted)
+            then = _both(counts.add, in_transaction)
         try:
-            return store(apply(records, rules), in_transaction, rules.first(first))
+            if kept:
+                store(kept, then, rules.first(first))
+            else:
+                with write_transaction():
+                    rules.first(first)()
+                    if then is not None:
+                        then()
+            return len(records)
         except Changed:
             continue
+
+
+def _both(one, other):
+    def both():
+        one()
+        if other is not None:
+            other()
+
+    return both
 
 
 def _hash_keys(endpoints: list[str]) -> dict[str, bytes]:

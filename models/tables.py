@@ -4,6 +4,7 @@ from peewee import (
     SQL,
     BigAutoField,
     BigIntegerField,
+    BooleanField,
     CompositeKey,
     DoubleField,
     IntegerField,
@@ -84,6 +85,8 @@ class Client(BaseModel):
     os_arch_ts = BigIntegerField(null=True)
     os_version = _text()
     os_version_ts = BigIntegerField(null=True)
+    # Marked as not logged (TRUE; NULL: logged): none of its records is stored (models/privacy.py).
+    unlogged = BooleanField(null=True)
 
     class Meta:
         indexes = ((("endpoint", "client_id"), True),)
@@ -317,6 +320,9 @@ def create_schema():
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
             query(dialect.term_index())
             _add_missing_columns(Record)
+            _add_missing_columns(Client)
+            # Partial: ingestion reads the few clients marked not logged with every batch.
+            query("CREATE INDEX IF NOT EXISTS client_unlogged ON client (endpoint, client_id) WHERE unlogged")
             if 0 < version < 11:
                 from .domains import map_stored_questions
 
@@ -333,7 +339,7 @@ def create_schema():
 
 
 def _add_missing_columns(model):
-    """Columns the catalogue gained since the table was made (all NULL-able: unknown in the
+    """Columns the model (the catalogue, for Record) gained since the table was made (all NULL-able: unknown in the
     rows already stored)."""
     present = {column.name for column in db.get_columns(model._meta.table_name)}
     missing = [field for field in model._meta.sorted_fields if field.column_name not in present]

@@ -4,7 +4,7 @@ models/privacy.py's, the API's are here)."""
 import marshmallow as ma
 from marshmallow import fields
 
-from models.privacy import DOMAIN, DROP, HASH, KEEP, TRUNCATE
+from models.privacy import COUNTED, DOMAIN, DROP, HASH, KEEP, NOT_COUNTED, TRUNCATE
 
 from .fields import BaseSchema
 
@@ -66,6 +66,14 @@ class PrivacySettingsSchema(BaseSchema):
     answers = Choice(
         _KEEP_DROP,
         metadata={"description": "The answers, with their geography and the spoofTarget."},
+    )
+    unlogged_clients = Choice(
+        {"counted": COUNTED, "notCounted": NOT_COUNTED},
+        data_key="unloggedClients",
+        metadata={
+            "description": "The queries of clients marked not logged (PUT /v2/client/logging/...), of which no "
+            "record is kept: counted in the daily statistics that name no client, or not at all."
+        },
     )
 
 

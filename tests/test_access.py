@@ -38,6 +38,7 @@ CALLS = {
     ("DELETE", "/v2/client"): ("/v2/client", {"clientIds": ["shared"], "endTime": "2024-05-01T10:30:00Z"}),
     ("PUT", "/v2/client/alias/{endpointId}/{clientId}"): ("/v2/client/alias/mine/shared", {"alias": "x"}),
     ("DELETE", "/v2/client/alias/{endpointId}/{clientId}"): ("/v2/client/alias/mine/shared", None),
+    ("PUT", "/v2/client/logging/{endpointId}/{clientId}"): ("/v2/client/logging/mine/shared", {"logged": False}),
 }
 ADMIN_ONLY = {
     ("GET", "/v2/admin-action"),
@@ -282,6 +283,12 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
         )
         assert response.json["deletedClients"] == [{"endpointId": "mine", "clientId": "shared"}]
         assert data.delete("/v2/client", json={"endpointIds": ["theirs"]}, headers=limited).status_code == 403
+
+    @check(("PUT", "/v2/client/logging/{endpointId}/{clientId}"))
+    def _(op):
+        assert body(op).json["logged"] is False  # made anew: its entry was deleted just before
+        response = data.put("/v2/client/logging/theirs/shared", json={"logged": False}, headers=limited)
+        assert response.status_code == 403
 
     assert set(checks) == set(operations(data)), "every operation has its check"
     for operation, run in checks.items():  # in the order written: reads, then changes

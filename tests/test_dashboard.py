@@ -299,6 +299,16 @@ def test_clients_view_lists_the_apis_clients_and_changes_them(server, browser, s
     browser.wait_for(f"{row} && {row}.cells[2].textContent === ''")
     assert api(server, "client", [("endpointId", "cabin")])["items"]["cabin"]["clients"]["sensor"]["alias"] == ""
 
+    # Stop logging a client, then log it again.
+    laptop = "document.querySelector('#clients tr[data-endpoint=cabin][data-client=laptop]')"
+    browser.evaluate(f"{laptop}.querySelector('.client-logging').click()")
+    browser.wait_for(f"{laptop} && {laptop}.querySelector('.not-logged') !== null")
+    assert api(server, "client", [("endpointId", "cabin")])["items"]["cabin"]["clients"]["laptop"]["logged"] is False
+    assert "no longer logged" in browser.evaluate("document.getElementById('app-note').textContent")
+    browser.evaluate(f"{laptop}.querySelector('.client-logging').click()")
+    browser.wait_for(f"{laptop} && {laptop}.querySelector('.not-logged') === null")
+    assert api(server, "client", [("endpointId", "cabin")])["items"]["cabin"]["clients"]["laptop"]["logged"] is True
+
     # Delete a client's data: the confirmation says what goes; confirming deletes it.
     browser.evaluate(f"{row}.querySelector('.client-delete').click()")
     text = browser.wait_for(
@@ -359,8 +369,7 @@ def test_query_log_shows_the_apis_page_and_tails_live(server, browser, shots):
     rows = log_rows(browser)
     assert [r[3] for r in rows] == [q["question"] for q in matching] and rows
     browser.evaluate(
-        "document.getElementById('f-search').value = '';"
-        "document.getElementById('f-mode').value = 'includes';"
+        "document.getElementById('f-search').value = '';document.getElementById('f-mode').value = 'includes';"
     )
 
     # Live: a record ingested after the switch is on appears within 2 s.
@@ -475,7 +484,8 @@ def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
     sign_in(browser, server, key, "clients")
     loaded(browser, "clients")
     assert browser.evaluate("document.querySelectorAll('#clients tbody tr').length") > 0
-    assert browser.evaluate("document.querySelectorAll('.alias-edit, .client-delete, .alias-form').length") == 0
+    controls = "document.querySelectorAll('.alias-edit, .client-delete, .alias-form, .client-logging').length"
+    assert browser.evaluate(controls) == 0
     assert browser.evaluate("document.querySelector('#clients th.write-only').hidden") is True
     assert browser.evaluate("document.getElementById('nav-admin').hidden") is True
     assert browser.evaluate("document.getElementById('nav-privacy').hidden") is True

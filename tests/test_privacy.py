@@ -6,8 +6,10 @@ import glob
 import json
 
 import pytest
-from stores import is_postgres, run_sql
+from stores import as_older_schema, is_postgres, run_sql
 from streams import events
+
+from app import create_app
 
 from helpers import AUTH, assert_error, ingest, record
 
@@ -18,10 +20,10 @@ ANSWER = "203.0.113.99"
 HOST = "alices-laptop"
 
 
-def private_record(endpoint="home", timestamp="2024-05-01T10:00:00Z", question=NAME, **extra):
+def private_record(endpoint="home", timestamp="2024-05-01T10:00:00Z", question=NAME, client_id=ADDRESS, **extra):
     return record(
         endpoint,
-        ADDRESS,  # the client known by its address, as dnstap feeds name it
+        client_id,  # by default the client known by its address, as dnstap feeds name it
         timestamp,
         question,
         sourceIp=ADDRESS,
@@ -47,7 +49,6 @@ def ingest_watched(client, *records) -> str:
     ingest(client, *records)
     text = next(chunks).decode()
     response.close()
-    assert len(events([text])) == len(records)
     return text
 
 
@@ -105,6 +106,7 @@ def test_built_in_settings_keep_everything(client, database):
                 "clientMetadata": "keep",
                 "question": "keep",
                 "answers": "keep",
+                "unloggedClients": "counted",
             }
         }
     }
@@ -236,3 +238,63 @@ def test_the_command_line_sets_and_shows(client, runner):
     assert only_record(client)["sourceIp"] == "192.0.0.0"
     entry = client.get("/v2/admin-action?startTime=2020-01-01T00:00:00Z&action=privacy.set", headers=AUTH).json
     assert entry["actions"][0]["keyName"] == "cli"
+
+
+def test_a_client_marked_not_logged_leaves_only_anonymous_counts(client, database):
+    marked = client.put("/v2/client/logging/home/laptop", json={"logged": False}, headers=AUTH)
+    assert marked.status_code == 200, marked.json
+    assert marked.json["logged"] is False and marked.json["lastActivityTime"] is None, "before its first query"
+    laptop = private_record(client_id="laptop", timestamp="2024-05-01T10:00:00Z")
+    again = private_record(client_id="laptop", timestamp="2024-05-01T10:05:00Z")
+    phone = record("home", "phone", "2024-05-01T11:00:00Z", "weather.example", sourceIp="192.0.2.1")
+    streamed = ingest_watched(client, laptop, again, phone)
+    assert [e["data"]["clientId"] for e in events([streamed])] == ["phone"], "the stream sends what is stored"
+
+    queries = client.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"]
+    assert [q["clientId"] for q in queries] == ["phone"]
+    entry = client.get("/v2/client?endpointId=home", headers=AUTH).json["items"]["home"]["clients"]["laptop"]
+    assert (entry["logged"], entry["host"], entry["ip"], entry["lastActivityTime"]) == (False, "", "", None)
+    # Its share of the statistics, counted without it: in the day's totals and names, not by client.
+    assert client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 3
+    names = client.get(f"/v2/statistic/count/question?{WINDOW}", headers=AUTH).json["counts"]
+    assert {c["value"]: c["count"] for c in names} == {NAME: 2, "weather.example": 1}
+    by_client = client.get(f"/v2/statistic/count/clientId?{WINDOW}", headers=AUTH).json["counts"]
+    assert by_client == [{"value": "phone", "count": 1}]
+    sent = everything_sent(client, streamed)
+    stored = stored_text(database)
+    for text in (ADDRESS, HOST, ANSWER):
+        assert text not in sent and text not in stored
+
+    # Not counted at all, as the endpoint's setting says; logged again, stored again.
+    put(client, "home", {"unloggedClients": "notCounted"})
+    ingest(client, private_record(client_id="laptop", timestamp="2024-05-01T12:00:00Z", question="hidden.example"))
+    assert client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 3
+    assert "hidden.example" not in stored_text(database) + everything_sent(client)
+    client.put("/v2/client/logging/home/laptop", json={"logged": True}, headers=AUTH)
+    ingest(client, private_record(client_id="laptop", timestamp="2024-05-01T13:00:00Z"))
+    assert [q["clientId"] for q in client.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"]] == [
+        "laptop",
+        "phone",
+    ]
+    actions = client.get("/v2/admin-action?startTime=2020-01-01T00:00:00Z&action=client.logging.set", headers=AUTH)
+    assert [a["metadata"]["body"] for a in actions.json["actions"]] == [{"logged": True}, {"logged": False}]
+
+
+def test_marking_a_client_checks_its_input(client):
+    assert_error(client.put("/v2/client/logging/home/laptop", json={}, headers=AUTH), 400)
+    assert_error(client.put("/v2/client/logging/home/laptop", json={"logged": "no"}, headers=AUTH), 400)
+    assert_error(client.put(f"/v2/client/logging/home/{'x' * 257}", json={"logged": False}, headers=AUTH), 400)
+    assert client.get("/v2/client", headers=AUTH).json["items"] == {}, "nothing made"
+
+
+def test_a_database_made_before_the_marks_gets_them_at_start(app, client, database):
+    ingest(client, private_record(client_id="laptop"))
+    run_sql(database, "DROP INDEX client_unlogged")
+    run_sql(database, "ALTER TABLE client DROP COLUMN unlogged")
+    as_older_schema(database, 12, "privacy_setting")
+    restarted = create_app(app.config).test_client()
+    assert restarted.get("/v2/client", headers=AUTH).json["items"]["home"]["clients"]["laptop"]["logged"] is True
+    assert restarted.put("/v2/client/logging/home/laptop", json={"logged": False}, headers=AUTH).status_code == 200
+    ingest(restarted, private_record(client_id="laptop", timestamp="2024-05-01T11:00:00Z"))
+    assert len(restarted.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"]) == 1
+    assert put(restarted, "home", {"answers": "drop"})["answers"] == "drop"

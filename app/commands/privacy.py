@@ -40,7 +40,8 @@ def show():
 @click.option("--client-metadata", type=click.Choice(_CHOICES["client_metadata"]))
 @click.option("--question", type=click.Choice(_CHOICES["question"]))
 @click.option("--answers", type=click.Choice(_CHOICES["answers"]))
-def set_command(endpoint, client_ip, ipv4_prefix, ipv6_prefix, client_metadata, question, answers):
+@click.option("--unlogged-clients", type=click.Choice(_CHOICES["unlogged_clients"]))
+def set_command(endpoint, client_ip, ipv4_prefix, ipv6_prefix, client_metadata, question, answers, unlogged_clients):
     """Change some settings of ENDPOINT (_default: the operator's default), for the records
     stored from now on (the same as PUT /v2/privacy/{endpointId}, and logged as it is)."""
     given = {
@@ -50,6 +51,7 @@ def set_command(endpoint, client_ip, ipv4_prefix, ipv6_prefix, client_metadata, 
         "clientMetadata": client_metadata,
         "question": question,
         "answers": answers,
+        "unloggedClients": unlogged_clients,
     }
     body = {name: value for name, value in given.items() if value is not None}
     if not body:

@@ -341,9 +341,11 @@
     const last = element("td", ago(c.last), c.last === null ? "empty" : "");
     if (c.last !== null) last.title = localTime(c.last);
     const alias = element("td", c.alias, "alias");
+    const id = element("td", c.clientId, "client-id");
+    if (!c.logged) id.append(element("span", " · not logged", "muted not-logged"));
     const tr = row([
       element("td", c.endpoint),
-      element("td", c.clientId, "client-id"),
+      id,
       alias,
       element("td", c.host),
       element("td", c.ip),
@@ -359,6 +361,8 @@
       const actions = element("td", null, "actions");
       actions.append(
         button("Alias", () => editAlias(c, alias), "small alias-edit"),
+        " ",
+        button(c.logged ? "Stop logging" : "Log again", () => setLogged(c, !c.logged).catch(showError), "small client-logging"),
         " ",
         button("Delete data…", () => confirmDelete(c), "small danger client-delete"),
       );
@@ -392,6 +396,16 @@
     form.append(input, ok, button("Clear", () => save(""), "small"), button("Cancel", renderClients, "small"));
     cell.replaceChildren(form);
     input.focus();
+  }
+
+  // Not logged: no record of the client's queries is kept from now on (its records so far stay).
+  async function setLogged(c, logged) {
+    const path = `client/logging/${encodeURIComponent(c.endpoint)}/${encodeURIComponent(c.clientId)}`;
+    await api(path, null, { method: "PUT", body: { logged } });
+    await run(loadClients);
+    $("app-note").textContent = logged
+      ? `"${c.clientId}" is logged again.`
+      : `"${c.clientId}" is no longer logged: none of its queries is stored from now on.`;
   }
 
   function confirmDelete(c) {
@@ -594,6 +608,7 @@
     clientMetadata: ["keep", "drop"],
     question: ["keep", "registrableDomain", "drop"],
     answers: ["keep", "drop"],
+    unloggedClients: ["counted", "notCounted"],
   };
   const PRIVACY_DEFAULT = "_default";
 
