@@ -49,7 +49,12 @@ def note(found: dict[tuple, list], endpoint_ids: dict, term_ids: dict) -> None:
     """Record a batch's spans (see `spans`, keyed by strings) under their ids. Call in the
     write transaction that stores the batch."""
     ids = {**endpoint_ids, None: 0}
-    query_many(_NOTE, [(term_ids[q], ids[e], first, last) for (e, q), (first, last) in found.items()])
+    note_spans([(term_ids[q], ids[e], first, last) for (e, q), (first, last) in found.items()])
+
+
+def note_spans(rows: list[tuple]) -> None:
+    """Widen (or add) the spans of names: rows of (term id, endpoint id or 0, first, last)."""
+    query_many(_NOTE, rows)
 
 
 def note_stored_names(endpoint_ids: list | None = None) -> None:
@@ -72,6 +77,19 @@ def _note_everywhere() -> None:
         "INSERT INTO name_seen (term, endpoint, first, last)"
         " SELECT term, 0, MIN(first), MAX(last) FROM name_seen WHERE endpoint <> 0 GROUP BY term"
         " ON CONFLICT (endpoint, term) DO NOTHING"
+    )
+
+
+def renote_everywhere(terms: list[int]) -> None:
+    """The rows over all endpoints of `terms` made anew from the endpoints' rows (a name one
+    endpoint no longer keeps leaves them when no other endpoint has it)."""
+    marks = placeholders(len(terms))
+    query(f"DELETE FROM name_seen WHERE endpoint = 0 AND term IN ({marks})", terms)
+    query(
+        "INSERT INTO name_seen (term, endpoint, first, last)"
+        f" SELECT term, 0, MIN(first), MAX(last) FROM name_seen WHERE endpoint <> 0 AND term IN ({marks})"
+        " GROUP BY term",
+        terms,
     )
 
 

@@ -19,6 +19,7 @@ import secrets
 from catalogue import FIELDS
 
 from . import anonymous
+from .clock import now_ms
 from .database import query, write_transaction
 from .domains import registrable_domain
 
@@ -38,15 +39,29 @@ BUILT_IN = {
     "question": KEEP,
     "answers": KEEP,
     "unlogged_clients": COUNTED,
+    "age_steps": [],
 }
+DAY_MS = 86_400_000
+# The fields an age step sets, and how strict each choice is: a step, or a change, can only
+# make a record's detail coarser (a smaller prefix is stricter too).
+RANKS = {
+    "client_ip": {KEEP: 0, TRUNCATE: 1, HASH: 2, DROP: 3},
+    "client_metadata": {KEEP: 0, DROP: 1},
+    "question": {KEEP: 0, DOMAIN: 1, DROP: 2},
+    "answers": {KEEP: 0, DROP: 1},
+}
+PREFIXES = ("ipv4_prefix", "ipv6_prefix")
+STEPPED = (*RANKS, *PREFIXES)
 # A hashed address: 64 bits of a keyed hash under 100::/64, the IPv6 discard-only prefix (RFC
 # 6666): still an address (groupable, exported and imported as one), never a real one.
 _HASHED = ipaddress.IPv6Address("100::")
+HASHED_NETWORK = ipaddress.IPv6Network("100::/64")
 # Where each value a setting touches sits in a new record's values (catalogue order).
 _AT = {field.sql: i for i, field in enumerate(FIELDS)}
-_ENDPOINT, _CLIENT, _SRC_IP, _QUESTION = _AT["endpoint"], _AT["client"], _AT["src_ip"], _AT["question"]
+_TS, _ENDPOINT, _CLIENT, _SRC_IP, _QUESTION = (_AT[sql] for sql in ("ts", "endpoint", "client", "src_ip", "question"))
 # What the answers say: the answer set and the first answer's geography, and a spoofed target.
 _ANSWER_AT = [_AT[sql] for sql in ("answers", "spoof_target", "dst_country", "dst_isp", "dst_asn")]
+_TRIGGER_VALUE = _AT["trigger_value"]
 # Finer than the address's network: gone with an address that is hashed or dropped.
 _SOURCE_CITY = _AT["src_city"]
 _META_ADDRESS = "ip"
@@ -62,6 +77,49 @@ def settings() -> dict[str, dict]:
 def effective(stored: dict[str, dict], endpoint: str) -> dict:
     """The settings in force for `endpoint`: its own fields, else the default's, else built-in."""
     return {**BUILT_IN, **stored.get(DEFAULT, {}), **(stored.get(endpoint, {}) if endpoint != DEFAULT else {})}
+
+
+def stricter(settings: dict, step: dict) -> dict:
+    """`settings` made coarser by what `step` sets where the step is stricter (never finer)."""
+    out = dict(settings)
+    for field, ranks in RANKS.items():
+        if field in step and ranks[step[field]] > ranks[out[field]]:
+            out[field] = step[field]
+    for field in PREFIXES:
+        if field in step:
+            out[field] = min(out[field], step[field])
+    return out
+
+
+def ages(settings: dict) -> list[tuple[int, dict]]:
+    """[(age in ms from which they apply, the settings a record of that age is kept under)],
+    youngest first: the settings themselves from age 0, then each age step's."""
+    found = [(0, settings)]
+    for step in sorted(settings["age_steps"], key=lambda step: step["after_days"]):
+        found.append((step["after_days"] * DAY_MS, stricter(found[-1][1], step)))
+    return found
+
+
+def at_age(spans: list[tuple[int, dict]], age_ms: int) -> dict:
+    """The settings of `ages` for a record `age_ms` old."""
+    kept = spans[0][1]
+    for since, settings in spans:
+        if age_ms >= since:
+            kept = settings
+    return kept
+
+
+def tightened(before: dict, after: dict) -> dict:
+    """The fields (and prefixes) `after` keeps coarser than `before`: what records stored under
+    `before` must be rewritten to ({} when none)."""
+    changed = {}
+    for field, ranks in RANKS.items():
+        if ranks[after[field]] > ranks[before[field]]:
+            changed[field] = after[field]
+    narrower = any(after[field] < before[field] for field in PREFIXES)
+    if after["client_ip"] == TRUNCATE and (before["client_ip"] == KEEP or before["client_ip"] == TRUNCATE and narrower):
+        changed.update(client_ip=TRUNCATE, **{field: after[field] for field in PREFIXES})
+    return changed
 
 
 def in_force(endpoint_limit=None) -> dict[str, dict]:
@@ -98,16 +156,16 @@ class Rules:
     """The settings a batch is stored under: read before the batch is prepared, and confirmed
     unchanged under the write lock (`confirm`), so that a change made meanwhile applies."""
 
-    def __init__(self, endpoints):
-        self.stored, self.unlogged = settings(), unlogged_clients()
+    def __init__(self, endpoints, now: int):
+        self.stored, self.unlogged, self.now = settings(), unlogged_clients(), now
         self.applied, self.keys = {}, {}
         if not self.stored:
             return
         applied = {name: effective(self.stored, name) for name in endpoints}
-        self.applied = {name: rules for name, rules in applied.items() if rules != BUILT_IN}
-        hashing = [name for name, rules in self.applied.items() if rules["client_ip"] == HASH]
+        self.applied = {name: ages(rules) for name, rules in applied.items() if rules != BUILT_IN}
+        hashing = [name for name, spans in self.applied.items() if any(r["client_ip"] == HASH for _, r in spans)]
         if hashing:
-            self.keys = _hash_keys(hashing)
+            self.keys = hash_keys(hashing)
             self.stored = settings()  # a key made for an endpoint added its (empty) row
 
     def confirm(self):
@@ -146,7 +204,7 @@ def storing(store, records: list[tuple], in_transaction, first) -> int:
     The records of clients not logged are not stored, but counted; all count as accepted."""
     endpoint_names = {values[_ENDPOINT] for values, _ in records}
     while True:
-        rules = Rules(endpoint_names)
+        rules = Rules(endpoint_names, now_ms())
         kept, counted = rules.split(apply(records, rules))
         then = in_transaction
         if counted:
@@ -174,7 +232,7 @@ def _both(one, other):
     return both
 
 
-def _hash_keys(endpoints: list[str]) -> dict[str, bytes]:
+def hash_keys(endpoints: list[str]) -> dict[str, bytes]:
     """Each endpoint's own hash key (made on first use, kept in the store, never shown)."""
     marks = ", ".join("?" * len(endpoints))
     select = f"SELECT endpoint, hash_key FROM privacy_setting WHERE endpoint IN ({marks}) AND hash_key <> ''"
@@ -191,15 +249,20 @@ def _hash_keys(endpoints: list[str]) -> dict[str, bytes]:
 
 
 def apply(records: list[tuple], rules: Rules) -> list[tuple]:
-    """The batch as its endpoints' settings let it be stored (see store_records for the shape)."""
-    applied, keys = rules.applied, rules.keys
+    """The batch as its endpoints' settings let it be stored (see store_records for the shape):
+    a record older than an age step is stored as that step keeps it."""
+    applied, keys, now = rules.applied, rules.keys, rules.now
     if not applied:
         return records
     out = []
     for values, meta in records:
         endpoint = values[_ENDPOINT]
-        own = applied.get(endpoint)
-        out.append((values, meta) if own is None else _applied(values, meta, own, keys.get(endpoint)))
+        spans = applied.get(endpoint)
+        if spans is None:
+            out.append((values, meta))
+        else:
+            own = spans[0][1] if len(spans) == 1 else at_age(spans, now - values[_TS])
+            out.append(_applied(values, meta, own, keys.get(endpoint)))
     return out
 
 
@@ -210,20 +273,31 @@ def _applied(values: tuple, meta: dict, rules: dict, key: bytes | None) -> tuple
         values[_SRC_IP] = address_kept(values[_SRC_IP], rules, key)
         if meta.get(_META_ADDRESS):
             meta[_META_ADDRESS] = address_kept(meta[_META_ADDRESS], rules, key) or ""
-        if _is_address(values[_CLIENT]):  # a client known by its address is that address
-            values[_CLIENT] = address_kept(values[_CLIENT], rules, key) or ANONYMOUS
+        values[_CLIENT] = client_kept(values[_CLIENT], rules, key)
         if rules["client_ip"] != TRUNCATE:
             values[_SOURCE_CITY] = None
     if rules["client_metadata"] == DROP:
         meta = {_META_ADDRESS: meta[_META_ADDRESS]} if meta.get(_META_ADDRESS) else {}
     if rules["question"] != KEEP:
-        question = values[_QUESTION]
-        values[_QUESTION] = registrable_domain(question) if rules["question"] == DOMAIN else ""
-        values[_AT["trigger_value"]] = None  # a blocking rule's text names what it matched
+        values[_QUESTION] = question_kept(values[_QUESTION], rules)
+        values[_TRIGGER_VALUE] = None  # a blocking rule's text names what it matched
     if rules["answers"] == DROP:
         for at in _ANSWER_AT:
             values[at] = None
     return tuple(values), meta
+
+
+def client_kept(client_id: str, rules: dict, key: bytes | None) -> str:
+    """A client id as the settings keep it: one that is an address is that address."""
+    if not _is_address(client_id):
+        return client_id
+    return address_kept(client_id, rules, key) or ANONYMOUS
+
+
+def question_kept(question: str, rules: dict) -> str:
+    if rules["question"] == DOMAIN:
+        return registrable_domain(question)
+    return "" if rules["question"] == DROP else question
 
 
 def _is_address(text) -> bool:
@@ -246,6 +320,8 @@ def address_kept(text: str | None, rules: dict, key: bytes | None) -> str | None
         prefix = rules["ipv4_prefix"] if address.version == 4 else rules["ipv6_prefix"]
         return str(ipaddress.ip_network(f"{address}/{prefix}", strict=False).network_address)
     if mode == HASH:
+        if address in HASHED_NETWORK:
+            return text  # hashed already (a rewrite meets what an earlier one left)
         digest = hmac.new(key, address.packed, hashlib.sha256).digest()[:8]
         return str(_HASHED + int.from_bytes(digest, "big"))
     return text

@@ -198,6 +198,35 @@ class PrivacySetting(BaseModel):
     hash_key = TextField(default="", constraints=[SQL("DEFAULT ''")])
 
 
+class PrivacyRewrite(BaseModel):
+    """Stored records still to be made coarser (see models/rewrites.py): an endpoint's records
+    with ts in (ts_after, ts_upto] and id <= id_upto, to `detail` (JSON), worked through in
+    (ts, id) order from the cursor; `total` records in all, `done` gone through."""
+
+    endpoint = IntegerField()  # Endpoint.id
+    detail = TextField()
+    kind = TextField()  # stricter (a setting made stricter) or age (an age step reached)
+    ts_after = BigIntegerField()
+    ts_upto = BigIntegerField()
+    id_upto = BigIntegerField()
+    cursor_ts = BigIntegerField()
+    cursor_id = BigIntegerField()
+    total = BigIntegerField()
+    done = BigIntegerField()
+    created = BigIntegerField()
+
+
+class PrivacyAgeMark(BaseModel):
+    """How far each age step of each endpoint has been applied: its records with ts <= upto."""
+
+    endpoint = IntegerField()
+    step = TextField()  # its age and detail, as JSON
+    upto = BigIntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("endpoint", "step")
+
+
 class JobLease(BaseModel):
     """Which process runs a periodic job now, and when it last ran, so that several workers
     (or hosts) run each job once per period between them."""
@@ -297,6 +326,8 @@ TABLES = (
     AdminAction,
     AccessRead,
     PrivacySetting,
+    PrivacyRewrite,
+    PrivacyAgeMark,
     JobLease,
     Rollup,
     Record,

@@ -4,9 +4,9 @@ models/privacy.py's, the API's are here)."""
 import marshmallow as ma
 from marshmallow import fields
 
-from models.privacy import COUNTED, DOMAIN, DROP, HASH, KEEP, NOT_COUNTED, TRUNCATE
+from models.privacy import COUNTED, DEFAULT, DOMAIN, DROP, HASH, KEEP, NOT_COUNTED, TRUNCATE
 
-from .fields import BaseSchema
+from .fields import BaseSchema, Datetime
 
 
 class Choice(fields.String):
@@ -28,8 +28,8 @@ class Choice(fields.String):
 _KEEP_DROP = {"keep": KEEP, "drop": DROP}
 
 
-class PrivacySettingsSchema(BaseSchema):
-    """A change sets only the fields it holds; an answer holds every field in force."""
+class DetailSchema(BaseSchema):
+    """What is kept of a record: the fields a setting and an age step set."""
 
     client_ip = Choice(
         {"keep": KEEP, "truncate": TRUNCATE, "hash": HASH, "drop": DROP},
@@ -67,6 +67,53 @@ class PrivacySettingsSchema(BaseSchema):
         _KEEP_DROP,
         metadata={"description": "The answers, with their geography and the spoofTarget."},
     )
+
+
+class PrivacySpanSchema(DetailSchema):
+    """The detail kept of the records stored between startTime and endTime."""
+
+    startTime = Datetime(required=True, allow_none=True)
+    endTime = Datetime(required=True)
+
+
+def privacy_spans(spans: list[tuple[int, dict]], now: int, horizon: int | None) -> list[dict]:
+    """models.privacy.ages as periods back from `now` (to the records' `horizon`, None: none),
+    for PrivacySpanSchema to dump."""
+    out = []
+    for i, (since, settings) in enumerate(spans):
+        end = now - since
+        start = now - spans[i + 1][0] + 1 if i + 1 < len(spans) else horizon
+        if horizon is not None and end < horizon:
+            break
+        out.append(
+            {
+                **settings,
+                "startTime": start if horizon is None or start is None else max(start, horizon),
+                "endTime": end,
+            }
+        )
+    return out
+
+
+class PrivacyStepSchema(DetailSchema):
+    """From `afterDays` on, a record is kept at most as this says (a field not set: as before)."""
+
+    after_days = fields.Integer(
+        data_key="afterDays",
+        required=True,
+        validate=ma.validate.Range(min=1, max=36500),
+        metadata={"description": "The age in days of the records it applies to."},
+    )
+
+    @ma.validates_schema
+    def sets_something(self, data, **kwargs):
+        if set(data) == {"after_days"}:
+            raise ma.ValidationError("An age step sets at least one field besides afterDays.")
+
+
+class PrivacySettingsSchema(DetailSchema):
+    """A change sets only the fields it holds; an answer holds every field in force."""
+
     unlogged_clients = Choice(
         {"counted": COUNTED, "notCounted": NOT_COUNTED},
         data_key="unloggedClients",
@@ -75,6 +122,30 @@ class PrivacySettingsSchema(BaseSchema):
             "record is kept: counted in the daily statistics that name no client, or not at all."
         },
     )
+    age_steps = fields.List(
+        fields.Nested(PrivacyStepSchema),
+        data_key="steps",
+        validate=ma.validate.Length(max=10),
+        metadata={
+            "description": "Age steps: privacy that tightens with age. A record older than a step's afterDays is "
+            "kept as coarsely as every step up to it and the fields above say (a step never makes detail "
+            "finer). Sent, the list replaces the one in force ([]: none)."
+        },
+    )
+    pending_rewrite = fields.Integer(
+        data_key="pendingRewrite",
+        dump_only=True,
+        metadata={
+            "description": "Stored records still to be rewritten to a stricter change of these settings by the "
+            "privacy job (0: none)."
+        },
+    )
+
+    @ma.validates("age_steps")
+    def distinct_ages(self, steps, **kwargs):
+        days = [step.get("after_days") for step in steps]
+        if len(days) != len(set(days)):
+            raise ma.ValidationError("Each step has an afterDays of its own.")
 
 
 class PrivacyListSchema(BaseSchema):
@@ -86,6 +157,16 @@ class PrivacyListSchema(BaseSchema):
     )
 
 
-def settings_json(settings: dict) -> dict:
-    """An endpoint's settings in force (the store's form) as the API shows them."""
-    return PrivacySettingsSchema().dump(settings)
+def settings_json(settings: dict, pending: int = 0) -> dict:
+    """An endpoint's settings in force (the store's form) as the API shows them, with the
+    stored records still to be rewritten."""
+    return PrivacySettingsSchema().dump({**settings, "pending_rewrite": pending})
+
+
+def settings_items(in_force: dict[str, dict], pending: dict[str, int]) -> dict:
+    """GET /v2/privacy's items: each endpoint's settings and the records it has to rewrite
+    (`_default`: every endpoint's)."""
+    return {
+        name: settings_json(settings, sum(pending.values()) if name == DEFAULT else pending.get(name, 0))
+        for name, settings in in_force.items()
+    }

@@ -447,7 +447,9 @@ def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
     default = api(server, "privacy")["items"]["_default"]
     rows = privacy_rows(browser)
     assert set(rows) == {"_default", "home", "cabin"}, "the default, and every endpoint (following it)"
-    assert all(shown == {name: str(value) for name, value in default.items()} for shown in rows.values())
+    expected = {name: json.dumps(value) if name == "steps" else str(value) for name, value in default.items()}
+    del expected["pendingRewrite"]
+    assert all(shown == expected for shown in rows.values())
     screenshots(browser, shots, "privacy")
 
     # Change one field of one endpoint: only it is sent, the rest keeps following the default.
@@ -459,7 +461,9 @@ def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
     )
     browser.wait_for("document.getElementById('app-note').textContent.startsWith('Saved')")
     cabin = api(server, "privacy")["items"]["cabin"]
-    assert cabin == {**default, "clientIp": "truncate", "ipv4Prefix": 16}
+    pending = cabin.pop("pendingRewrite")  # its stored records, unless the privacy job was quick
+    assert {**cabin, "pendingRewrite": 0} == {**default, "clientIp": "truncate", "ipv4Prefix": 16}
+    assert 0 <= pending <= 48
     entry = api(server, "admin-action", [("startTime", "2020-01-01T00:00:00Z"), ("action", "privacy.set")])
     assert entry["actions"][0]["metadata"]["body"] == {"clientIp": "truncate", "ipv4Prefix": 16}
     assert privacy_rows(browser)["cabin"]["clientIp"] == "truncate"
@@ -476,7 +480,23 @@ def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
         " tr.querySelector('.privacy-save').click(); })()"
     )
     browser.wait_for("document.getElementById('app-note').textContent.includes('garden')")
-    assert api(server, "privacy")["items"]["garden"] == {**default, "question": "registrableDomain"}
+    garden = api(server, "privacy")["items"]["garden"]
+    assert garden == {**default, "question": "registrableDomain"}
+
+    # Age steps, as JSON; stricter settings say how many stored records they rewrite.
+    steps = [{"afterDays": 7, "clientIp": "truncate"}]
+    browser.evaluate(
+        f"{row}.querySelector('[name=steps]').value = {json.dumps(json.dumps(steps))};"
+        f"{row}.querySelector('[name=answers]').value = 'drop';"
+        f"{row}.querySelector('.privacy-save').click()"
+    )
+    note = browser.wait_for(
+        "document.getElementById('app-note').textContent.includes('cabin') && "
+        "document.getElementById('app-note').textContent"
+    )
+    cabin = api(server, "privacy")["items"]["cabin"]
+    assert cabin["steps"] == steps and cabin["answers"] == "drop"
+    assert "stored records are rewritten" in note
 
 
 def test_a_read_only_key_sees_no_write_controls(server, browser, shots):

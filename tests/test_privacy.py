@@ -107,6 +107,8 @@ def test_built_in_settings_keep_everything(client, database):
                 "question": "keep",
                 "answers": "keep",
                 "unloggedClients": "counted",
+                "steps": [],
+                "pendingRewrite": 0,
             }
         }
     }

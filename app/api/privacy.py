@@ -3,11 +3,13 @@
 from flask import g
 
 import models.privacy
+import models.rewrites
 from app.auth import check_endpoints, endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
-from app.extensions import Blueprint
+from app.extensions import Blueprint, prebuilt
+from models.clock import now_ms
 from models.database import write_transaction
-from schemas.privacy import PrivacyListSchema, PrivacySettingsSchema, settings_json
+from schemas.privacy import PrivacyListSchema, PrivacySettingsSchema, settings_items, settings_json
 
 from . import admin_actions
 
@@ -19,7 +21,7 @@ blp = Blueprint("privacy", __name__, url_prefix="/v2/privacy", description="What
 @requires("admin")
 def list_settings():
     """The settings in force: the operator's default and every endpoint's own."""
-    return {"items": models.privacy.in_force(endpoint_limit())}
+    return prebuilt({"items": settings_items(models.privacy.in_force(endpoint_limit()), models.rewrites.pending())})
 
 
 @blp.route("/<endpointId>", methods=["PUT"])
@@ -27,8 +29,9 @@ def list_settings():
 @blp.response(200, PrivacySettingsSchema)
 @requires("admin")
 def change_settings(fields, endpointId):  # noqa: N803 (the API's name)
-    """Change some of an endpoint's settings (`_default`: the operator's default); they apply
-    to the records stored from then on, and can be set before the endpoint's first record."""
+    """Change some of an endpoint's settings (`_default`: the operator's default), also before
+    its first record; a stricter setting is applied to the records stored before (see
+    pendingRewrite), a looser one to the records stored from then on."""
     if not 0 < len(endpointId) <= 256:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'endpointId': 1 to 256 characters.")
     if endpointId == models.privacy.DEFAULT:
@@ -39,7 +42,11 @@ def change_settings(fields, endpointId):  # noqa: N803 (the API's name)
     if not fields:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "The body sets no field.")
     with write_transaction():
-        result = models.privacy.change(endpointId, fields)
-        named = None if endpointId == models.privacy.DEFAULT else [endpointId]
-        admin_actions.record("privacy.set", settings_json(result), named=named)
-    return result
+        result, _ = models.rewrites.change(endpointId, fields, now_ms())
+        pending = models.rewrites.pending()
+        if endpointId == models.privacy.DEFAULT:
+            answer, named = settings_json(result, sum(pending.values())), None
+        else:
+            answer, named = settings_json(result, pending.get(endpointId, 0)), [endpointId]
+        admin_actions.record("privacy.set", answer, named=named)
+    return prebuilt(answer)

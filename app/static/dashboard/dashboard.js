@@ -609,6 +609,7 @@
     question: ["keep", "registrableDomain", "drop"],
     answers: ["keep", "drop"],
     unloggedClients: ["counted", "notCounted"],
+    steps: "json",
   };
   const PRIVACY_DEFAULT = "_default";
 
@@ -631,9 +632,17 @@
     const controls = {};
     const cells = [element("td", endpoint === PRIVACY_DEFAULT ? "Default (all endpoints)" : endpoint)];
     if (inherited) cells[0].append(element("span", " · follows the default", "muted"));
+    if (!inherited && settings.pendingRewrite) {
+      cells[0].append(element("span", ` · ${number(settings.pendingRewrite)} stored records to rewrite`, "muted pending"));
+    }
     for (const [field, choices] of Object.entries(PRIVACY_CHOICES)) {
       let control;
-      if (choices) {
+      if (choices === "json") {
+        // Age steps as the API takes them, e.g. [{"afterDays": 7, "clientIp": "truncate"}].
+        control = element("input");
+        control.className = "steps";
+        control.spellcheck = false;
+      } else if (choices) {
         control = element("select");
         control.append(...choices.map((choice) => new Option(choice, choice)));
       } else {
@@ -643,7 +652,7 @@
         control.max = field === "ipv4Prefix" ? 32 : 128;
         control.className = "prefix";
       }
-      control.value = String(settings[field]);
+      control.value = choices === "json" ? JSON.stringify(settings[field]) : String(settings[field]);
       control.name = field;
       controls[field] = control;
       const cell = element("td");
@@ -663,16 +672,27 @@
   async function savePrivacy(endpoint, shown, controls) {
     const body = {};
     for (const [field, control] of Object.entries(controls)) {
-      const value = PRIVACY_CHOICES[field] ? control.value : Number(control.value);
+      const kind = PRIVACY_CHOICES[field];
+      if (kind === "json") {
+        if (control.value.trim() === JSON.stringify(shown[field])) continue;
+        try {
+          body[field] = JSON.parse(control.value);
+        } catch (_) {
+          throw new Error("The age steps are not JSON: e.g. [{\"afterDays\": 7, \"clientIp\": \"truncate\"}].");
+        }
+        continue;
+      }
+      const value = kind ? control.value : Number(control.value);
       if (value !== shown[field]) body[field] = value;
     }
     if (!Object.keys(body).length) {
       $("app-note").textContent = "Nothing to save: no setting was changed.";
       return;
     }
-    await api(`privacy/${encodeURIComponent(endpoint)}`, null, { method: "PUT", body });
+    const answer = await api(`privacy/${encodeURIComponent(endpoint)}`, null, { method: "PUT", body });
     await run(loadPrivacy);
-    $("app-note").textContent = `Saved the settings of ${endpoint === PRIVACY_DEFAULT ? "the default" : `"${endpoint}"`}.`;
+    const rewrite = answer.pendingRewrite ? ` ${number(answer.pendingRewrite)} stored records are rewritten to it.` : "";
+    $("app-note").textContent = `Saved the settings of ${endpoint === PRIVACY_DEFAULT ? "the default" : `"${endpoint}"`}.${rewrite}`;
   }
 
   // ---- views, sign-in ------------------------------------------------------------------------
