@@ -2,9 +2,9 @@
 
 from collections import namedtuple
 
-from . import rollups
+from . import privacy, rollups
 from .database import db, query, write_transaction
-from .deletion import client_selection, delete_records
+from .deletion import client_selection, delete_records, delete_to_anonymous
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
 
@@ -69,9 +69,11 @@ def set_alias(endpoint: str, client_id: str, alias: str) -> dict | None:
         return get_client(endpoint, client_id)
 
 
-def set_logged(endpoint: str, client_id: str, logged: bool) -> ClientRow:
-    """Mark a client as logged or not (see models/privacy.py); the entry, made (with its
-    endpoint) when the client has not been seen yet, so it can be marked before its first query."""
+def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, int]:
+    """Mark a client as logged or not (see models/privacy.py): (the entry, made with its
+    endpoint when the client has not been seen yet; how many stored records went). Marked not
+    logged, its records stored so far and its entry's metadata (but the alias) go too, their
+    counts left in the statistics as its queries from then on are (anonymously, or not at all)."""
     from .ingestion import endpoint_ids  # ingestion's own home for making endpoints
 
     with write_transaction():
@@ -81,7 +83,15 @@ def set_logged(endpoint: str, client_id: str, logged: bool) -> ClientRow:
             " ON CONFLICT (endpoint, client_id) DO UPDATE SET unlogged = excluded.unlogged",
             [endpoint_id, client_id, None if logged else True],
         )
-        return get_client(endpoint, client_id)
+        deleted = 0
+        if not logged:
+            if privacy.effective(privacy.settings(), endpoint)["unlogged_clients"] == privacy.COUNTED:
+                deleted = delete_to_anonymous(endpoint, client_id)
+            else:
+                deleted = delete_records([endpoint], [client_id])
+            cleared = ", ".join(f"{field} = '', {field}_ts = NULL" for field in CLIENT_META_FIELDS)
+            query(f"UPDATE client SET {cleared} WHERE endpoint = ? AND client_id = ?", [endpoint_id, client_id])
+        return get_client(endpoint, client_id), deleted
 
 
 def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_limit=None) -> list[tuple[str, str]]:

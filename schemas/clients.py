@@ -76,7 +76,10 @@ class LoggingRequestSchema(BaseSchema):
         required=True,
         truthy={True},  # JSON true or false only: not "no", 0 or "off"
         falsy={False},
-        metadata={"description": "false: keep no record of the client's queries from now on; true: log them again."},
+        metadata={
+            "description": "false: delete the client's records and keep none of its queries from now on; "
+            "true: log them again."
+        },
     )
 
 

@@ -6,7 +6,7 @@ import glob
 import json
 
 import pytest
-from stores import as_older_schema, is_postgres, run_sql
+from stores import as_older_schema, is_postgres, run_sql, stored_rows
 from streams import events
 
 from app import create_app
@@ -298,5 +298,27 @@ def test_a_database_made_before_the_marks_gets_them_at_start(app, client, databa
     assert restarted.get("/v2/client", headers=AUTH).json["items"]["home"]["clients"]["laptop"]["logged"] is True
     assert restarted.put("/v2/client/logging/home/laptop", json={"logged": False}, headers=AUTH).status_code == 200
     ingest(restarted, private_record(client_id="laptop", timestamp="2024-05-01T11:00:00Z"))
-    assert len(restarted.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"]) == 1
+    assert restarted.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"] == []
+    assert restarted.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 2
     assert put(restarted, "home", {"answers": "drop"})["answers"] == "drop"
+
+
+def test_marking_a_client_not_logged_removes_its_records_but_not_its_anonymous_share(client, database):
+    ingest(client, private_record(client_id="tablet"), record("home", "phone", "2024-05-01T11:00:00Z", "a.example"))
+    ingest(client, record("office", "tablet", "2024-05-01T11:00:00Z", "b.example"))
+    assert client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 3
+    marked = client.put("/v2/client/logging/home/tablet", json={"logged": False}, headers=AUTH).json
+    assert (marked["logged"], marked["host"], marked["ip"], marked["lastActivityTime"]) == (False, "", "", None)
+    queries = client.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"]
+    assert {(q["endpointId"], q["clientId"]) for q in queries} == {("home", "phone"), ("office", "tablet")}
+    assert client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 3, "counted anonymously"
+    by_client = client.get(f"/v2/statistic/count/clientId?{WINDOW}&endpointId=home", headers=AUTH).json["counts"]
+    assert by_client == [{"value": "phone", "count": 1}]
+    for text in (ADDRESS, HOST):
+        assert text not in stored_rows(database), "nothing refers to them (the strings stay: see the docs)"
+    entry = client.get("/v2/admin-action?startTime=2020-01-01T00:00:00Z&action=client.logging.set", headers=AUTH)
+    assert entry.json["actions"][0]["metadata"]["result"] == {"logged": False, "deletedCount": 1}
+
+    put(client, "office", {"unloggedClients": "notCounted"})
+    client.put("/v2/client/logging/office/tablet", json={"logged": False}, headers=AUTH)
+    assert client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 2, "not even counted"

@@ -6,7 +6,7 @@ only to new records; GET /v2/data-availability says what is kept for which perio
 import json
 import time
 
-from stores import is_postgres, run_sql
+from stores import stored_rows
 
 from helpers import AUTH, ingest, record
 
@@ -59,27 +59,6 @@ def shown(client) -> str:
         f"/v2/statistic/first-seen/question?{LAST_30_DAYS}",
     ]
     return "\n".join(client.get(path, headers=AUTH).get_data(as_text=True) for path in paths)
-
-
-def stored_rows(database) -> str:
-    """Every row of every table but the interned strings (which are shared, and never deleted:
-    see docs/privacy-and-retention.md), as text, with the strings its term ids stand for."""
-    if is_postgres(database):
-        tables = [
-            t
-            for (t,) in run_sql(
-                database, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
-            )
-        ]
-    else:
-        tables = [t for (t,) in run_sql(database, "SELECT name FROM sqlite_master WHERE type = 'table'")]
-    assert "record" in tables and "client" in tables
-    text = [str(row) for table in tables if table != "term" for row in run_sql(database, f'SELECT * FROM "{table}"')]
-    columns = ("src_ip", "question", "trigger_value", "answers")
-    for column in columns:
-        text += [v for (v,) in run_sql(database, f"SELECT t.value FROM record r JOIN term t ON t.id = r.{column}")]
-    text += [v for (v,) in run_sql(database, "SELECT t.value FROM name_seen n JOIN term t ON t.id = n.term")]
-    return "\n".join(text)
 
 
 def rewrite(runner) -> str:

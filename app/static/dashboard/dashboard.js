@@ -398,14 +398,14 @@
     input.focus();
   }
 
-  // Not logged: no record of the client's queries is kept from now on (its records so far stay).
+  // Not logged: the client's records go, and none of its queries is kept from now on.
   async function setLogged(c, logged) {
     const path = `client/logging/${encodeURIComponent(c.endpoint)}/${encodeURIComponent(c.clientId)}`;
     await api(path, null, { method: "PUT", body: { logged } });
     await run(loadClients);
     $("app-note").textContent = logged
       ? `"${c.clientId}" is logged again.`
-      : `"${c.clientId}" is no longer logged: none of its queries is stored from now on.`;
+      : `"${c.clientId}" is no longer logged: its records were deleted, and none of its queries is stored from now on.`;
   }
 
   function confirmDelete(c) {
