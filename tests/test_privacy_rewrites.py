@@ -197,13 +197,11 @@ def test_age_steps_are_checked(client):
 
 
 def test_gunicorn_workers_run_the_privacy_job_once_between_them(tmp_path):
-    env = {
-        "ANALYTICS_DATABASE": str(tmp_path / "privacy.db"),
-        "ANALYTICS_API_KEY": API_KEY,
-        "ANALYTICS_PRIVACY_INTERVAL": "1",
-    }
-    server = Gunicorn(tmp_path, env, workers=2)
-    try:
+    database = str(tmp_path / "privacy.db")
+    server = Gunicorn(
+        tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY, "ANALYTICS_PRIVACY_INTERVAL": "1"}
+    )
+    try:  # two workers, each with the job's loop
         batch = [private_record(DAY_S + i, client_id=f"c{i}") for i in range(30)]
         assert server.call("POST", "/v2/ingest", batch, AUTH)[0] == 200
         status, answer = server.call("PUT", "/v2/privacy/home", {"clientIp": "truncate"}, AUTH)
