@@ -20,7 +20,7 @@ class Choice(fields.String):
         return self.names[value]
 
     def _deserialize(self, value, attr, data, **kwargs):
-        if value not in self.choices:
+        if not isinstance(value, str) or value not in self.choices:
             raise ma.ValidationError(f"Must be one of: {', '.join(self.choices)}.")
         return self.choices[value]
 

@@ -209,6 +209,8 @@ def test_changes_are_checked_limited_and_audited(client, runner):
     assert put(client, "home", {"ipv6Prefix": 56})["ipv6Prefix"] == 56
     assert put(client, "home", {"answers": "drop"})["ipv6Prefix"] == 56, "a missing field keeps its value"
     assert_error(client.put("/v2/privacy/home", json={"clientIp": "blur"}, headers=AUTH), 400, 40001)
+    assert_error(client.put("/v2/privacy/home", json={"answers": {"a": 1}}, headers=AUTH), 400, 40001)
+    assert_error(client.put("/v2/privacy/home", json=["answers"], headers=AUTH), 400)
     assert_error(client.put("/v2/privacy/home", json={"ipv4Prefix": 33}, headers=AUTH), 400, 40001)
     assert_error(client.put("/v2/privacy/home", json={"colour": "red"}, headers=AUTH), 400)
     assert_error(client.put("/v2/privacy/home", json={}, headers=AUTH), 400, 40001)
