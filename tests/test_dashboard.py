@@ -442,6 +442,9 @@ def privacy_rows(browser):
 
 
 def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
+    # cabin's clients lost their records in the clients' test: one more, for a change to rewrite.
+    recent = record("cabin", "camera", iso(datetime.now(UTC) - timedelta(minutes=5)), "camera.example")
+    assert server.call("POST", "/v2/ingest", [recent], AUTH)[0] == 200
     sign_in(browser, server, API_KEY, "privacy")
     loaded(browser, "privacy")
     default = api(server, "privacy")["items"]["_default"]
@@ -463,7 +466,7 @@ def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
     cabin = api(server, "privacy")["items"]["cabin"]
     pending = cabin.pop("pendingRewrite")  # its stored records, unless the privacy job was quick
     assert {**cabin, "pendingRewrite": 0} == {**default, "clientIp": "truncate", "ipv4Prefix": 16}
-    assert 0 <= pending <= 48
+    assert 0 <= pending <= 1
     entry = api(server, "admin-action", [("startTime", "2020-01-01T00:00:00Z"), ("action", "privacy.set")])
     assert entry["actions"][0]["metadata"]["body"] == {"clientIp": "truncate", "ipv4Prefix": 16}
     assert privacy_rows(browser)["cabin"]["clientIp"] == "truncate"
