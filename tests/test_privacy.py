@@ -128,7 +128,7 @@ def test_built_in_settings_keep_everything(client, database):
         ({"clientIp": "hash"}, "hashed"),
     ],
 )
-def test_the_client_address_never_reaches_the_store(client, database, setting, shown):
+def test_the_client_address_never_reaches_the_store(client, runner, database, tmp_path, setting, shown):
     put(client, "home", setting)
     streamed = ingest_watched(client, private_record())
     found = only_record(client)
@@ -149,6 +149,12 @@ def test_the_client_address_never_reaches_the_store(client, database, setting, s
     assert found["question"] == NAME and HOST in json.dumps(entry), "the other settings are kept"
     assert ADDRESS not in everything_sent(client, streamed)
     assert ADDRESS not in stored_text(database)
+    if not is_postgres(database):  # nor in a backup (PostgreSQL's are pg_dump's)
+        result = runner.invoke(args=["backup", str(tmp_path / "copy.db")])
+        assert result.exit_code == 0, result.output
+        backup = (tmp_path / "copy.db").read_bytes()
+        assert b"example" in backup or b"home" in backup, "a copy"
+        assert ADDRESS.encode() not in backup
 
 
 def test_a_hashed_address_differs_per_endpoint(client):
