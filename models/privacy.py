@@ -4,7 +4,9 @@ before anything of it is written.
 Settings are stored per endpoint name (so an endpoint can have them before its first record),
 the operator's default under DEFAULT; a field an endpoint does not set is the default's. What a
 setting removes never reaches the store: not the records, the client entries, the interned
-strings, the rollups or the realtime stream (which reads the records). A client marked not
+strings, the rollups or the realtime stream (which reads the records). Records stored before a
+setting was made stricter, and records reaching an age step, are made coarser later by the
+privacy job (models/rewrites.py), with the field-by-field rules here. A client marked not
 logged (its entry's `unlogged`, see models/clients.py) has no record stored, and its queries
 are counted in the anonymous statistics (models/anonymous.py) or, as its endpoint's
 `unlogged_clients` says, not at all.
@@ -26,10 +28,6 @@ from .domains import registrable_domain
 DEFAULT = "_default"
 KEEP, DROP, TRUNCATE, HASH, DOMAIN = "keep", "drop", "truncate", "hash", "domain"
 COUNTED, NOT_COUNTED = "counted", "not_counted"
-CLIENT_IP = (KEEP, TRUNCATE, HASH, DROP)
-KEEP_DROP = (KEEP, DROP)
-QUESTION = (KEEP, DOMAIN, DROP)
-UNLOGGED = (COUNTED, NOT_COUNTED)
 # Today's behaviour: everything kept. Prefixes: what truncation keeps of an address.
 BUILT_IN = {
     "client_ip": KEEP,
@@ -51,7 +49,6 @@ RANKS = {
     "answers": {KEEP: 0, DROP: 1},
 }
 PREFIXES = ("ipv4_prefix", "ipv6_prefix")
-STEPPED = (*RANKS, *PREFIXES)
 # A hashed address: 64 bits of a keyed hash under 100::/64, the IPv6 discard-only prefix (RFC
 # 6666): still an address (groupable, exported and imported as one), never a real one.
 _HASHED = ipaddress.IPv6Address("100::")
@@ -136,7 +133,8 @@ def in_force(endpoint_limit=None) -> dict[str, dict]:
 
 def change(endpoint: str, fields: dict) -> dict:
     """Set some fields of an endpoint's (or DEFAULT's) settings; the settings in force after.
-    Call inside a write transaction. New settings apply to the records stored from then on."""
+    Call inside a write transaction (models.rewrites.change calls it, and queues the rewrite
+    of the records stored before when the change is stricter)."""
     stored = settings()
     own = {**stored.get(endpoint, {}), **fields}
     query(
