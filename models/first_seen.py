@@ -34,6 +34,8 @@ def spans(endpoints, questions, stamps) -> dict[tuple, list]:
             span[0] = ts
         elif ts > span[1]:
             span[1] = ts
+    for key in [key for key in found if key[1] == ""]:
+        del found[key]  # a question a privacy setting dropped is no name
     everywhere: dict[tuple, list] = {}
     for (_, question), (first, last) in found.items():
         span = everywhere.get((None, question))

@@ -185,6 +185,8 @@ def test_metadata_question_and_answers(client, database):
     ingest(client, private_record(timestamp="2024-05-01T12:00:00Z", question="other.private.org"))
     counts = client.get(f"/v2/statistic/count/question?{WINDOW}", headers=AUTH).json["counts"]
     assert {c["value"]: c["count"] for c in counts} == {"very-private-site.co.uk": 1, "": 1}, "counted, not named"
+    seen = client.get(f"/v2/statistic/first-seen/question?{WINDOW}", headers=AUTH).json["names"]
+    assert [n["value"] for n in seen] == ["very-private-site.co.uk"], "a dropped question is no name"
     assert "private.org" not in stored_text(database)
 
 
