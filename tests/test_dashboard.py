@@ -415,13 +415,17 @@ def test_query_log_shows_the_apis_page_and_tails_live(server, browser, shots):
     assert browser.evaluate("document.getElementById('live-status').textContent") == ""
 
 
+def shows_the_apis_first_page(server, browser, view, path, items):
+    """Signed in as the operator, `view` lists exactly the entries of the API's first page."""
+    sign_in(browser, server, API_KEY, view)
+    loaded(browser, view)
+    expected = api(server, path, [*page_window(browser), ("pageSize", "50")])[items]
+    ids = browser.evaluate(f"Array.from(document.querySelectorAll('#{view} tbody tr'), (tr) => Number(tr.dataset.id))")
+    assert ids == [entry["id"] for entry in expected] and ids
+
+
 def test_admin_actions_show_the_audit_log(server, browser, shots):
-    sign_in(browser, server, API_KEY, "admin")
-    loaded(browser, "admin")
-    window = page_window(browser)
-    actions = api(server, "admin-action", [*window, ("pageSize", "50")])["actions"]
-    ids = browser.evaluate("Array.from(document.querySelectorAll('#admin tbody tr'), (tr) => Number(tr.dataset.id))")
-    assert ids == [a["id"] for a in actions] and ids
+    shows_the_apis_first_page(server, browser, "admin", "admin-action", "actions")
     browser.evaluate(
         "document.getElementById('a-action').value = 'client.alias.set';"
         "document.getElementById('admin-filters').requestSubmit()"
@@ -432,6 +436,21 @@ def test_admin_actions_show_the_audit_log(server, browser, shots):
     )
     assert shown and set(shown) == {"client.alias.set"}
     screenshots(browser, shots, "admin")
+
+
+def test_access_log_shows_who_read_the_queries(server, browser, shots):
+    reader = server.create_key("--name", "auditor-test", "--scope", "read")
+    api(server, "activity-log", [("startTime", "-1d")], {"Authorization": reader})
+    shows_the_apis_first_page(server, browser, "access", "access-log", "reads")
+    control(browser, "r-key", "auditor-test", "input")
+    browser.evaluate("document.getElementById('access-filters').requestSubmit()")
+    loaded(browser, "access")
+    shown = browser.evaluate(
+        "Array.from(document.querySelectorAll('#access tbody tr'),"
+        " (tr) => [tr.cells[1].textContent, tr.cells[2].textContent])"
+    )
+    assert shown == [["activity-log", "auditor-test"]]
+    screenshots(browser, shots, "access")
 
 
 def privacy_rows(browser):
@@ -512,6 +531,7 @@ def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
     assert browser.evaluate("document.querySelector('#clients th.write-only').hidden") is True
     assert browser.evaluate("document.getElementById('nav-admin').hidden") is True
     assert browser.evaluate("document.getElementById('nav-privacy').hidden") is True
+    assert browser.evaluate("document.getElementById('nav-access').hidden") is True
     # The admin view is not offered: asking for it shows the overview.
     browser.evaluate("location.hash = 'admin'")
     loaded(browser, "overview")

@@ -20,6 +20,7 @@
     sort: { column: "last", descending: true },
     logPage: 0,
     adminPage: 0,
+    accessPage: 0,
     live: null,
     chart: null,
     chartSeries: null,
@@ -572,10 +573,18 @@
 
   // ---- admin actions -------------------------------------------------------------------------
 
+  // A log's page in the window, with the filters its controls hold ({parameter: control id}).
+  function logParams(page, controls) {
+    const params = withParams(windowParams(), { page, pageSize: PAGE_SIZE });
+    for (const [name, id] of Object.entries(controls)) {
+      const value = $(id).value.trim();
+      if (value) params.set(name, value);
+    }
+    return params;
+  }
+
   async function loadAdmin() {
-    const params = withParams(windowParams(), { page: state.adminPage, pageSize: PAGE_SIZE });
-    if ($("a-action").value) params.set("action", $("a-action").value);
-    if ($("a-search").value.trim()) params.set("search", $("a-search").value.trim());
+    const params = logParams(state.adminPage, { action: "a-action", search: "a-search" });
     const { actions } = await api("admin-action", params);
     const body = document.querySelector("#admin tbody");
     body.replaceChildren(
@@ -594,9 +603,33 @@
       })),
     );
     if (!actions.length) body.append(row([element("td", "No admin actions match", "empty")]));
-    $("admin-page").textContent = `Page ${state.adminPage + 1}`;
-    $("admin-prev").disabled = state.adminPage === 0;
-    $("admin-next").disabled = actions.length < PAGE_SIZE;
+    pager("admin", state.adminPage, actions.length);
+  }
+
+  // ---- access log (admin): who read the queries ---------------------------------------------
+
+  async function loadAccess() {
+    const { reads } = await api("access-log", logParams(state.accessPage, { kind: "r-kind", keyName: "r-key" }));
+    const body = document.querySelector("#access tbody");
+    const span = (r) => (r.startTime ? `${localTime(r.startTime)} – ${localTime(r.endTime)}` : "live");
+    body.replaceChildren(
+      ...labelled(body, reads.map((r) => {
+        const query = element("td");
+        query.append(element("pre", JSON.stringify(r.query), "meta"));
+        const cells = [localTime(r.timestamp), r.kind, r.keyName, r.sourceIp, span(r), r.rows ?? "open", r.bytes ?? ""];
+        const tr = row([...cells.map((text) => element("td", text)), query]);
+        tr.dataset.id = r.id;
+        return tr;
+      })),
+    );
+    if (!reads.length) body.append(row([element("td", "No reads match", "empty")]));
+    pager("access", state.accessPage, reads.length);
+  }
+
+  function pager(view, number, shown) {
+    $(`${view}-page`).textContent = `Page ${number + 1}`;
+    $(`${view}-prev`).disabled = number === 0;
+    $(`${view}-next`).disabled = shown < PAGE_SIZE;
   }
 
   // ---- privacy settings (admin) --------------------------------------------------------------
@@ -697,8 +730,15 @@
 
   // ---- views, sign-in ------------------------------------------------------------------------
 
-  const LOADERS = { overview: loadOverview, clients: loadClients, log: loadLog, admin: loadAdmin, privacy: loadPrivacy };
-  const ADMIN_VIEWS = ["admin", "privacy"];
+  const LOADERS = {
+    overview: loadOverview,
+    clients: loadClients,
+    log: loadLog,
+    admin: loadAdmin,
+    access: loadAccess,
+    privacy: loadPrivacy,
+  };
+  const ADMIN_VIEWS = ["admin", "access", "privacy"];
 
   // Run a view's loader; the page says when it is done (data-loaded), which the tests wait for.
   async function run(loader) {
@@ -762,8 +802,7 @@
       throw new Error("This key may not read (it has no read scope), so there is nothing to show.");
     }
     $("key-name").textContent = `${state.who.name} · ${state.who.scopes.join(", ")}`;
-    $("nav-admin").hidden = !can("admin");
-    $("nav-privacy").hidden = !can("admin");
+    for (const view of ADMIN_VIEWS) $(`nav-${view}`).hidden = !can("admin");
     document.body.classList.toggle("can-write", can("write"));
     await loadEndpoints();
     $("signin").hidden = true;
@@ -840,8 +879,14 @@
       event.preventDefault();
       restartView();
     });
-    $("admin-prev").addEventListener("click", () => page("adminPage", -1));
-    $("admin-next").addEventListener("click", () => page("adminPage", 1));
+    $("access-filters").addEventListener("submit", (event) => {
+      event.preventDefault();
+      restartView();
+    });
+    for (const view of ["admin", "access"]) {
+      $(`${view}-prev`).addEventListener("click", () => page(`${view}Page`, -1));
+      $(`${view}-next`).addEventListener("click", () => page(`${view}Page`, 1));
+    }
 
     $("privacy-add").addEventListener("submit", (event) => {
       event.preventDefault();
@@ -856,6 +901,7 @@
   function restartView() {
     state.logPage = 0;
     state.adminPage = 0;
+    state.accessPage = 0;
     if (state.live) startLive();
     refresh();
   }
