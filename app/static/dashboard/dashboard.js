@@ -573,8 +573,8 @@
 
   // ---- admin actions -------------------------------------------------------------------------
 
-  // A log's page in the window, with the filters its controls hold ({parameter: control id}).
-  function logParams(page, controls) {
+  // An audit log's page in the window, with the filters its controls hold ({parameter: control id}).
+  function auditParams(page, controls) {
     const params = withParams(windowParams(), { page, pageSize: PAGE_SIZE });
     for (const [name, id] of Object.entries(controls)) {
       const value = $(id).value.trim();
@@ -584,7 +584,7 @@
   }
 
   async function loadAdmin() {
-    const params = logParams(state.adminPage, { action: "a-action", search: "a-search" });
+    const params = auditParams(state.adminPage, { action: "a-action", search: "a-search" });
     const { actions } = await api("admin-action", params);
     const body = document.querySelector("#admin tbody");
     body.replaceChildren(
@@ -609,7 +609,7 @@
   // ---- access log (admin): who read the queries ---------------------------------------------
 
   async function loadAccess() {
-    const { reads } = await api("access-log", logParams(state.accessPage, { kind: "r-kind", keyName: "r-key" }));
+    const { reads } = await api("access-log", auditParams(state.accessPage, { kind: "r-kind", keyName: "r-key" }));
     const body = document.querySelector("#access tbody");
     const span = (r) => (r.startTime ? `${localTime(r.startTime)} – ${localTime(r.endTime)}` : "live");
     body.replaceChildren(
