@@ -220,3 +220,25 @@ def test_gunicorn_workers_run_the_privacy_job_once_between_them(tmp_path):
         assert [(a["keyName"], a["metadata"]["result"]["rewritten"]) for a in body["actions"]] == [("privacy", 30)]
     finally:
         server.stop()
+
+
+def test_a_question_dropped_later_leaves_only_its_count(client, runner, database):
+    ingest(client, private_record(DAY_S), private_record(2 * DAY_S, question="other.example.org"))
+    assert client.put("/v2/privacy/home", json={"question": "drop"}, headers=AUTH).json["pendingRewrite"] == 2
+    rewrite(runner)
+    assert counts(client, "question") == {"": 2}, "counted, not named"
+    assert get(client, f"/v2/statistic/first-seen/question?{LAST_30_DAYS}")["names"] == []
+    text, stored = shown(client), stored_rows(database)
+    for name in (NAME, "other.example.org", DOMAIN):
+        assert name not in text and name not in stored, name
+
+
+def test_an_ipv6_client_is_truncated_to_its_prefix(client, runner):
+    address = "2001:db8:1234:5678::1"
+    ingest(client, record("home", address, iso(DAY_S), "v6.example", sourceIp=address))
+    client.put("/v2/privacy/home", json={"clientIp": "truncate", "ipv6Prefix": 56}, headers=AUTH)
+    rewrite(runner)
+    (query,) = get(client, f"/v2/activity-log?{LAST_30_DAYS}")["queries"]
+    assert (query["clientId"], query["sourceIp"]) == ("2001:db8:1234:5600::", "2001:db8:1234:5600::")
+    ingest(client, record("home", address, iso(60), "v6.example", sourceIp=address))
+    assert counts(client, "clientId") == {"2001:db8:1234:5600::": 2}, "new records land on the same client"
