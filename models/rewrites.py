@@ -22,7 +22,7 @@ from .utils import placeholders
 BATCH = 500
 # No record is newer or has a higher id: the bounds of a task that covers them all.
 EVER = 2**62
-_STRICTER, _AGE = "stricter", "age"
+STRICTER, AGE = "stricter", "age"
 _COLUMNS = ("src_ip", "src_city", "question", "trigger_value", "answers", "spoof_target", "dst_country", "dst_isp")
 _CLIENT_DIMS = [dim.id for dim in rollups.DIMS if "client" in dim.columns]
 _METADATA = [field for field in CLIENT_META_FIELDS if field != "ip"]
@@ -48,7 +48,7 @@ def change(endpoint: str, fields: dict, now: int) -> tuple[dict, int]:
     for name, ident in endpoints:
         detail = privacy.tightened(privacy.effective(before, name), privacy.effective(after, name))
         if detail:
-            total += _add_task(ident, detail, _STRICTER, -1, EVER, _newest_id(), now)
+            total += _add_task(ident, detail, STRICTER, -1, EVER, _newest_id(), now)
     return result, total
 
 
@@ -71,7 +71,7 @@ def plan_ages(now: int) -> None:
             done, bound = marks.get((ident, step), -1), now - since
             if bound <= done:
                 continue
-            _add_task(ident, detail, _AGE, done, bound, EVER, now)
+            _add_task(ident, detail, AGE, done, bound, EVER, now)
             query(
                 "INSERT INTO privacy_age_mark (endpoint, step, upto) VALUES (?, ?, ?)"
                 " ON CONFLICT (endpoint, step) DO UPDATE SET upto = excluded.upto",
@@ -114,8 +114,8 @@ def run(deadline, on_finished=None) -> int:
     rewritten = 0
     while not deadline():
         task = query(
-            "SELECT t.id, t.endpoint, e.name, t.detail, t.kind, t.ts_upto, t.id_upto, t.cursor_ts, t.cursor_id,"
-            " t.done FROM privacy_rewrite t JOIN endpoint e ON e.id = t.endpoint ORDER BY t.id LIMIT 1"
+            "SELECT t.id, t.endpoint, e.name, t.detail, t.kind, t.ts_after, t.ts_upto, t.id_upto, t.cursor_ts,"
+            " t.cursor_id, t.done FROM privacy_rewrite t JOIN endpoint e ON e.id = t.endpoint ORDER BY t.id LIMIT 1"
         ).fetchone()
         if task is None:
             break
@@ -125,7 +125,7 @@ def run(deadline, on_finished=None) -> int:
 
 def _step(task, on_finished) -> int:
     """One batch of a task (or its end); the records rewritten."""
-    ident, endpoint, name, detail_text, kind, ts_upto, id_upto, cursor_ts, cursor_id, done = task
+    ident, endpoint, name, detail_text, kind, ts_after, ts_upto, id_upto, cursor_ts, cursor_id, done = task
     detail = json.loads(detail_text)
     rules = _detail_rules(detail)
     key = privacy.hash_keys([name])[name] if rules["client_ip"] == privacy.HASH else None
@@ -138,7 +138,7 @@ def _step(task, on_finished) -> int:
             [endpoint, ts_upto, id_upto, cursor_ts, cursor_ts, cursor_id, BATCH],
         ).fetchall()
         if not rows:
-            _finish_entries(endpoint, rules, key, ts_upto)
+            _finish_entries(endpoint, rules, key, ts_after, ts_upto)
             query("DELETE FROM privacy_rewrite WHERE id = ?", [ident])
             if on_finished is not None:
                 on_finished(name, kind, detail, done)
@@ -266,30 +266,36 @@ def _retire_entries(entry_ids: set, rules: dict, key) -> None:
             )
 
 
-def _finish_entries(endpoint: int, rules: dict, key, upto: int) -> None:
-    """What the endpoint's client entries and first-seen names keep from before `upto`, made
-    as coarse as the records were."""
+def _finish_entries(endpoint: int, rules: dict, key, after: int, upto: int) -> None:
+    """What the endpoint's client entries and first-seen names last saw in (after, upto], made
+    as coarse as the records were (what they saw before `after`, an earlier task did)."""
     if rules["client_metadata"] == privacy.DROP:
         for field in _METADATA:
             query(
-                f"UPDATE client SET {field} = '', {field}_ts = NULL WHERE endpoint = ? AND {field}_ts <= ?",
-                [endpoint, upto],
+                f"UPDATE client SET {field} = '', {field}_ts = NULL"
+                f" WHERE endpoint = ? AND {field}_ts > ? AND {field}_ts <= ?",
+                [endpoint, after, upto],
             )
     if rules["client_ip"] != privacy.KEEP:
-        rows = query("SELECT id, ip FROM client WHERE endpoint = ? AND ip <> '' AND ip_ts <= ?", [endpoint, upto])
+        rows = query(
+            "SELECT id, ip FROM client WHERE endpoint = ? AND ip <> '' AND ip_ts > ? AND ip_ts <= ?",
+            [endpoint, after, upto],
+        )
         query_many(
             "UPDATE client SET ip = ? WHERE id = ?",
             [(privacy.address_kept(ip, rules, key) or "", ident) for ident, ip in rows.fetchall()],
         )
     if rules["question"] != privacy.KEEP:
-        _coarser_names(endpoint, rules, upto)
+        _coarser_names(endpoint, rules, after, upto)
 
 
-def _coarser_names(endpoint: int, rules: dict, upto: int) -> None:
-    """The endpoint's first-seen names last asked by `upto`, as the question is now kept: a
+def _coarser_names(endpoint: int, rules: dict, after: int, upto: int) -> None:
+    """The endpoint's first-seen names last asked in (after, upto], as the question is now kept: a
     reduced name takes their times (the earliest first, the latest last); dropped, they go.
     The rows over all endpoints of those names are made anew from every endpoint's."""
-    rows = query("SELECT term, first, last FROM name_seen WHERE endpoint = ? AND last <= ?", [endpoint, upto])
+    rows = query(
+        "SELECT term, first, last FROM name_seen WHERE endpoint = ? AND last > ? AND last <= ?", [endpoint, after, upto]
+    )
     rows = rows.fetchall()
     if not rows:
         return
