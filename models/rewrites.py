@@ -36,7 +36,8 @@ def _detail_rules(detail: dict) -> dict:
 def change(endpoint: str, fields: dict, now: int) -> tuple[dict, int]:
     """privacy.change, and tasks to rewrite the records stored so far of every endpoint whose
     settings in force it made stricter (all that follow the default, for DEFAULT): (the
-    settings in force, how many records will be rewritten). Call inside a write transaction."""
+    settings in force, the records still to rewrite as `in_force` counts them). Call inside a
+    write transaction."""
     before = privacy.settings()
     result = privacy.change(endpoint, fields)
     after = privacy.settings()
@@ -44,12 +45,21 @@ def change(endpoint: str, fields: dict, now: int) -> tuple[dict, int]:
         endpoints = query("SELECT name, id FROM endpoint").fetchall()
     else:
         endpoints = query("SELECT name, id FROM endpoint WHERE name = ?", [endpoint]).fetchall()
-    total = 0
     for name, ident in endpoints:
         detail = privacy.tightened(privacy.effective(before, name), privacy.effective(after, name))
         if detail:
-            total += _add_task(ident, detail, STRICTER, -1, EVER, _newest_id(), now)
-    return result, total
+            _add_task(ident, detail, STRICTER, -1, EVER, _newest_id(), now)
+    return result, _pending_of(endpoint, pending())
+
+
+def in_force(endpoint_limit=None) -> dict[str, tuple[dict, int]]:
+    """privacy.in_force, each with the stored records still to rewrite (DEFAULT: everyone's)."""
+    left = pending()
+    return {name: (settings, _pending_of(name, left)) for name, settings in privacy.in_force(endpoint_limit).items()}
+
+
+def _pending_of(name: str, left: dict[str, int]) -> int:
+    return sum(left.values()) if name == privacy.DEFAULT else left.get(name, 0)
 
 
 def plan_ages(now: int) -> None:

@@ -4,7 +4,7 @@ models/privacy.py's, the API's are here)."""
 import marshmallow as ma
 from marshmallow import fields
 
-from models.privacy import COUNTED, DEFAULT, DOMAIN, DROP, HASH, KEEP, NOT_COUNTED, TRUNCATE
+from models.privacy import COUNTED, DOMAIN, DROP, HASH, KEEP, NOT_COUNTED, TRUNCATE
 
 from .fields import BaseSchema, Datetime
 
@@ -163,10 +163,6 @@ def settings_json(settings: dict, pending: int = 0) -> dict:
     return PrivacySettingsSchema().dump({**settings, "pending_rewrite": pending})
 
 
-def settings_items(in_force: dict[str, dict], pending: dict[str, int]) -> dict:
-    """GET /v2/privacy's items: each endpoint's settings and the records it has to rewrite
-    (`_default`: every endpoint's)."""
-    return {
-        name: settings_json(settings, sum(pending.values()) if name == DEFAULT else pending.get(name, 0))
-        for name, settings in in_force.items()
-    }
+def settings_items(in_force: dict[str, tuple[dict, int]]) -> dict:
+    """GET /v2/privacy's items from models.rewrites.in_force."""
+    return {name: settings_json(settings, pending) for name, (settings, pending) in in_force.items()}

@@ -21,7 +21,7 @@ blp = Blueprint("privacy", __name__, url_prefix="/v2/privacy", description="What
 @requires("admin")
 def list_settings():
     """The settings in force: the operator's default and every endpoint's own."""
-    return prebuilt({"items": settings_items(models.privacy.in_force(endpoint_limit()), models.rewrites.pending())})
+    return prebuilt({"items": settings_items(models.rewrites.in_force(endpoint_limit()))})
 
 
 @blp.route("/<endpointId>", methods=["PUT"])
@@ -42,11 +42,8 @@ def change_settings(fields, endpointId):  # noqa: N803 (the API's name)
     if not fields:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "The body sets no field.")
     with write_transaction():
-        result, _ = models.rewrites.change(endpointId, fields, now_ms())
-        pending = models.rewrites.pending()
-        if endpointId == models.privacy.DEFAULT:
-            answer, named = settings_json(result, sum(pending.values())), None
-        else:
-            answer, named = settings_json(result, pending.get(endpointId, 0)), [endpointId]
-        admin_actions.record("privacy.set", answer, named=named)
+        answer = settings_json(*models.rewrites.change(endpointId, fields, now_ms()))
+        admin_actions.record(
+            "privacy.set", answer, named=None if endpointId == models.privacy.DEFAULT else [endpointId]
+        )
     return prebuilt(answer)

@@ -29,7 +29,7 @@ def _line(endpoint: str, settings: dict) -> str:
 def show():
     """The settings in force: the default (_default) and every endpoint with its own."""
     with models.database.connection():
-        items = settings_items(models.privacy.in_force(), models.rewrites.pending())
+        items = settings_items(models.rewrites.in_force())
     for name, settings in items.items():
         click.echo(_line(name, settings))
 
@@ -79,14 +79,14 @@ def set_command(
     except ma.ValidationError as exc:  # the options' types check the same: kept for safety
         raise click.UsageError(str(exc.messages)) from None
     with models.database.connection(), models.database.write_transaction():
-        result, queued = models.rewrites.change(endpoint, fields, now_ms())
+        result, pending = models.rewrites.change(endpoint, fields, now_ms())
         named = None if endpoint == models.privacy.DEFAULT else [endpoint]
-        answer = settings_json(result, queued)
+        answer = settings_json(result, pending)
         metadata = {"path": {"endpointId": endpoint}, "body": body, "result": answer}
         models.admin_actions.record_action("privacy.set", CLI_ACTOR, metadata, named, now_ms())
     click.echo(_line(endpoint, answer))
-    if queued:
-        click.echo(f"{queued} stored records will be rewritten to the stricter settings (flask privacy rewrite: now).")
+    if pending:
+        click.echo(f"{pending} stored records are to be rewritten to stricter settings (flask privacy rewrite: now).")
 
 
 def _json_option(text: str):
