@@ -56,8 +56,9 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """Every worker runs the retention job's loop; a lease in the database lets one run at a time.
-    The service's own log lines (retention runs, refused keys) go where gunicorn's go. Batches
+    """Every worker runs the loops of the retention and privacy jobs; a lease in the database
+    lets one run each at a time. The service's own log lines (retention runs, privacy
+    rewrites, refused keys) go where gunicorn's go. Batches
     of records are parsed with the garbage collector quieted (see models.process)."""
     from app.jobs.retention import start_background
     from models.process import quiet_garbage_collector

@@ -1,17 +1,17 @@
-"""Client entries: listing with last-activity times, deletion, aliases."""
+"""Client entries: listing with last-activity times, deletion, aliases, the not-logged mark."""
 
 from collections import namedtuple
 
-from . import rollups
+from . import privacy, rollups
 from .database import db, query, write_transaction
-from .deletion import client_selection, delete_records
+from .deletion import client_selection, delete_records, delete_to_anonymous
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
 
-_ENTRY_COLUMNS = "e.name, c.client_id, c.alias, " + ", ".join(f"c.{f}" for f in CLIENT_META_FIELDS)
-# A client entry: its endpoint's name, its client id, alias, metadata, and the time of its
-# newest stored record (None when it has none).
-ClientRow = namedtuple("ClientRow", ["endpoint", "client_id", "alias", *CLIENT_META_FIELDS, "last_ts"])
+_ENTRY_COLUMNS = "e.name, c.client_id, c.alias, " + ", ".join(f"c.{f}" for f in CLIENT_META_FIELDS) + ", c.unlogged"
+# A client entry: its endpoint's name, its client id, alias, metadata, whether it is marked
+# not logged (None: logged), and the time of its newest stored record (None when it has none).
+ClientRow = namedtuple("ClientRow", ["endpoint", "client_id", "alias", *CLIENT_META_FIELDS, "unlogged", "last_ts"])
 
 
 def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=None) -> tuple[dict, list]:
@@ -67,6 +67,31 @@ def set_alias(endpoint: str, client_id: str, alias: str) -> dict | None:
         if cursor.rowcount == 0:
             return None
         return get_client(endpoint, client_id)
+
+
+def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, int]:
+    """Mark a client as logged or not (see models/privacy.py): (the entry, made with its
+    endpoint when the client has not been seen yet; how many stored records went). Marked not
+    logged, its records stored so far and its entry's metadata (but the alias) go too, their
+    counts left in the statistics as its queries from then on are (anonymously, or not at all)."""
+    from .ingestion import endpoint_ids  # ingestion's own home for making endpoints
+
+    with write_transaction():
+        (endpoint_id,) = endpoint_ids([endpoint]).values()
+        query(
+            "INSERT INTO client (endpoint, client_id, unlogged) VALUES (?, ?, ?)"
+            " ON CONFLICT (endpoint, client_id) DO UPDATE SET unlogged = excluded.unlogged",
+            [endpoint_id, client_id, None if logged else True],
+        )
+        deleted = 0
+        if not logged:
+            if privacy.effective(privacy.settings(), endpoint)["unlogged_clients"] == privacy.COUNTED:
+                deleted = delete_to_anonymous(endpoint, client_id)
+            else:
+                deleted = delete_records([endpoint], [client_id])
+            cleared = ", ".join(f"{field} = '', {field}_ts = NULL" for field in CLIENT_META_FIELDS)
+            query(f"UPDATE client SET {cleared} WHERE endpoint = ? AND client_id = ?", [endpoint_id, client_id])
+        return get_client(endpoint, client_id), deleted
 
 
 def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_limit=None) -> list[tuple[str, str]]:

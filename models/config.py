@@ -16,6 +16,7 @@ DEFAULTS = {
     # shorter than the records.
     "ANALYTICS_STATISTICS_RETENTION_DAYS": 400,
     "ANALYTICS_RETENTION_INTERVAL": 3600,  # seconds between retention runs
+    "ANALYTICS_PRIVACY_INTERVAL": 300,  # seconds between runs of the privacy job (age steps, rewrites)
     "ANALYTICS_PROXY_COUNT": 0,  # reverse proxies in front whose X-Forwarded-For is trusted
     "ANALYTICS_MAX_BODY_MB": 16,
     "ANALYTICS_MAX_BATCH": 50_000,
@@ -42,6 +43,7 @@ _INTEGERS = (
     "ANALYTICS_RETENTION_DAYS",
     "ANALYTICS_STATISTICS_RETENTION_DAYS",
     "ANALYTICS_RETENTION_INTERVAL",
+    "ANALYTICS_PRIVACY_INTERVAL",
     "ANALYTICS_PROXY_COUNT",
     "ANALYTICS_MAX_BODY_MB",
     "ANALYTICS_MAX_BATCH",

@@ -74,6 +74,19 @@ def delete_records(
             return deleted
 
 
+def delete_to_anonymous(endpoint: str, client_id: str) -> int:
+    """Delete a client's records, leaving their counts only in the statistics that name no
+    client (as models/anonymous.py counts the queries of a client not logged); how many. Call
+    inside a write transaction."""
+    from .anonymous import DIMS as KEPT
+
+    selection, params = client_selection([endpoint], [client_id])
+    dims = tuple(dim for dim in rollups.DIMS if dim not in KEPT)
+    deleted = _delete(f"SELECT id FROM record WHERE client IN ({selection})", params, dims)
+    rollups.forget(None, client_ids=selection, params=params)
+    return deleted
+
+
 def expire_statistics(before_ms: int) -> int:
     """Delete the statistics (rollups) of whole periods that ended before `before_ms`; how
     many rollup rows went."""

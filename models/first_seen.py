@@ -34,6 +34,8 @@ def spans(endpoints, questions, stamps) -> dict[tuple, tuple]:
     for keys in ([(endpoints[i], questions[i]) for i in order], [(None, questions[i]) for i in order]):
         first = dict(zip(reversed(keys), reversed(times), strict=True))
         found.update((key, (first[key], last)) for key, last in dict(zip(keys, times, strict=True)).items())
+    for key in [key for key in found if key[1] == ""]:
+        del found[key]  # a question a privacy setting dropped is no name
     return found
 
 
@@ -41,7 +43,12 @@ def note(found: dict[tuple, tuple], endpoint_ids: dict, term_ids: dict) -> None:
     """Record a batch's spans (see `spans`, keyed by strings) under their ids. Call in the
     write transaction that stores the batch."""
     ids = {**endpoint_ids, None: 0}
-    query_many(_NOTE, [(term_ids[q], ids[e], first, last) for (e, q), (first, last) in found.items()])
+    note_spans([(term_ids[q], ids[e], first, last) for (e, q), (first, last) in found.items()])
+
+
+def note_spans(rows: list[tuple]) -> None:
+    """Widen (or add) the spans of names: rows of (term id, endpoint id or 0, first, last)."""
+    query_many(_NOTE, rows)
 
 
 def note_stored_names(endpoint_ids: list | None = None) -> None:
@@ -64,6 +71,19 @@ def _note_everywhere() -> None:
         "INSERT INTO name_seen (term, endpoint, first, last)"
         " SELECT term, 0, MIN(first), MAX(last) FROM name_seen WHERE endpoint <> 0 GROUP BY term"
         " ON CONFLICT (endpoint, term) DO NOTHING"
+    )
+
+
+def renote_everywhere(terms: list[int]) -> None:
+    """The rows over all endpoints of `terms` made anew from the endpoints' rows (a name one
+    endpoint no longer keeps leaves them when no other endpoint has it)."""
+    marks = placeholders(len(terms))
+    query(f"DELETE FROM name_seen WHERE endpoint = 0 AND term IN ({marks})", terms)
+    query(
+        "INSERT INTO name_seen (term, endpoint, first, last)"
+        f" SELECT term, 0, MIN(first), MAX(last) FROM name_seen WHERE endpoint <> 0 AND term IN ({marks})"
+        " GROUP BY term",
+        terms,
     )
 
 

@@ -5,7 +5,7 @@ from itertools import chain
 
 from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
-from . import domains, first_seen, rollups
+from . import domains, first_seen, privacy, rollups
 from .clock import now_ms
 from .database import query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
@@ -54,9 +54,14 @@ def store_records(records: list[tuple], in_transaction=None, first=None) -> int:
     `in_transaction`, if given, is called inside the same transaction once the records are
     written: what it writes commits (or rolls back) together with them; `first`, if given, is
     called in it before anything is written (an exception from it writes nothing).
+    Each endpoint's privacy settings apply first (models/privacy.py).
     """
     if not records:
         return 0
+    return privacy.storing(_store, records, in_transaction, first)
+
+
+def _store(records: list[tuple], in_transaction, first) -> int:
     # Everything that needs no ids is done before taking the write lock, which writers share:
     # the batch column by column, its strings, its clients' metadata. The rollups are counted
     # under it, on the ids: counting the strings first and mapping each count's key to ids

@@ -4,6 +4,7 @@ from peewee import (
     SQL,
     BigAutoField,
     BigIntegerField,
+    BooleanField,
     CompositeKey,
     DoubleField,
     IntegerField,
@@ -84,6 +85,8 @@ class Client(BaseModel):
     os_arch_ts = BigIntegerField(null=True)
     os_version = _text()
     os_version_ts = BigIntegerField(null=True)
+    # Marked as not logged (TRUE; NULL: logged): none of its records is stored (models/privacy.py).
+    unlogged = BooleanField(null=True)
 
     class Meta:
         indexes = ((("endpoint", "client_id"), True),)
@@ -186,6 +189,44 @@ class AccessRead(BaseModel):
     bytes = BigIntegerField(null=True)
 
 
+class PrivacySetting(BaseModel):
+    """Privacy settings by endpoint name ('_default': the operator's), the fields set as JSON,
+    and the endpoint's key for hashed addresses (never shown). See models/privacy.py."""
+
+    endpoint = TextField(primary_key=True)
+    settings = TextField()
+    hash_key = TextField(default="", constraints=[SQL("DEFAULT ''")])
+
+
+class PrivacyRewrite(BaseModel):
+    """Stored records still to be made coarser (see models/rewrites.py): an endpoint's records
+    with ts in (ts_after, ts_upto] and id <= id_upto, to `detail` (JSON), worked through in
+    (ts, id) order from the cursor; `total` records in all, `done` gone through."""
+
+    endpoint = IntegerField()  # Endpoint.id
+    detail = TextField()
+    kind = TextField()  # stricter (a setting made stricter) or age (an age step reached)
+    ts_after = BigIntegerField()
+    ts_upto = BigIntegerField()
+    id_upto = BigIntegerField()
+    cursor_ts = BigIntegerField()
+    cursor_id = BigIntegerField()
+    total = BigIntegerField()
+    done = BigIntegerField()
+    created = BigIntegerField()
+
+
+class PrivacyAgeMark(BaseModel):
+    """How far each age step of each endpoint has been applied: its records with ts <= upto."""
+
+    endpoint = IntegerField()
+    step = TextField()  # its age and detail, as JSON
+    upto = BigIntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("endpoint", "step")
+
+
 class JobLease(BaseModel):
     """Which process runs a periodic job now, and when it last ran, so that several workers
     (or hosts) run each job once per period between them."""
@@ -284,6 +325,9 @@ TABLES = (
     ApiKey,
     AdminAction,
     AccessRead,
+    PrivacySetting,
+    PrivacyRewrite,
+    PrivacyAgeMark,
     JobLease,
     Rollup,
     Record,
@@ -307,6 +351,9 @@ def create_schema():
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
             query(dialect.term_index())
             _add_missing_columns(Record)
+            _add_missing_columns(Client)
+            # Partial: ingestion reads the few clients marked not logged with every batch.
+            query("CREATE INDEX IF NOT EXISTS client_unlogged ON client (endpoint, client_id) WHERE unlogged")
             if 0 < version < 11:
                 from .domains import map_stored_questions
 
@@ -323,7 +370,7 @@ def create_schema():
 
 
 def _add_missing_columns(model):
-    """Columns the catalogue gained since the table was made (all NULL-able: unknown in the
+    """Columns the model (the catalogue, for Record) gained since the table was made (all NULL-able: unknown in the
     rows already stored)."""
     present = {column.name for column in db.get_columns(model._meta.table_name)}
     missing = [field for field in model._meta.sorted_fields if field.column_name not in present]

@@ -31,6 +31,13 @@ class ClientActivitySchema(BaseSchema):
     ip = IP(required=True)
     os = fields.Nested(ClientOsSchema, required=True)
     vendor = fields.String(required=True)
+    logged = fields.Boolean(
+        required=True,
+        metadata={
+            "description": "false: marked not logged (PUT /v2/client/logging/{endpointId}/{clientId}): none of "
+            "its queries is stored as a record."
+        },
+    )
 
 
 class EndpointActivitySchema(BaseSchema):
@@ -64,6 +71,18 @@ class DeleteClientResponseSchema(BaseSchema):
     deletedClients = fields.List(fields.Nested(ClientRefSchema), required=True)
 
 
+class LoggingRequestSchema(BaseSchema):
+    logged = fields.Boolean(
+        required=True,
+        truthy={True},  # JSON true or false only: not "no", 0 or "off"
+        falsy={False},
+        metadata={
+            "description": "false: delete the client's records and keep none of its queries from now on; "
+            "true: log them again."
+        },
+    )
+
+
 class AliasRequestSchema(BaseSchema):
     alias = fields.String(required=True, validate=ma.validate.Length(min=1, max=64))
 
@@ -79,6 +98,7 @@ def client_activity(row) -> dict:
         "ip": row.ip,
         "vendor": row.vendor,
         "os": {"type": row.os_type, "arch": row.os_arch, "version": row.os_version},
+        "logged": not row.unlogged,
     }
 
 

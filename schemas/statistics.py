@@ -7,6 +7,7 @@ from catalogue import GROUPABLE, READ_FIELDS
 
 from .fields import BaseSchema, Datetime
 from .filters import FiltersSchema, OptionalWindowSchema, WindowSchema
+from .privacy import PrivacySpanSchema
 
 GROUPS = tuple(column.name for column in GROUPABLE)
 # What first-seen lists: the question, and what is derived from it.
@@ -200,3 +201,13 @@ class DataAvailabilitySchema(BaseSchema):
     recordCount = fields.Integer(required=True)
     columns = fields.List(fields.Nested(ColumnSchema), required=True)
     statistics = fields.Nested(StatisticsAvailabilitySchema, required=True)
+    privacy = fields.Dict(
+        keys=fields.String(),
+        values=fields.List(fields.Nested(PrivacySpanSchema)),
+        required=True,
+        metadata={
+            "description": "What detail the records keep, by age: per endpoint with settings of its own (and "
+            "'_default' for the others; for a key limited to endpoints, each of its endpoints), newest period "
+            "first, the oldest reaching back to the records' horizon (startTime null: retention off)."
+        },
+    )

@@ -68,3 +68,20 @@ def drop(database: str):
 
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+def stored_rows(database: str) -> str:
+    """Every row of every table but the interned strings, as text, with the strings the term ids
+    of records and first-seen names stand for: what the store still refers to. (Interned strings
+    are shared and never deleted: see docs/privacy-and-retention.md.)"""
+    if is_postgres(database):
+        listed = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+    else:
+        listed = "SELECT name FROM sqlite_master WHERE type = 'table'"
+    tables = [table for (table,) in run_sql(database, listed)]
+    assert "record" in tables and "client" in tables
+    text = [str(row) for table in tables if table != "term" for row in run_sql(database, f'SELECT * FROM "{table}"')]
+    for column in ("src_ip", "question", "trigger_value", "answers"):
+        text += [v for (v,) in run_sql(database, f"SELECT t.value FROM record r JOIN term t ON t.id = r.{column}")]
+    text += [v for (v,) in run_sql(database, "SELECT t.value FROM name_seen n JOIN term t ON t.id = n.term")]
+    return "\n".join(text)

@@ -32,12 +32,20 @@ CALLS = {
     ("GET", "/v2/statistic/first-seen/{group}"): (f"/v2/statistic/first-seen/question?{WINDOW}", None),
     ("GET", "/v2/admin-action"): ("/v2/admin-action?startTime=2020-01-01T00:00:00Z", None),
     ("GET", "/v2/access-log"): ("/v2/access-log?startTime=2020-01-01T00:00:00Z", None),
+    ("GET", "/v2/privacy"): ("/v2/privacy", None),
+    ("PUT", "/v2/privacy/{endpointId}"): ("/v2/privacy/mine", {"answers": "drop"}),
     ("GET", "/v2/client"): ("/v2/client", None),
     ("DELETE", "/v2/client"): ("/v2/client", {"clientIds": ["shared"], "endTime": "2024-05-01T10:30:00Z"}),
     ("PUT", "/v2/client/alias/{endpointId}/{clientId}"): ("/v2/client/alias/mine/shared", {"alias": "x"}),
     ("DELETE", "/v2/client/alias/{endpointId}/{clientId}"): ("/v2/client/alias/mine/shared", None),
+    ("PUT", "/v2/client/logging/{endpointId}/{clientId}"): ("/v2/client/logging/mine/shared", {"logged": False}),
 }
-ADMIN_ONLY = {("GET", "/v2/admin-action"), ("GET", "/v2/access-log")}
+ADMIN_ONLY = {
+    ("GET", "/v2/admin-action"),
+    ("GET", "/v2/access-log"),
+    ("GET", "/v2/privacy"),
+    ("PUT", "/v2/privacy/{endpointId}"),
+}
 ANY_KEY = {("GET", "/v2/auth/token"), ("GET", "/v2/auth/key")}
 SCOPE_OF_METHOD = {"GET": "read", "POST": "ingest", "PUT": "write", "DELETE": "write"}
 
@@ -216,6 +224,11 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
         found = body(op).json["reads"]
         assert found and {r["keyName"] for r in found} == {"limited"}
 
+    @check(("GET", "/v2/privacy"))
+    def _(op):
+        data.put("/v2/privacy/theirs", json={"question": "drop"}, headers=AUTH)
+        assert set(body(op).json["items"]) == {"mine"}, "its own endpoints: neither the default nor theirs"
+
     @check(("POST", "/v2/ingest"))
     def _(op):
         assert body(op).json == {"accepted": 1, "pastRetention": 1}
@@ -247,6 +260,13 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
         assert body(op).json["alias"] == ""
         assert data.delete("/v2/client/alias/theirs/shared", headers=limited).status_code == 403
 
+    @check(("PUT", "/v2/privacy/{endpointId}"))
+    def _(op):
+        assert body(op).json["answers"] == "drop"
+        assert data.put("/v2/privacy/theirs", json={"answers": "drop"}, headers=limited).status_code == 403
+        assert data.put("/v2/privacy/_default", json={"answers": "drop"}, headers=limited).status_code == 403
+        assert data.get("/v2/privacy", headers=AUTH).json["items"]["theirs"]["answers"] == "keep"
+
     @check(("DELETE", "/v2/activity-log"))
     def _(op):
         assert body(op).json == {"deletedCount": 1}  # mine's "shared" record at 10:00 only
@@ -263,6 +283,12 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
         )
         assert response.json["deletedClients"] == [{"endpointId": "mine", "clientId": "shared"}]
         assert data.delete("/v2/client", json={"endpointIds": ["theirs"]}, headers=limited).status_code == 403
+
+    @check(("PUT", "/v2/client/logging/{endpointId}/{clientId}"))
+    def _(op):
+        assert body(op).json["logged"] is False  # made anew: its entry was deleted just before
+        response = data.put("/v2/client/logging/theirs/shared", json={"logged": False}, headers=limited)
+        assert response.status_code == 403
 
     assert set(checks) == set(operations(data)), "every operation has its check"
     for operation, run in checks.items():  # in the order written: reads, then changes

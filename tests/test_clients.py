@@ -16,6 +16,7 @@ EMPTY_ENTRY = {
     "ip": "",
     "vendor": "",
     "os": {"type": "", "arch": "", "version": ""},
+    "logged": True,
 }
 
 

@@ -313,6 +313,16 @@ def test_clients_view_lists_the_apis_clients_and_changes_them(server, browser, s
     browser.wait_for(f"{row} && {row}.cells[2].textContent === ''")
     assert api(server, "client", [("endpointId", "cabin")])["items"]["cabin"]["clients"]["sensor"]["alias"] == ""
 
+    # Stop logging a client, then log it again.
+    laptop = "document.querySelector('#clients tr[data-endpoint=cabin][data-client=laptop]')"
+    browser.evaluate(f"{laptop}.querySelector('.client-logging').click()")
+    browser.wait_for(f"{laptop} && {laptop}.querySelector('.not-logged') !== null")
+    assert api(server, "client", [("endpointId", "cabin")])["items"]["cabin"]["clients"]["laptop"]["logged"] is False
+    assert "no longer logged" in browser.evaluate("document.getElementById('app-note').textContent")
+    browser.evaluate(f"{laptop}.querySelector('.client-logging').click()")
+    browser.wait_for(f"{laptop} && {laptop}.querySelector('.not-logged') === null")
+    assert api(server, "client", [("endpointId", "cabin")])["items"]["cabin"]["clients"]["laptop"]["logged"] is True
+
     # Delete a client's data: the confirmation says what goes; confirming deletes it.
     browser.evaluate(f"{row}.querySelector('.client-delete').click()")
     text = browser.wait_for(
@@ -373,8 +383,7 @@ def test_query_log_shows_the_apis_page_and_tails_live(server, browser, shots):
     rows = log_rows(browser)
     assert [r[3] for r in rows] == [q["question"] for q in matching] and rows
     browser.evaluate(
-        "document.getElementById('f-search').value = '';"
-        "document.getElementById('f-mode').value = 'includes';"
+        "document.getElementById('f-search').value = '';document.getElementById('f-mode').value = 'includes';"
     )
 
     # Live: a record ingested after the switch is on appears within 2 s.
@@ -420,13 +429,17 @@ def test_query_log_shows_the_apis_page_and_tails_live(server, browser, shots):
     assert browser.evaluate("document.getElementById('live-status').textContent") == ""
 
 
+def shows_the_apis_first_page(server, browser, view, path, items):
+    """Signed in as the operator, `view` lists exactly the entries of the API's first page."""
+    sign_in(browser, server, API_KEY, view)
+    loaded(browser, view)
+    expected = api(server, path, [*page_window(browser), ("pageSize", "50")])[items]
+    ids = browser.evaluate(f"Array.from(document.querySelectorAll('#{view} tbody tr'), (tr) => Number(tr.dataset.id))")
+    assert ids == [entry["id"] for entry in expected] and ids
+
+
 def test_admin_actions_show_the_audit_log(server, browser, shots):
-    sign_in(browser, server, API_KEY, "admin")
-    loaded(browser, "admin")
-    window = page_window(browser)
-    actions = api(server, "admin-action", [*window, ("pageSize", "50")])["actions"]
-    ids = browser.evaluate("Array.from(document.querySelectorAll('#admin tbody tr'), (tr) => Number(tr.dataset.id))")
-    assert ids == [a["id"] for a in actions] and ids
+    shows_the_apis_first_page(server, browser, "admin", "admin-action", "actions")
     browser.evaluate(
         "document.getElementById('a-action').value = 'client.alias.set';"
         "document.getElementById('admin-filters').requestSubmit()"
@@ -439,14 +452,100 @@ def test_admin_actions_show_the_audit_log(server, browser, shots):
     screenshots(browser, shots, "admin")
 
 
+def test_access_log_shows_who_read_the_queries(server, browser, shots):
+    reader = server.create_key("--name", "auditor-test", "--scope", "read")
+    api(server, "activity-log", [("startTime", "-1d")], {"Authorization": reader})
+    shows_the_apis_first_page(server, browser, "access", "access-log", "reads")
+    control(browser, "r-key", "auditor-test", "input")
+    browser.evaluate("document.getElementById('access-filters').requestSubmit()")
+    loaded(browser, "access")
+    shown = browser.evaluate(
+        "Array.from(document.querySelectorAll('#access tbody tr'),"
+        " (tr) => [tr.cells[1].textContent, tr.cells[2].textContent])"
+    )
+    assert shown == [["activity-log", "auditor-test"]]
+    screenshots(browser, shots, "access")
+
+
+def privacy_rows(browser):
+    return browser.evaluate(
+        "Object.fromEntries(Array.from(document.querySelectorAll('#privacy tbody tr'), (tr) => [tr.dataset.endpoint,"
+        " Object.fromEntries(Array.from(tr.querySelectorAll('select, input'), (c) => [c.name, c.value]))]))"
+    )
+
+
+def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
+    # cabin's clients lost their records in the clients' test: one more, for a change to rewrite.
+    recent = record("cabin", "camera", iso(datetime.now(UTC) - timedelta(minutes=5)), "camera.example")
+    assert server.call("POST", "/v2/ingest", [recent], AUTH)[0] == 200
+    sign_in(browser, server, API_KEY, "privacy")
+    loaded(browser, "privacy")
+    default = api(server, "privacy")["items"]["_default"]
+    rows = privacy_rows(browser)
+    assert set(rows) == {"_default", "home", "cabin"}, "the default, and every endpoint (following it)"
+    expected = {name: json.dumps(value) if name == "steps" else str(value) for name, value in default.items()}
+    del expected["pendingRewrite"]
+    assert all(shown == expected for shown in rows.values())
+    screenshots(browser, shots, "privacy")
+
+    # Change one field of one endpoint: only it is sent, the rest keeps following the default.
+    row = "document.querySelector('#privacy tr[data-endpoint=cabin]')"
+    browser.evaluate(
+        f"{row}.querySelector('[name=clientIp]').value = 'truncate';"
+        f"{row}.querySelector('[name=ipv4Prefix]').value = '16';"
+        f"{row}.querySelector('.privacy-save').click()"
+    )
+    browser.wait_for("document.getElementById('app-note').textContent.startsWith('Saved')")
+    cabin = api(server, "privacy")["items"]["cabin"]
+    pending = cabin.pop("pendingRewrite")  # its stored records, unless the privacy job was quick
+    assert {**cabin, "pendingRewrite": 0} == {**default, "clientIp": "truncate", "ipv4Prefix": 16}
+    assert 0 <= pending <= 1
+    entry = api(server, "admin-action", [("startTime", "2020-01-01T00:00:00Z"), ("action", "privacy.set")])
+    assert entry["actions"][0]["metadata"]["body"] == {"clientIp": "truncate", "ipv4Prefix": 16}
+    assert privacy_rows(browser)["cabin"]["clientIp"] == "truncate"
+
+    # An endpoint with no record yet gets settings of its own.
+    browser.evaluate(
+        "document.getElementById('privacy-endpoint').value = 'garden';"
+        "document.getElementById('privacy-add').requestSubmit()"
+    )
+    loaded(browser, "privacy")
+    browser.evaluate(
+        "(() => { const tr = document.querySelector('#privacy tr[data-endpoint=garden]');"
+        " tr.querySelector('[name=question]').value = 'registrableDomain';"
+        " tr.querySelector('.privacy-save').click(); })()"
+    )
+    browser.wait_for("document.getElementById('app-note').textContent.includes('garden')")
+    garden = api(server, "privacy")["items"]["garden"]
+    assert garden == {**default, "question": "registrableDomain"}
+
+    # Age steps, as JSON; stricter settings say how many stored records they rewrite.
+    steps = [{"afterDays": 7, "clientIp": "truncate"}]
+    browser.evaluate(
+        f"{row}.querySelector('[name=steps]').value = {json.dumps(json.dumps(steps))};"
+        f"{row}.querySelector('[name=answers]').value = 'drop';"
+        f"{row}.querySelector('.privacy-save').click()"
+    )
+    note = browser.wait_for(
+        "document.getElementById('app-note').textContent.includes('cabin') && "
+        "document.getElementById('app-note').textContent"
+    )
+    cabin = api(server, "privacy")["items"]["cabin"]
+    assert cabin["steps"] == steps and cabin["answers"] == "drop"
+    assert "stored records are rewritten" in note
+
+
 def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
     key = server.create_key("--name", "viewer", "--scope", "read")
     sign_in(browser, server, key, "clients")
     loaded(browser, "clients")
     assert browser.evaluate("document.querySelectorAll('#clients tbody tr').length") > 0
-    assert browser.evaluate("document.querySelectorAll('.alias-edit, .client-delete, .alias-form').length") == 0
+    controls = "document.querySelectorAll('.alias-edit, .client-delete, .alias-form, .client-logging').length"
+    assert browser.evaluate(controls) == 0
     assert browser.evaluate("document.querySelector('#clients th.write-only').hidden") is True
     assert browser.evaluate("document.getElementById('nav-admin').hidden") is True
+    assert browser.evaluate("document.getElementById('nav-privacy').hidden") is True
+    assert browser.evaluate("document.getElementById('nav-access').hidden") is True
     # The admin view is not offered: asking for it shows the overview.
     browser.evaluate("location.hash = 'admin'")
     loaded(browser, "overview")

@@ -82,11 +82,13 @@ def test_the_store_is_reached_through_its_modules():
 
 def _wire_names() -> set[str]:
     """Every key the API reads or writes: schema fields (by their data keys) and catalogue names."""
+    import schemas.access_log
     import schemas.activity_log
     import schemas.admin_actions
     import schemas.auth
     import schemas.clients
     import schemas.errors
+    import schemas.privacy
     import schemas.records
     import schemas.statistics
 
@@ -95,8 +97,10 @@ def _wire_names() -> set[str]:
         schemas.activity_log,
         schemas.admin_actions,
         schemas.auth,
+        schemas.access_log,
         schemas.clients,
         schemas.errors,
+        schemas.privacy,
         schemas.records,
         schemas.statistics,
     ):

@@ -12,6 +12,7 @@ from . import (
     docs,
     ingest,
     metrics,
+    privacy,
     statistics,
 )
 
@@ -21,6 +22,16 @@ def init_app(app, api_class):
     dashboard.init_app(app)
     app.register_blueprint(metrics.blp)
     api = api_class(app)
-    for module in (auth, ingest, activity_log, data_availability, statistics, admin_actions, access_log, clients):
+    for module in (
+        auth,
+        ingest,
+        activity_log,
+        data_availability,
+        statistics,
+        admin_actions,
+        access_log,
+        privacy,
+        clients,
+    ):
         api.register_blueprint(module.blp)
     return api

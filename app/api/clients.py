@@ -16,6 +16,7 @@ from schemas.clients import (
     DeleteClientRequestSchema,
     DeleteClientResponseSchema,
     GetClientResponseSchema,
+    LoggingRequestSchema,
     client_activity,
     client_items,
 )
@@ -97,6 +98,22 @@ def set_alias(endpointId, clientId):
 def clear_alias(endpointId, clientId):
     """Clear a client's alias."""
     return _change_alias(endpointId, clientId, "")
+
+
+@blp.route("/logging/<endpointId>/<clientId>", methods=["PUT"])
+@blp.arguments(LoggingRequestSchema, location="json")
+@blp.response(200, ClientActivitySchema)
+def set_logging(body, endpointId, clientId):  # noqa: N803 (the API's names)
+    """Mark a client as not logged (its records go, and none of its queries is stored from
+    then on) or as logged again; a client not seen yet gets its entry, so it can be marked
+    before its first query."""
+    for name, value in (("endpointId", endpointId), ("clientId", clientId)):
+        if len(value) > 256:
+            raise ApiError(ErrorCode.INVALID_PARAMETER, f"Invalid '{name}': 1 to 256 characters.")
+    with models.database.write_transaction():
+        entry, deleted = models.clients.set_logged(endpointId, clientId, body["logged"])
+        admin_actions.record("client.logging.set", {"logged": body["logged"], "deletedCount": deleted}, [endpointId])
+    return prebuilt(client_activity(entry))
 
 
 def _change_alias(endpoint: str, client_id: str, alias: str) -> dict:

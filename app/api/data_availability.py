@@ -3,11 +3,13 @@
 from flask import current_app
 
 import models.filters
+import models.privacy
 import models.statistics
 from app.auth import endpoint_limit
 from app.extensions import Blueprint
 from app.jobs.retention import horizon_ms, statistics_days, statistics_horizon_ms
 from models.clock import now_ms
+from schemas.privacy import privacy_spans
 from schemas.statistics import COLUMNS, DataAvailabilityQuerySchema, DataAvailabilitySchema
 
 blp = Blueprint("data_availability", __name__, url_prefix="/v2/data-availability", description="What data is stored.")
@@ -34,6 +36,10 @@ def data_availability(query):
             "retentionDays": statistics_days(),
             "startTime": since,
             "resolutions": resolutions(query.get("startTime"), query.get("endTime", now), now, since),
+        },
+        "privacy": {
+            name: privacy_spans(models.privacy.ages(settings), now, horizon_ms(now))
+            for name, settings in models.privacy.in_force(endpoint_limit()).items()
         },
     }
 

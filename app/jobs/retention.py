@@ -116,25 +116,33 @@ def run_retention(actor: dict, now: int | None = None) -> int:
 
 
 def start_background(app):
-    """Start the retention job in this process (gunicorn.conf.py calls it in every worker)."""
-    thread = threading.Thread(target=_loop, args=(app,), name="retention", daemon=True)
-    thread.start()
-    return thread
+    """Start the periodic jobs in this process (gunicorn.conf.py calls it in every worker): the
+    retention job, and the privacy job (app/jobs/privacy.py)."""
+    from app.jobs import privacy
+
+    jobs = (
+        (JOB, "ANALYTICS_RETENTION_INTERVAL", run_retention),
+        (privacy.JOB, "ANALYTICS_PRIVACY_INTERVAL", privacy.run_privacy),
+    )
+    threads = [threading.Thread(target=_loop, args=(app, *job), name=job[0], daemon=True) for job in jobs]
+    for thread in threads:
+        thread.start()
+    return threads[0]
 
 
-def _loop(app):
+def _loop(app, job: str, interval_setting: str, run):
     holder = f"{socket.gethostname()}:{os.getpid()}"
-    interval = app.config["ANALYTICS_RETENTION_INTERVAL"]
+    interval = app.config[interval_setting]
     # Workers start together; spreading their first look avoids them all queueing at once.
     time.sleep(random.uniform(0, min(interval, 30)))
     while True:
         try:
             with app.app_context(), models.database.connection():
-                if models.jobs.claim(JOB, holder, now_ms(), interval * 1000, lease_ms=max(interval, 600) * 1000):
+                if models.jobs.claim(job, holder, now_ms(), interval * 1000, lease_ms=max(interval, 600) * 1000):
                     try:
-                        run_retention(JOB_ACTOR)
+                        run({**JOB_ACTOR, "key_name": job})
                     finally:
-                        models.jobs.finish(JOB, holder, now_ms())
+                        models.jobs.finish(job, holder, now_ms())
         except Exception:
-            log.exception("retention run failed; retrying at the next interval")
+            log.exception("%s run failed; retrying at the next interval", job)
         time.sleep(min(interval, 60))

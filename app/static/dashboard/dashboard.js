@@ -22,9 +22,11 @@
     sort: { column: "last", descending: true },
     logPage: 0,
     adminPage: 0,
+    accessPage: 0,
     live: null,
     charts: {}, // each chart's box id: its uPlot and the series it draws
     deleting: null,
+    privacyAdded: [],
   };
 
   class ApiError extends Error {
@@ -400,9 +402,11 @@
     const last = element("td", ago(c.last), c.last === null ? "empty" : "");
     if (c.last !== null) last.title = localTime(c.last);
     const alias = element("td", c.alias, "alias");
+    const id = clientLink(c);
+    if (!c.logged) id.append(element("span", " · not logged", "muted not-logged"));
     const tr = row([
       element("td", c.endpoint),
-      clientLink(c),
+      id,
       alias,
       element("td", c.host),
       element("td", c.ip),
@@ -418,6 +422,8 @@
       const actions = element("td", null, "actions");
       actions.append(
         button("Alias", () => editAlias(c, alias), "small alias-edit"),
+        " ",
+        button(c.logged ? "Stop logging" : "Log again", () => setLogged(c, !c.logged).catch(showError), "small client-logging"),
         " ",
         button("Delete data…", () => confirmDelete(c), "small danger client-delete"),
       );
@@ -452,6 +458,16 @@
     form.append(input, ok, button("Clear", () => save(""), "small"), cancel);
     cell.replaceChildren(form);
     input.focus();
+  }
+
+  // Not logged: the client's records go, and none of its queries is kept from now on.
+  async function setLogged(c, logged) {
+    const path = `client/logging/${encodeURIComponent(c.endpoint)}/${encodeURIComponent(c.clientId)}`;
+    await api(path, null, { method: "PUT", body: { logged } });
+    await run(loadClients);
+    $("app-note").textContent = logged
+      ? `"${c.clientId}" is logged again.`
+      : `"${c.clientId}" is no longer logged: its records were deleted, and none of its queries is stored from now on.`;
   }
 
   function confirmDelete(c) {
@@ -726,10 +742,18 @@
 
   // ---- admin actions -------------------------------------------------------------------------
 
+  // An audit log's page in the window, with the filters its controls hold ({parameter: control id}).
+  function auditParams(page, controls) {
+    const params = withParams(windowParams(), { page, pageSize: PAGE_SIZE });
+    for (const [name, id] of Object.entries(controls)) {
+      const value = $(id).value.trim();
+      if (value) params.set(name, value);
+    }
+    return params;
+  }
+
   async function loadAdmin() {
-    const params = withParams(windowParams(), { page: state.adminPage, pageSize: PAGE_SIZE });
-    if ($("a-action").value) params.set("action", $("a-action").value);
-    if ($("a-search").value.trim()) params.set("search", $("a-search").value.trim());
+    const params = auditParams(state.adminPage, { action: "a-action", search: "a-search" });
     const { actions } = await api("admin-action", params);
     const body = document.querySelector("#admin tbody");
     body.replaceChildren(
@@ -748,14 +772,143 @@
       })),
     );
     if (!actions.length) body.append(row([element("td", "No admin actions match", "empty")]));
-    $("admin-page").textContent = `Page ${state.adminPage + 1}`;
-    $("admin-prev").disabled = state.adminPage === 0;
-    $("admin-next").disabled = actions.length < PAGE_SIZE;
+    pager("admin", state.adminPage, actions.length);
+  }
+
+  // ---- access log (admin): who read the queries ---------------------------------------------
+
+  async function loadAccess() {
+    const { reads } = await api("access-log", auditParams(state.accessPage, { kind: "r-kind", keyName: "r-key" }));
+    const body = document.querySelector("#access tbody");
+    const span = (r) => (r.startTime ? `${localTime(r.startTime)} – ${localTime(r.endTime)}` : "live");
+    body.replaceChildren(
+      ...labelled(body, reads.map((r) => {
+        const query = element("td");
+        query.append(element("pre", JSON.stringify(r.query), "meta"));
+        const cells = [localTime(r.timestamp), r.kind, r.keyName, r.sourceIp, span(r), r.rows ?? "open", r.bytes ?? ""];
+        const tr = row([...cells.map((text) => element("td", text)), query]);
+        tr.dataset.id = r.id;
+        return tr;
+      })),
+    );
+    if (!reads.length) body.append(row([element("td", "No reads match", "empty")]));
+    pager("access", state.accessPage, reads.length);
+  }
+
+  function pager(view, number, shown) {
+    $(`${view}-page`).textContent = `Page ${number + 1}`;
+    $(`${view}-prev`).disabled = number === 0;
+    $(`${view}-next`).disabled = shown < PAGE_SIZE;
+  }
+
+  // ---- privacy settings (admin) --------------------------------------------------------------
+
+  const PRIVACY_CHOICES = {
+    clientIp: ["keep", "truncate", "hash", "drop"],
+    ipv4Prefix: null,
+    ipv6Prefix: null,
+    clientMetadata: ["keep", "drop"],
+    question: ["keep", "registrableDomain", "drop"],
+    answers: ["keep", "drop"],
+    unloggedClients: ["counted", "notCounted"],
+    steps: "json",
+  };
+  const PRIVACY_DEFAULT = "_default";
+
+  async function loadPrivacy() {
+    const { items } = await api("privacy");
+    const body = document.querySelector("#privacy tbody");
+    const names = Object.keys(items);
+    // Known endpoints without settings of their own follow the default: shown so they can get some.
+    for (const option of $("endpoint").options) {
+      if (option.value && !names.includes(option.value)) names.push(option.value);
+    }
+    for (const extra of state.privacyAdded) if (!names.includes(extra)) names.push(extra);
+    // A key limited to endpoints is answered all of its own and no default.
+    const fallback = items[PRIVACY_DEFAULT];
+    const shown = names.filter((name) => items[name] || fallback);
+    body.replaceChildren(...labelled(body, shown.map((name) => privacyRow(name, items[name] || fallback, !items[name]))));
+  }
+
+  function privacyRow(endpoint, settings, inherited) {
+    const controls = {};
+    const cells = [element("td", endpoint === PRIVACY_DEFAULT ? "Default (all endpoints)" : endpoint)];
+    if (inherited) cells[0].append(element("span", " · follows the default", "muted"));
+    if (!inherited && settings.pendingRewrite) {
+      cells[0].append(element("span", ` · ${number(settings.pendingRewrite)} stored records to rewrite`, "muted pending"));
+    }
+    for (const [field, choices] of Object.entries(PRIVACY_CHOICES)) {
+      let control;
+      if (choices === "json") {
+        // Age steps as the API takes them, e.g. [{"afterDays": 7, "clientIp": "truncate"}].
+        control = element("input");
+        control.className = "steps";
+        control.spellcheck = false;
+      } else if (choices) {
+        control = element("select");
+        control.append(...choices.map((choice) => new Option(choice, choice)));
+      } else {
+        control = element("input");
+        control.type = "number";
+        control.min = 0;
+        control.max = field === "ipv4Prefix" ? 32 : 128;
+        control.className = "prefix";
+      }
+      control.value = choices === "json" ? JSON.stringify(settings[field]) : String(settings[field]);
+      control.name = field;
+      controls[field] = control;
+      const cell = element("td");
+      cell.append(control);
+      cells.push(cell);
+    }
+    const save = button("Save", () => savePrivacy(endpoint, settings, controls).catch(showError), "small privacy-save");
+    const cell = element("td");
+    cell.append(save);
+    cells.push(cell);
+    const tr = row(cells);
+    tr.dataset.endpoint = endpoint;
+    return tr;
+  }
+
+  // Only what the form changed is sent: a field left alone keeps following the default.
+  async function savePrivacy(endpoint, shown, controls) {
+    const body = {};
+    for (const [field, control] of Object.entries(controls)) {
+      const kind = PRIVACY_CHOICES[field];
+      if (kind === "json") {
+        if (control.value.trim() === JSON.stringify(shown[field])) continue;
+        try {
+          body[field] = JSON.parse(control.value);
+        } catch (_) {
+          throw new Error("The age steps are not JSON: e.g. [{\"afterDays\": 7, \"clientIp\": \"truncate\"}].");
+        }
+        continue;
+      }
+      const value = kind ? control.value : Number(control.value);
+      if (value !== shown[field]) body[field] = value;
+    }
+    if (!Object.keys(body).length) {
+      $("app-note").textContent = "Nothing to save: no setting was changed.";
+      return;
+    }
+    const answer = await api(`privacy/${encodeURIComponent(endpoint)}`, null, { method: "PUT", body });
+    await run(loadPrivacy);
+    const rewrite = answer.pendingRewrite ? ` ${number(answer.pendingRewrite)} stored records are rewritten to it.` : "";
+    $("app-note").textContent = `Saved the settings of ${endpoint === PRIVACY_DEFAULT ? "the default" : `"${endpoint}"`}.${rewrite}`;
   }
 
   // ---- views, sign-in ------------------------------------------------------------------------
 
-  const LOADERS = { overview: loadOverview, clients: loadClients, client: loadClient, log: loadLog, admin: loadAdmin };
+  const LOADERS = {
+    overview: loadOverview,
+    clients: loadClients,
+    client: loadClient,
+    log: loadLog,
+    admin: loadAdmin,
+    access: loadAccess,
+    privacy: loadPrivacy,
+  };
+  const ADMIN_VIEWS = ["admin", "access", "privacy"];
 
   // Run a view's loader; the page says when it is done (data-loaded) and for which URL
   // (data-url), which the tests wait for. Only the latest run says so: an older one that ends
@@ -797,8 +950,9 @@
       searchQuestionMode: "f-mode",
     },
     admin: { action: "a-action", search: "a-search" },
+    access: { kind: "r-kind", keyName: "r-key" },
   };
-  const PAGES = { log: "logPage", admin: "adminPage" };
+  const PAGES = { log: "logPage", admin: "adminPage", access: "accessPage" };
   const SORTS = ["endpoint", "clientId", "alias", "host", "ip", "mac", "os", "vendor", "last"];
   // Each control's value as the page came: a control left at it is left out of the URL.
   const DEFAULTS = {};
@@ -915,7 +1069,7 @@
     if (!state.who) return;
     let { view, params } = readHash();
     view = view || "overview";
-    const refused = (view === "admin" && !can("admin")) || (view === "client" && !params.get("clientId"));
+    const refused = (ADMIN_VIEWS.includes(view) && !can("admin")) || (view === "client" && !params.get("clientId"));
     if (!(view in LOADERS) || refused) view = "overview";
     applyHash(view, params);
     if (view !== "log") {
@@ -961,7 +1115,7 @@
       throw new Error("This key may not read (it has no read scope), so there is nothing to show.");
     }
     $("key-name").textContent = `${state.who.name} · ${state.who.scopes.join(", ")}`;
-    $("nav-admin").hidden = !can("admin");
+    for (const view of ADMIN_VIEWS) $(`nav-${view}`).hidden = !can("admin");
     document.body.classList.toggle("can-write", can("write"));
     for (const th of document.querySelectorAll("th.write-only")) th.hidden = !can("write");
     await loadEndpoints();
@@ -1045,8 +1199,22 @@
       event.preventDefault();
       restartView();
     });
-    $("admin-prev").addEventListener("click", () => page("adminPage", -1));
-    $("admin-next").addEventListener("click", () => page("adminPage", 1));
+    $("access-filters").addEventListener("submit", (event) => {
+      event.preventDefault();
+      restartView();
+    });
+    for (const view of ["admin", "access"]) {
+      $(`${view}-prev`).addEventListener("click", () => page(`${view}Page`, -1));
+      $(`${view}-next`).addEventListener("click", () => page(`${view}Page`, 1));
+    }
+
+    $("privacy-add").addEventListener("submit", (event) => {
+      event.preventDefault();
+      const name = $("privacy-endpoint").value.trim();
+      if (name && !state.privacyAdded.includes(name)) state.privacyAdded.push(name);
+      $("privacy-endpoint").value = "";
+      run(loadPrivacy);
+    });
   }
 
   // New filters or window (or Refresh): the first page, in a window taken anew; a live stream

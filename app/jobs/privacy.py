@@ -1,0 +1,39 @@
+"""The privacy job: records reaching an age step, and those stored before a setting was made
+stricter, rewritten in batches (models/rewrites.py) by the worker holding the job's lease,
+every ANALYTICS_PRIVACY_INTERVAL seconds, or by `flask --app wsgi privacy rewrite`."""
+
+import logging
+import time
+
+import models.admin_actions
+import models.database
+import models.rewrites
+from models.clock import now_ms
+
+JOB = "privacy"
+# A run stops starting batches after this long (the lease outlives it); the next run goes on.
+RUN_SECONDS = 300
+
+log = logging.getLogger(__name__)
+
+
+def run_privacy(actor: dict, now: int | None = None, seconds: float = RUN_SECONDS) -> int:
+    """Plan the age steps' work and work through every task for up to `seconds`; the records
+    rewritten. Each task of a stricter setting that went through records is entered in the
+    admin-action log (`privacy.rewrite`: the endpoint, what became coarser, how many records).
+    Needs a connection."""
+    now = now_ms() if now is None else now
+    with models.database.write_transaction():
+        models.rewrites.plan_ages(now)
+    stop = time.monotonic() + seconds
+
+    def finished(endpoint: str, kind: str, detail: dict, rewritten: int):
+        # Age steps are reached every run by busy endpoints: the log line below says those.
+        if rewritten and kind == models.rewrites.STRICTER:
+            metadata = {"result": {"endpointId": endpoint, "detail": detail, "rewritten": rewritten}}
+            models.admin_actions.record_action("privacy.rewrite", actor, metadata, [endpoint], now_ms())
+
+    rewritten = models.rewrites.run(lambda: time.monotonic() > stop, finished)
+    if rewritten:
+        log.info("privacy: rewrote %d stored records to stricter settings", rewritten)
+    return rewritten

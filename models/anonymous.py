@@ -1,0 +1,38 @@
+"""The share of the statistics of clients marked not logged: their queries counted in the
+daily rollups that name no client, with no record, client metadata or first-seen time kept.
+
+Only the statistics (daily and longer) rollups: the shorter ones are counted down from the
+records when those expire, and these queries have none. Nor the rollups keyed by client:
+that would name the client.
+"""
+
+from catalogue import ENDPOINT, FIELDS, TERM
+
+from . import domains, rollups
+from .terms import term_ids
+
+DIMS = tuple(dim for dim in rollups.STATISTICS if "client" not in dim.columns)
+_COLUMNS = {column for dim in DIMS for column in dim.columns}
+_AT = {field.sql: i for i, field in enumerate(FIELDS)}
+_TERM_AT = [i for i, field in enumerate(FIELDS) if field.storage == TERM and field.sql in _COLUMNS]
+
+
+class Counts:
+    """The counts of some records (as models.ingestion.store_records takes them), made before
+    the write lock; `add` them inside the transaction that stores the batch."""
+
+    def __init__(self, records: list[tuple]):
+        columns = list(zip(*(values for values, _ in records), strict=True))
+        self.counts = rollups.count({field.sql: column for field, column in zip(FIELDS, columns, strict=True)}, DIMS)
+        self.endpoints = set(columns[_AT["endpoint"]])
+        self.questions = set(columns[_AT["question"]])
+        self.strings = {value for i in _TERM_AT for value in columns[i] if value is not None}
+        self.strings |= domains.domains_of(self.questions)
+
+    def add(self):
+        from .ingestion import endpoint_ids  # ingestion imports this module's caller
+
+        terms = term_ids(self.strings)
+        terms[None] = None
+        domains.map_questions(terms, self.questions)  # registrableDomain reads the questions' rollups
+        rollups.add(rollups.resolved(self.counts, {ENDPOINT: endpoint_ids(self.endpoints), TERM: terms}))
