@@ -91,6 +91,7 @@ def _dims() -> tuple[Dim, ...]:
 
 DIMS = _dims()
 BUILT = tuple(dim for dim in DIMS if dim.built_from is not None)
+_BY_ID = {dim.id: dim for dim in DIMS}
 # A block is summed once the newest record stored is this far past its end, so that records
 # arriving a little out of order still count in the days or hours it is summed from (those
 # that come later are added to it as they come).
@@ -165,13 +166,15 @@ def count(columns: dict[str, list], dims=None) -> dict[tuple, int]:
             encoded[dim.columns] = _encoded(columns, dim.columns, everywhere)
         scope = endpoints if dim.per_endpoint else everywhere
         ident = dim.id
+        mark = built.get(ident)
+        if mark is not None and min(periods[dim.period_ms], default=mark) >= mark:
+            continue  # every period of it here is summed when it closes
         found = Counter(zip(periods[dim.period_ms], scope, encoded[dim.columns], strict=True))
-        if dim.built_from is None:
+        if mark is None:
             for (period, endpoint, value), n in found.items():
                 counts[(ident, period, endpoint, value)] = n
             continue
         # Only the periods summed already: the others are summed when they close.
-        mark = built[dim.id]
         for (period, endpoint, value), n in found.items():
             if period < mark:
                 counts[(ident, period, endpoint, value)] = n
@@ -225,7 +228,7 @@ def build(newest_ms: int, now_ms: int):
         closed = (min(newest_ms, now_ms) - BUILD_GRACE_MS) // dim.period_ms
         if closed <= marks[dim.id]:
             continue
-        source = DIMS[dim.built_from]
+        source = _BY_ID[dim.built_from]
         ratio = dim.period_ms // source.period_ms
         query(
             "INSERT INTO rollup (dim, period, endpoint, value, n)"
@@ -242,7 +245,7 @@ def build(newest_ms: int, now_ms: int):
 
 
 def _save(marks: dict[int, int]):
-    settings.write(_BUILT_THROUGH, json.dumps({DIMS[ident].description: mark for ident, mark in marks.items()}))
+    settings.write(_BUILT_THROUGH, json.dumps({_BY_ID[ident].description: mark for ident, mark in marks.items()}))
 
 
 def apply(condition: str, params: list, sign: int, dims=None):
