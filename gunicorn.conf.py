@@ -56,10 +56,12 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """Every worker runs the retention job's loop; a lease in the database lets one run at a time.
+    """Every worker runs the retention job's loop, and the outputs' delivery watcher; leases in
+    the database let one run the job, and one deliver each output, at a time.
     The service's own log lines (retention runs, refused keys) go where gunicorn's go. Batches
     of records are parsed with the garbage collector quieted (see models.process)."""
     from app.jobs.retention import start_background
+    from app.outputs import delivery
     from models.process import quiet_garbage_collector
 
     quiet_garbage_collector()
@@ -69,6 +71,7 @@ def post_worker_init(worker):
     service_log.setLevel(logging.INFO)
     service_log.propagate = False
     start_background(worker.wsgi)
+    delivery.start_background(worker.wsgi)
 
 
 def child_exit(server, worker):

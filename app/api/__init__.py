@@ -12,6 +12,7 @@ from . import (
     docs,
     ingest,
     metrics,
+    outputs,
     statistics,
 )
 
@@ -21,6 +22,7 @@ def init_app(app, api_class):
     dashboard.init_app(app)
     app.register_blueprint(metrics.blp)
     api = api_class(app)
-    for module in (auth, ingest, activity_log, data_availability, statistics, admin_actions, access_log, clients):
+    modules = (auth, ingest, activity_log, data_availability, statistics, admin_actions, access_log, clients, outputs)
+    for module in modules:
         api.register_blueprint(module.blp)
     return api

@@ -1,0 +1,101 @@
+"""The Outputs group: /v2/output, where stored records are forwarded (app/outputs/ delivers)."""
+
+from flask import current_app
+
+import models.database
+import models.outputs
+from app.auth import endpoint_limit, requires
+from app.errors import ApiError, ErrorCode
+from app.extensions import Blueprint
+from app.outputs import manage
+from schemas.errors import ErrorResponseSchema
+from schemas.outputs import (
+    CreateOutputSchema,
+    GetOutputsResponseSchema,
+    OutputSchema,
+    PatchOutputSchema,
+    redacted_body,
+)
+
+from . import admin_actions
+
+blp = Blueprint("outputs", __name__, url_prefix="/v2/output", description="Forwarding every record to a receiver.")
+
+
+def _shown(output) -> dict:
+    """The output with its backlog, for OutputSchema."""
+    limit = current_app.config["ANALYTICS_OUTPUT_BACKLOG"]
+    return {**output._asdict(), "backlog": models.outputs.backlog(output, limit + 1), "backlogLimit": limit}
+
+
+def _visible(output_id: int):
+    """The output, if this key may see it (an endpoint-limited key: only outputs of its endpoints)."""
+    output = models.outputs.get(output_id)
+    limit = endpoint_limit()
+    if output is None or (limit is not None and (output.endpoints is None or not set(output.endpoints) <= limit)):
+        raise ApiError(ErrorCode.OUTPUT_NOT_FOUND, "No such output.")
+    return output
+
+
+@blp.route("", methods=["GET"])
+@blp.response(200, GetOutputsResponseSchema)
+@requires("admin")
+def list_outputs():
+    """Outputs, oldest first, each with its cursor, backlog and last error."""
+    return {"outputs": [_shown(output) for output in models.outputs.list_outputs(endpoint_limit())]}
+
+
+@blp.route("", methods=["POST"])
+@blp.arguments(CreateOutputSchema)
+@blp.response(201, OutputSchema)
+@blp.alt_response(409, schema=ErrorResponseSchema, description="An output of that name exists.")
+@requires("admin")
+def create_output(body):
+    """Create an output: every stored record of its endpoints is forwarded, in order."""
+    with models.database.write_transaction():
+        try:
+            output = manage.create(body, endpoint_limit())
+        except manage.Refused as exc:
+            code = ErrorCode.INVALID_PARAMETER if exc.field else ErrorCode.OUTPUT_EXISTS
+            raise ApiError(code, str(exc)) from None
+        shown = _shown(output)
+        admin_actions.record("output.create", OutputSchema().dump(shown), output.endpoints, redact=redacted_body)
+    return shown
+
+
+@blp.route("/<int:output_id>", methods=["GET"])
+@blp.response(200, OutputSchema)
+@blp.alt_response(404, schema=ErrorResponseSchema, description="No such output.")
+@requires("admin")
+def get_output(output_id):
+    """One output, with its cursor, backlog and last error."""
+    return _shown(_visible(output_id))
+
+
+@blp.route("/<int:output_id>", methods=["PATCH"])
+@blp.arguments(PatchOutputSchema)
+@blp.response(200, OutputSchema)
+@blp.alt_response(404, schema=ErrorResponseSchema, description="No such output.")
+@requires("admin")
+def pause_output(body, output_id):
+    """Pause an output (records wait in the store, up to the backlog limit) or resume it."""
+    with models.database.write_transaction():
+        output = models.outputs.set_paused(_visible(output_id).id, body["paused"])
+        shown = _shown(output)
+        action = "output.pause" if body["paused"] else "output.resume"
+        admin_actions.record(action, OutputSchema().dump(shown), output.endpoints)
+    return shown
+
+
+@blp.route("/<int:output_id>", methods=["DELETE"])
+@blp.response(200, OutputSchema)
+@blp.alt_response(404, schema=ErrorResponseSchema, description="No such output.")
+@requires("admin")
+def delete_output(output_id):
+    """Delete an output; its delivery stops within seconds."""
+    with models.database.write_transaction():
+        output = _visible(output_id)
+        shown = _shown(output)
+        models.outputs.delete(output.id)
+        admin_actions.record("output.delete", OutputSchema().dump(shown), output.endpoints)
+    return shown
