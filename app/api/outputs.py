@@ -4,7 +4,7 @@ from flask import current_app
 
 import models.database
 import models.outputs
-from app.auth import endpoint_limit, requires
+from app.auth import check_endpoints, endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint
 from app.outputs import manage
@@ -52,6 +52,7 @@ def list_outputs():
 @requires("admin")
 def create_output(body):
     """Create an output: every stored record of its endpoints is forwarded, in order."""
+    check_endpoints(body.get("endpointIds") or [])  # (app.auth checks only DELETE bodies itself)
     with models.database.write_transaction():
         try:
             output = manage.create(body, endpoint_limit())

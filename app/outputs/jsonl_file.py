@@ -15,13 +15,28 @@ class FileSender:
         self.keep = options["keep"]
 
     def send(self, records: list[dict], lines: list[bytes]):
-        data = b"".join(line + b"\n" for line in lines)
         try:
             size = os.path.getsize(self.path) if os.path.exists(self.path) else 0
-            if size and size + len(data) > self.max_bytes:
-                self._rotate()
-            # Opened per batch, so a file moved away by an outside logrotate is made again.
-            descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            # A batch is cut where the next line would take the file past maxBytes; should a later
+            # part fail, the whole batch is written again (at least once).
+            part: list[bytes] = []
+            for line in lines:
+                if (size or part) and size + len(line) + 1 > self.max_bytes:
+                    self._append(b"".join(part))
+                    self._rotate()
+                    size, part = 0, []
+                part.append(line + b"\n")
+                size += len(line) + 1
+            self._append(b"".join(part))
+        except OSError as exc:
+            raise OutputError(f"{type(exc).__name__}: {exc}") from None
+
+    def _append(self, data: bytes):
+        if not data:
+            return
+        # Opened per write, so a file moved away by an outside logrotate is made again.
+        descriptor = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
             start = os.lseek(descriptor, 0, os.SEEK_END)
             try:
                 view = memoryview(data)
@@ -32,10 +47,8 @@ class FileSender:
                 # No half batch left behind (a disk that filled up): the batch is written again whole.
                 os.ftruncate(descriptor, start)
                 raise
-            finally:
-                os.close(descriptor)
-        except OSError as exc:
-            raise OutputError(f"{type(exc).__name__}: {exc}") from None
+        finally:
+            os.close(descriptor)
 
     def _rotate(self):
         if self.keep == 0:

@@ -111,6 +111,11 @@ class SyslogSender:
     def close(self):
         if self.sock is not None:
             try:
+                if isinstance(self.sock, ssl.SSLSocket):
+                    self.sock.unwrap()  # a clean TLS close: the receiver reads it as an end, not an error
+            except (OSError, ValueError):
+                pass
+            try:
                 self.sock.close()
             finally:
                 self.sock = None

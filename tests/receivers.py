@@ -1,0 +1,118 @@
+"""Real receivers for the outputs' tests: an HTTP server that takes NDJSON POSTs (in this test
+process, on a loopback port; it can refuse batches or go away and come back on the same port),
+and files read back as JSON lines."""
+
+import json
+import os
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import servers
+
+
+class HttpReceiver:
+    """Collects the records POSTed to it, in the order accepted; `refusing` answers 503."""
+
+    def __init__(self, port: int | None = None, delay: float = 0.0):
+        servers.refuse_in_fast_lane("an HTTP receiver")
+        self.port = port or servers.free_port()
+        self.url = f"http://127.0.0.1:{self.port}/ingest"
+        self.records: list[dict] = []
+        self.requests: list[dict] = []  # the headers of every request
+        self.refusing = False
+        self.delay = delay
+        self.lock = threading.Lock()
+        self.connections = set()  # open keep-alive connections, cut on stop()
+        self.server = None
+        self.start()
+
+    def start(self):
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self):
+                super().setup()
+                receiver.connections.add(self.connection)
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                time.sleep(receiver.delay)
+                with receiver.lock:
+                    receiver.requests.append(dict(self.headers))
+                    if receiver.refusing:
+                        status = 503
+                    else:
+                        status = 200
+                        receiver.records += [json.loads(line) for line in body.splitlines() if line]
+                answer = b'{"ok":true}' if status == 200 else b"busy"
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        """Gone: connections refused until start()."""
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+        for connection in list(self.connections):
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.connections.clear()
+
+    def ids(self) -> list[int]:
+        with self.lock:
+            return [record["recordId"] for record in self.records]
+
+
+def file_records(path) -> list[dict]:
+    """The JSON lines of an output file and its rotated files, oldest first."""
+    rotated = sorted(
+        (
+            int(name.rsplit(".", 1)[1])
+            for name in os.listdir(os.path.dirname(path))
+            if name.startswith(os.path.basename(path) + ".")
+        ),
+        reverse=True,
+    )
+    found = []
+    for name in [f"{path}.{n}" for n in rotated] + [str(path)]:
+        if os.path.exists(name):
+            with open(name, "rb") as handle:
+                found += [json.loads(line) for line in handle if line.strip()]
+    return found
+
+
+def in_order_at_least_once(received: list[int], expected: list[int]):
+    """Every expected id arrived, and the first arrival of each is in id order (repeats, after a
+    restart, only go back to resend a suffix)."""
+    first, seen = [], set()
+    for ident in received:
+        if ident not in seen:
+            seen.add(ident)
+            first.append(ident)
+    assert set(expected) <= seen, f"{len(set(expected) - seen)} records never arrived"
+    assert first == sorted(first), "records arrived out of order"
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
