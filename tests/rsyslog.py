@@ -88,7 +88,7 @@ module(load="imtcp" maxSessions="200")
 template(name="fields" type="string"
          string="%protocol-version%|%hostname%|%app-name%|%msgid%|%pri%|%msg%\\n")
 {rules}
-input(type="imudp" address="127.0.0.1" port="{p["udp"]}" ruleset="udp")
+input(type="imudp" address="127.0.0.1" port="{p["udp"]}" ruleset="udp" rcvbufSize="8m")
 input(type="imtcp" address="127.0.0.1" port="{p["tcp"]}" ruleset="tcp")
 input(type="imtcp" address="127.0.0.1" port="{p["tls"]}" ruleset="tls"
       streamDriver.name="ossl" streamDriver.mode="1" streamDriver.authMode="anon")
@@ -144,7 +144,7 @@ def probe():
         return
     try:
         Rsyslog().close()
-        VERSION = subprocess.run([BINARY, "-v"], capture_output=True, text=True).stdout.splitlines()[0]
+        VERSION = " ".join(subprocess.run([BINARY, "-v"], capture_output=True, text=True).stdout.split()[:2])
     except (Unavailable, OSError) as exc:
         UNAVAILABLE = str(exc)
 
