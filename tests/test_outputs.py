@@ -170,3 +170,44 @@ def test_control_d_names_keep_every_field_of_the_record():
         "",
     )
     assert control_d(8, {**record_data, "statusCode": ""})["reply_code_id"] is None
+
+
+def test_outputs_from_the_command_line(client, runner, tmp_path):
+    ingest(client, record(question="one.example"))
+    made = runner.invoke(
+        args=["output", "create", "--kind", "http", "--url", "http://siem.example/in", "--name", "siem"]
+        + ["--header", "Authorization: Bearer s3cret", "--endpoint", "ep1", "--batch-size", "200"]
+    )
+    assert made.exit_code == 0, made.output
+    assert "Created output 1 'siem' (http); 1 records to send." in made.output
+    listed = runner.invoke(args=["output", "list"])
+    assert "siem\thttp\thttp://siem.example/in\tep1\tdelivering\tcursor 0\tbacklog 1" in listed.output
+    assert outputs(client)[0]["options"] == {
+        "headers": {"Authorization": "<redacted>"},
+        "batchSize": 200,
+        "timeoutSeconds": 10,
+    }
+
+    for args, message in [
+        (["--kind", "file", "--url", f"file://{tmp_path}/nowhere/x.jsonl"], "does not exist"),
+        (["--kind", "file", "--url", f"file://{tmp_path}/x.jsonl", "--format", "rfc3164"], "format: not an option"),
+        (["--kind", "http", "--url", "http://siem.example/in", "--name", "siem"], "exists already"),
+        (["--kind", "http", "--url", "http://x.example", "--header", "no colon"], "is not 'Name: value'"),
+    ]:
+        refused = runner.invoke(args=["output", "create", *args])
+        assert refused.exit_code != 0 and message in refused.output, refused.output
+
+    assert runner.invoke(args=["output", "pause", "siem"]).exit_code == 0
+    assert outputs(client)[0]["paused"] is True
+    assert runner.invoke(args=["output", "resume", "1"]).exit_code == 0
+    assert runner.invoke(args=["output", "delete", "siem"]).exit_code == 0
+    assert runner.invoke(args=["output", "delete", "siem"]).exit_code != 0
+    assert runner.invoke(args=["output", "list"]).output.strip() == "No outputs."
+    log = client.get("/v2/admin-action?startTime=-1h", headers=AUTH).json["actions"]
+    assert [(a["action"], a["keyName"]) for a in log] == [
+        ("output.delete", "cli"),
+        ("output.resume", "cli"),
+        ("output.pause", "cli"),
+        ("output.create", "cli"),
+    ]
+    assert "s3cret" not in json.dumps(log)

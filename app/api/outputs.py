@@ -24,8 +24,7 @@ blp = Blueprint("outputs", __name__, url_prefix="/v2/output", description="Forwa
 
 def _shown(output) -> dict:
     """The output with its backlog, for OutputSchema."""
-    limit = current_app.config["ANALYTICS_OUTPUT_BACKLOG"]
-    return {**output._asdict(), "backlog": models.outputs.backlog(output, limit + 1), "backlogLimit": limit}
+    return manage.with_backlog(output, current_app.config["ANALYTICS_OUTPUT_BACKLOG"])
 
 
 def _visible(output_id: int):

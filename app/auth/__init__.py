@@ -41,6 +41,7 @@ SCOPE_BY_METHOD = {
 ENDPOINT_PARAMETERS = ("endpointId", "endpointId[]")
 ENDPOINT_BODY_FIELDS = ("endpointIds",)
 
+
 @dataclass(frozen=True)
 class Principal:
     key_id: int | None

@@ -60,5 +60,3 @@ def _read_part(stream, size: int) -> bytes:
             ErrorCode.MALFORMED_BODY,
             "The request body's chunked framing is broken or was cut off; nothing was stored.",
         ) from None
-
-

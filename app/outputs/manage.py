@@ -40,3 +40,8 @@ def create(data: dict, endpoint_limit=None) -> models.outputs.OutputRow:
     if data["paused"]:
         output = models.outputs.set_paused(output.id, True)
     return output
+
+
+def with_backlog(output: models.outputs.OutputRow, limit: int) -> dict:
+    """The output with its backlog (counted up to `limit` + 1), as schemas.outputs.OutputSchema dumps it."""
+    return {**output._asdict(), "backlog": models.outputs.backlog(output, limit + 1), "backlogLimit": limit}
