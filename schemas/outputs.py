@@ -48,7 +48,7 @@ class TlsSchema(BaseSchema):
     def _loads(self, value, **kwargs):
         try:
             ssl.create_default_context(cadata=value)
-        except (ssl.SSLError, ValueError) as exc:
+        except (ssl.SSLError, ValueError, TypeError) as exc:
             raise ma.ValidationError(f"not a PEM certificate: {exc}") from None
 
 
