@@ -95,7 +95,7 @@ class CreateOutputSchema(BaseSchema):
     batchSize = fields.Integer(
         validate=ma.validate.Range(min=1, max=10_000), metadata={"description": "Records per POST / write (500)."}
     )
-    timeoutSeconds = fields.Integer(validate=ma.validate.Range(min=1, max=300), metadata={"description": "10."})
+    timeoutSeconds = fields.Integer(validate=ma.validate.Range(min=1, max=120), metadata={"description": "10."})
     format = fields.String(validate=ma.validate.OneOf(SYSLOG_FORMATS), metadata={"description": "syslog: rfc5424."})
     facility = fields.Integer(validate=ma.validate.Range(min=0, max=23), metadata={"description": "16 (local0)."})
     appName = fields.String(

@@ -75,7 +75,8 @@ class Delivery:
         self.app, self.output_id, self.holder = app, output_id, holder
         self.sender = None
         self.settings = None  # the (kind, url, options) the sender was made for
-        self.renewed = time.monotonic()
+        self.renewed = 0.0  # the first step sets the lease to this output's own length
+        self.lease_ms = LEASE_MS
         self.backlog_checked = 0.0
         self.pause = 1.0
 
@@ -99,7 +100,7 @@ class Delivery:
         """Send the next batch, or wait for records; False once this process is to stop."""
         with models.database.connection():
             output = models.outputs.get(self.output_id)
-            if output is None or output.paused or not self._keep_lease():
+            if output is None or output.paused or not self._keep_lease(output):
                 return False
             self._bound_backlog(output)
             output = models.outputs.get(self.output_id)
@@ -120,11 +121,14 @@ class Delivery:
             time.sleep(POLL_SECONDS)
         return True
 
-    def _keep_lease(self) -> bool:
+    def _keep_lease(self, output) -> bool:
         if time.monotonic() - self.renewed < RENEW_SECONDS:
             return True
         self.renewed = time.monotonic()
-        return models.outputs.claim(self.output_id, self.holder, now_ms(), LEASE_MS)
+        # Longer than a send can take (connect, then answer, each up to the timeout), so that the
+        # lease never runs out while this process is still sending.
+        self.lease_ms = max(LEASE_MS, (2 * output.options.get("timeoutSeconds", 10) + RENEW_SECONDS) * 1000)
+        return models.outputs.claim(self.output_id, self.holder, now_ms(), self.lease_ms)
 
     def _sender(self, output):
         settings = (output.kind, output.url, output.options)
@@ -147,7 +151,7 @@ class Delivery:
             time.sleep(min(1.0, max(0.0, until - time.monotonic())))
             with models.database.connection():
                 current = models.outputs.get(self.output_id)
-                if current is None or current.paused or not self._keep_lease():
+                if current is None or current.paused or not self._keep_lease(current):
                     return
                 self._bound_backlog(current)
 
