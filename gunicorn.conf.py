@@ -74,6 +74,13 @@ def post_worker_init(worker):
     delivery.start_background(worker.wsgi)
 
 
+def worker_exit(server, worker):
+    """A worker stopping (a restart, a reload) hands its outputs over at once."""
+    from app.outputs import delivery
+
+    delivery.stop(worker.wsgi)
+
+
 def child_exit(server, worker):
     """A dead worker's gauges (open streams) stop counting; its counters stay in the sums."""
     from prometheus_client import multiprocess

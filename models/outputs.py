@@ -111,6 +111,16 @@ def release(output_id: int, holder: str, now: int):
     jobs.finish(lease_name(output_id), holder, now)
 
 
+def release_all(holder: str, now: int):
+    """Give up every output lease `holder` has (its process is stopping), so that another
+    process takes over at once rather than when the leases run out."""
+    with write_transaction():
+        query(
+            "UPDATE job_lease SET last_run = ?, expires = 0, holder = NULL WHERE holder = ? AND name LIKE ?",
+            [now, holder, LEASE_PREFIX + "%"],
+        )
+
+
 def _filters(output: OutputRow) -> Filters:
     return Filters(values={"endpoint": output.endpoints} if output.endpoints is not None else {})
 

@@ -3,13 +3,14 @@ an HTTP server, files, Debian's rsyslog over UDP, TCP and TLS. Every record arri
 at least once: through receiver outages, and through gunicorn killed with SIGKILL mid-run."""
 
 import json
+import time
 
 import pytest
 import rsyslog
 from receivers import HttpReceiver, file_records, in_order_at_least_once, wait_for
 
 from helpers import API_KEY, AUTH, samples
-from servers import Gunicorn
+from servers import Gunicorn, stop_process
 
 
 @pytest.fixture
@@ -107,6 +108,16 @@ def test_http_and_file_outputs_receive_every_record_in_order(server, receiver, t
     status, text = gunicorn.fetch("GET", "/metrics", None, AUTH)
     counted = samples(text.decode())
     assert counted[("dns_analytics_output_records_total", (("output", receiver.url),))] == 1000
+
+    # A restart (SIGTERM, as systemd stops it) hands the outputs over at once: delivery goes on
+    # within seconds, not after the 30 s lease.
+    stop_process(gunicorn.process)
+    gunicorn.start()
+    started = time.monotonic()
+    questions += ingest(gunicorn, 1000, 100)
+    wait_for(lambda: len(receiver.records) >= 1100, 60, "delivery after the restart")
+    assert time.monotonic() - started < 15
+    assert [r["question"] for r in receiver.records] == questions
 
 
 def test_a_killed_service_and_a_receiver_that_was_down_lose_nothing(server, receiver):

@@ -38,22 +38,40 @@ MAX_PAUSE_SECONDS = 60
 JOB_ACTOR = {"key_id": None, "key_name": "output delivery", "source_ip": ""}
 
 log = logging.getLogger(__name__)
+_stopping = threading.Event()  # this process is exiting: take and keep no lease
+
+
+def _holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def start_background(app) -> threading.Thread:
     """Start this process's watcher (gunicorn.conf.py calls it in every worker)."""
-    holder = f"{socket.gethostname()}:{os.getpid()}"
+    holder = _holder()
     thread = threading.Thread(target=_watch, args=(app, holder), name="outputs", daemon=True)
     thread.start()
     return thread
 
 
+def stop(app):
+    """Hand this process's outputs over as it exits (gunicorn.conf.py's worker_exit): another
+    worker takes them over within seconds, from their cursors. A batch being sent right now may
+    be sent again by the next one: at least once."""
+    _stopping.set()
+    try:
+        with app.app_context(), models.database.connection():
+            models.outputs.release_all(_holder(), now_ms())
+    except Exception:
+        log.exception("outputs: could not hand over this process's outputs; their leases run out instead")
+
+
 def _watch(app, holder: str):
     delivering: dict[int, threading.Thread] = {}
     time.sleep(random.uniform(0, WATCH_SECONDS))  # workers start together: spread their first look
-    while True:
+    while not _stopping.is_set():
         try:
             with app.app_context(), models.database.connection():
+                delivering = {key: thread for key, thread in delivering.items() if thread.is_alive()}
                 for output_id in models.outputs.waiting(now_ms()):
                     thread = delivering.get(output_id)
                     if thread is not None and thread.is_alive():
@@ -92,7 +110,7 @@ class Delivery:
                 self.sender.close()
             try:
                 with self.app.app_context(), models.database.connection():
-                    models.outputs.release(self.output_id, self.holder, now_ms())
+                    models.outputs.release(self.output_id, self.holder, now_ms())  # (ours only)
             except Exception:
                 log.exception("outputs: could not release the lease of output %d", self.output_id)
 
@@ -122,6 +140,8 @@ class Delivery:
         return True
 
     def _keep_lease(self, output) -> bool:
+        if _stopping.is_set():
+            return False
         if time.monotonic() - self.renewed < RENEW_SECONDS:
             return True
         self.renewed = time.monotonic()
