@@ -60,6 +60,8 @@ def name_taken(name: str) -> bool:
 
 
 def get(output_id: int) -> OutputRow | None:
+    if not 0 < output_id < 1 << 63:  # past what either engine's integers hold: no such output
+        return None
     raw = query(f"SELECT {_COLUMNS} FROM output WHERE id = ?", [output_id]).fetchone()
     return None if raw is None else _row(raw)
 

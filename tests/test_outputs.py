@@ -211,3 +211,8 @@ def test_outputs_from_the_command_line(client, runner, tmp_path):
         ("output.create", "cli"),
     ]
     assert "s3cret" not in json.dumps(log)
+
+
+def test_an_id_past_any_integer_is_no_output(client):
+    for method in ("get", "delete"):
+        assert_error(getattr(client, method)(f"/v2/output/{1 << 70}", headers=AUTH), 404, 40403)
