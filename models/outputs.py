@@ -89,6 +89,23 @@ def delete(output_id: int) -> bool:
     return query("DELETE FROM output WHERE id = ?", [output_id]).rowcount == 1
 
 
+def update(output_id: int, name, url, options: dict, shape, endpoints, paused: bool) -> OutputRow:
+    """Replace an output's settings; its cursor and counts stay. Call inside a write transaction."""
+    query(
+        "UPDATE output SET name = ?, url = ?, options = ?, shape = ?, endpoints = ?, paused = ? WHERE id = ?",
+        [
+            name,
+            url,
+            json.dumps(options, separators=(",", ":"), sort_keys=True),
+            shape,
+            None if endpoints is None else json.dumps(sorted(set(endpoints))),
+            int(paused),
+            output_id,
+        ],
+    )
+    return get(output_id)
+
+
 def set_paused(output_id: int, paused: bool) -> OutputRow | None:
     query("UPDATE output SET paused = ? WHERE id = ?", [int(paused), output_id])
     return get(output_id)

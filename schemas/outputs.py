@@ -59,16 +59,17 @@ def _header_name(name: str):
         raise ma.ValidationError(f"{name} is set by the service itself")
 
 
-class CreateOutputSchema(BaseSchema):
-    kind = fields.String(required=True, validate=ma.validate.OneOf(KINDS))
-    url = fields.String(
-        required=True,
-        validate=ma.validate.Length(min=1, max=2000),
-        metadata={
-            "description": "http: http(s)://host/path; syslog: udp://, tcp:// or tls://host:port; "
-            "file: file:///absolute/path (its folder must exist)."
-        },
-    )
+_URL_HELP = (
+    "http: http(s)://host/path; syslog: udp://, tcp:// or tls://host:port; "
+    "file: file:///absolute/path (its folder must exist)."
+)
+
+
+class _Settings(BaseSchema):
+    """What an output's settings may be; CreateOutputSchema and ChangeOutputSchema say which
+    are required and what is left out."""
+
+    url = fields.String(validate=ma.validate.Length(min=1, max=2000), metadata={"description": _URL_HELP})
     name = fields.String(
         validate=ma.validate.Length(min=1, max=128), metadata={"description": "Unique; defaults to the URL."}
     )
@@ -78,20 +79,14 @@ class CreateOutputSchema(BaseSchema):
         allow_none=True,
         metadata={"description": "The endpoints whose records it forwards; absent or null: every endpoint."},
     )
-    shape = fields.String(load_default="queryData", validate=ma.validate.OneOf(list(SHAPES)))
-    start = fields.String(
-        load_default="oldest",
-        validate=ma.validate.OneOf(("oldest", "now")),
-        metadata={"description": "oldest: every record still stored; now: records stored from now on."},
-    )
-    paused = fields.Boolean(load_default=False)
+    shape = fields.String(validate=ma.validate.OneOf(list(SHAPES)), metadata={"description": "queryData."})
     headers = fields.Dict(
         keys=fields.String(validate=_header_name),
         values=fields.String(validate=[ma.validate.Length(max=8000), ma.validate.Regexp(r"^[^\r\n\x00]*$")]),
         validate=ma.validate.Length(max=50),
         metadata={"description": "http: sent with every POST (e.g. Authorization); their values are never shown."},
     )
-    tls = fields.Nested(TlsSchema, metadata={"description": "https and tls:// only."})
+    tls = fields.Nested(TlsSchema, allow_none=True, metadata={"description": "https and tls:// only (null: none)."})
     batchSize = fields.Integer(
         validate=ma.validate.Range(min=1, max=10_000), metadata={"description": "Records per POST / write (500)."}
     )
@@ -110,6 +105,20 @@ class CreateOutputSchema(BaseSchema):
         validate=ma.validate.Range(min=0, max=1000), metadata={"description": "file: rotated files kept (5)."}
     )
 
+
+class CreateOutputSchema(_Settings):
+    kind = fields.String(required=True, validate=ma.validate.OneOf(KINDS))
+    url = fields.String(
+        required=True, validate=ma.validate.Length(min=1, max=2000), metadata={"description": _URL_HELP}
+    )
+    shape = fields.String(load_default="queryData", validate=ma.validate.OneOf(list(SHAPES)))
+    start = fields.String(
+        load_default="oldest",
+        validate=ma.validate.OneOf(("oldest", "now")),
+        metadata={"description": "oldest: every record still stored; now: records stored from now on."},
+    )
+    paused = fields.Boolean(load_default=False)
+
     @ma.validates_schema
     def _fits_kind(self, data, **kwargs):
         kind = data.get("kind")
@@ -122,7 +131,7 @@ class CreateOutputSchema(BaseSchema):
         url_error = check_url(kind, data.get("url", ""))
         if url_error:
             raise ma.ValidationError(url_error, "url")
-        if "tls" in data and urlsplit(data["url"]).scheme not in ("https", "tls"):
+        if data.get("tls") is not None and urlsplit(data["url"]).scheme not in ("https", "tls"):
             raise ma.ValidationError("only for https:// and tls:// URLs", "tls")
 
 
@@ -223,5 +232,26 @@ class GetOutputsResponseSchema(BaseSchema):
     outputs = fields.List(fields.Nested(OutputSchema), required=True)
 
 
-class PatchOutputSchema(BaseSchema):
-    paused = fields.Boolean(required=True, metadata={"description": "true: stop delivering; false: resume."})
+class ChangeOutputSchema(_Settings):
+    """Any setting but the kind: what is sent replaces what the output had (`headers` all at
+    once), the rest stays; the cursor stays where it is."""
+
+    paused = fields.Boolean(metadata={"description": "true: stop delivering; false: resume."})
+
+    @ma.validates_schema
+    def _something(self, data, **kwargs):
+        if not data:
+            raise ma.ValidationError("name at least one setting to change (e.g. paused)", "paused")
+
+
+def settings_of(output: dict) -> dict:
+    """A stored output (OutputRow as a dict) as the create body that makes it."""
+    return {
+        "kind": output["kind"],
+        "url": output["url"],
+        "name": output["name"],
+        "endpointIds": output["endpoints"],
+        "shape": output["shape"],
+        "paused": output["paused"],
+        **output["options"],
+    }

@@ -106,7 +106,7 @@ def test_each_kind_takes_its_own_options_and_url(client, tmp_path):
     # A name is unique (the URL by default).
     assert_error(post(client, {"kind": "syslog", "url": "tls://logs.example:6514"}), 409, 40901)
     assert [o["kind"] for o in outputs(client)] == ["syslog"]
-    assert_error(client.patch("/v2/output/1", json={}, headers=AUTH), 400, 40003)
+    assert_error(client.patch("/v2/output/1", json={}, headers=AUTH), 400, 40001)
     assert_error(client.patch("/v2/output/999", json={"paused": True}, headers=AUTH), 404, 40403)
 
 
@@ -216,3 +216,48 @@ def test_outputs_from_the_command_line(client, runner, tmp_path):
 def test_an_id_past_any_integer_is_no_output(client):
     for method in ("get", "delete"):
         assert_error(getattr(client, method)(f"/v2/output/{1 << 70}", headers=AUTH), 404, 40403)
+
+
+def test_an_output_is_changed_and_goes_on_from_its_cursor(client, tmp_path):
+    ingest(client, record(question="one.example"), record(question="two.example"))
+    made = post(client, {"kind": "http", "url": "http://old.example/in", "headers": {"X-Token": "old-secret"}}).json
+    other = post(client, {"kind": "file", "url": f"file://{tmp_path}/x.jsonl", "name": "other"}).json
+
+    changed = client.patch(
+        f"/v2/output/{made['id']}",
+        json={
+            "url": "https://new.example/in",
+            "headers": {"Authorization": "Bearer new-secret"},
+            "tls": {"verify": False},
+            "shape": "controlD",
+            "endpointIds": ["ep1"],
+            "name": "siem",
+        },
+        headers=AUTH,
+    )
+    assert changed.status_code == 200, changed.json
+    assert (changed.json["url"], changed.json["name"], changed.json["shape"]) == (
+        "https://new.example/in",
+        "siem",
+        "controlD",
+    )
+    assert changed.json["options"]["headers"] == {"Authorization": "<redacted>"}  # replaced, not merged
+    assert changed.json["options"]["tls"] == {"verify": False} and changed.json["endpointIds"] == ["ep1"]
+    assert (changed.json["id"], changed.json["cursor"], changed.json["backlog"]) == (made["id"], 0, 2)
+
+    for body, status, code in [
+        ({"format": "rfc3164"}, 400, 40001),  # not an option of an http output
+        ({"url": "http://plain.example/"}, 400, 40001),  # its tls option needs https
+        ({"url": "tcp://x.example:514"}, 400, 40001),
+        ({"name": "other"}, 409, 40901),
+        ({"batchSize": -1}, 400, 40001),
+    ]:
+        assert_error(client.patch(f"/v2/output/{made['id']}", json=body, headers=AUTH), status, code)
+    # Dropping tls with the move to http:// is one change.
+    plain = client.patch(f"/v2/output/{made['id']}", json={"url": "http://plain.example/", "tls": None}, headers=AUTH)
+    assert plain.status_code == 200 and "tls" not in plain.json["options"]
+    assert client.get(f"/v2/output/{other['id']}", headers=AUTH).json == other | {"backlog": 2}
+
+    log = client.get("/v2/admin-action?startTime=-1h&action=output.change", headers=AUTH).json["actions"]
+    assert len(log) == 2 and "new-secret" not in json.dumps(log)
+    assert log[-1]["metadata"]["body"]["headers"] == {"Authorization": "<redacted>"}

@@ -1,19 +1,20 @@
 """The Outputs group: /v2/output, where stored records are forwarded (app/outputs/ delivers)."""
 
+import marshmallow as ma
 from flask import current_app
 
 import models.database
 import models.outputs
 from app.auth import check_endpoints, endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
-from app.extensions import Blueprint
+from app.extensions import Blueprint, validation_error
 from app.outputs import manage
 from schemas.errors import ErrorResponseSchema
 from schemas.outputs import (
+    ChangeOutputSchema,
     CreateOutputSchema,
     GetOutputsResponseSchema,
     OutputSchema,
-    PatchOutputSchema,
     redacted_body,
 )
 
@@ -56,8 +57,7 @@ def create_output(body):
         try:
             output = manage.create(body, endpoint_limit())
         except manage.Refused as exc:
-            code = ErrorCode.INVALID_PARAMETER if exc.field else ErrorCode.OUTPUT_EXISTS
-            raise ApiError(code, str(exc)) from None
+            raise ApiError(ErrorCode.INVALID_PARAMETER if exc.field else ErrorCode.OUTPUT_EXISTS, str(exc)) from None
         shown = _shown(output)
         admin_actions.record("output.create", OutputSchema().dump(shown), output.endpoints, redact=redacted_body)
     return shown
@@ -73,17 +73,30 @@ def get_output(output_id):
 
 
 @blp.route("/<int:output_id>", methods=["PATCH"])
-@blp.arguments(PatchOutputSchema)
+@blp.arguments(ChangeOutputSchema)
 @blp.response(200, OutputSchema)
 @blp.alt_response(404, schema=ErrorResponseSchema, description="No such output.")
+@blp.alt_response(409, schema=ErrorResponseSchema, description="An output of that name exists.")
 @requires("admin")
-def pause_output(body, output_id):
-    """Pause an output (records wait in the store, up to the backlog limit) or resume it."""
+def change_output(body, output_id):
+    """Pause or resume an output, or change its settings; it goes on from its cursor."""
+    check_endpoints(body.get("endpointIds") or [])
     with models.database.write_transaction():
-        output = models.outputs.set_paused(_visible(output_id).id, body["paused"])
+        output = _visible(output_id)
+        schema = CreateOutputSchema()
+        try:
+            data = schema.load(manage.merged(output, body))
+        except ma.ValidationError as exc:
+            raise validation_error(exc, schema) from None
+        try:
+            output = manage.change(output, data, endpoint_limit())
+        except manage.Refused as exc:
+            raise ApiError(ErrorCode.INVALID_PARAMETER if exc.field else ErrorCode.OUTPUT_EXISTS, str(exc)) from None
         shown = _shown(output)
-        action = "output.pause" if body["paused"] else "output.resume"
-        admin_actions.record(action, OutputSchema().dump(shown), output.endpoints)
+        action = {True: "output.pause", False: "output.resume"}.get(body["paused"]) if set(body) == {"paused"} else None
+        admin_actions.record(
+            action or "output.change", OutputSchema().dump(shown), output.endpoints, redact=redacted_body
+        )
     return shown
 
 
