@@ -120,8 +120,7 @@ class Delivery:
             output = models.outputs.get(self.output_id)
             if output is None or output.paused or not self._keep_lease(output):
                 return False
-            self._bound_backlog(output)
-            output = models.outputs.get(self.output_id)
+            output = self._bound_backlog(output)
             rows, examined = models.outputs.pending(output, output.options.get("batchSize", 500))
         if rows:
             records = shaped(rows, output.shape)
@@ -176,16 +175,17 @@ class Delivery:
                 self._bound_backlog(current)
 
     def _bound_backlog(self, output):
+        """The output, its cursor moved past all but its newest records if too many wait."""
         if time.monotonic() - self.backlog_checked < BACKLOG_CHECK_SECONDS:
-            return
+            return output
         self.backlog_checked = time.monotonic()
         limit = self.app.config["ANALYTICS_OUTPUT_BACKLOG"]
         if models.outputs.backlog(output, limit + 1) <= limit:
-            return
+            return output
         with models.database.write_transaction():
             skipped = models.outputs.skip_to_newest(output, limit)
             if skipped is None:
-                return
+                return output
             count, cursor = skipped
             metadata = {"output": {"id": output.id, "name": output.name}, "skipped": count, "cursor": cursor}
             models.admin_actions.record_action("output.skip", JOB_ACTOR, metadata, output.endpoints, now_ms())
@@ -199,3 +199,4 @@ class Delivery:
             limit,
             cursor,
         )
+        return models.outputs.get(output.id) or output
