@@ -118,6 +118,17 @@ def test_http_and_file_outputs_receive_every_record_in_order(server, receiver, t
     wait_for(lambda: len(receiver.records) >= 1100, 60, "delivery after the restart")
     assert time.monotonic() - started < 15
     assert [r["question"] for r in receiver.records] == questions
+    wait_for(lambda: len(file_records(path)) >= 1100, 60, "the file after the restart")
+    assert [r["question"] for r in file_records(path)] == questions
+
+    # The file's folder gone for a while (a disk unmounted): the file output waits, then catches up.
+    path.parent.rename(tmp_path / "away")
+    later = ingest(gunicorn, 1100, 300)
+    wait_for(lambda: output(gunicorn, file["id"])["failures"] > 0, 30, "the missing folder to be noticed")
+    assert "No such file or directory" in output(gunicorn, file["id"])["lastError"]
+    path.parent.mkdir()
+    wait_for(lambda: {r["question"] for r in file_records(path)} >= set(later), 60, "the file to catch up")
+    assert [r["question"] for r in first_arrivals(file_records(path))] == later
 
 
 def test_a_killed_service_and_a_receiver_that_was_down_lose_nothing(server, receiver):
@@ -196,6 +207,19 @@ def test_syslog_reaches_rsyslog_over_udp_tcp_and_tls(server, syslog_receiver):
             lambda t=transport, v=version, n=name: set(questions) <= {json.loads(m["msg"])[n] for m in arrived(t, v)},
             90,
             f"{transport} to catch up after the outage",
+        )
+        records = first_arrivals([json.loads(m["msg"]) for m in arrived(transport, version)], key)
+        assert [r[name] for r in records] == questions
+
+    # And through a restart of the service.
+    stop_process(gunicorn.process)
+    gunicorn.start()
+    questions += ingest(gunicorn, 500, 100)
+    for transport, version, key, name in [("tcp", "1", "record_id", "query"), ("tls", "1", "recordId", "question")]:
+        wait_for(
+            lambda t=transport, v=version, n=name: set(questions) <= {json.loads(m["msg"])[n] for m in arrived(t, v)},
+            60,
+            f"{transport} after the restart",
         )
         records = first_arrivals([json.loads(m["msg"]) for m in arrived(transport, version)], key)
         assert [r[name] for r in records] == questions
