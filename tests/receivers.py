@@ -5,6 +5,9 @@ and files read back as JSON lines."""
 import json
 import os
 import socket
+import ssl
+import subprocess
+import tempfile
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,13 +15,33 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import servers
 
 
-class HttpReceiver:
-    """Collects the records POSTed to it, in the order accepted; `refusing` answers 503."""
+def make_certificate(folder: str) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 and localhost: (certificate, key) PEM paths."""
+    certificate, key = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+    done = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
+        + ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key, "-out", certificate],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"openssl could not make a test certificate: {done.stderr.strip()[-400:]}")
+    return certificate, key
 
-    def __init__(self, port: int | None = None, delay: float = 0.0):
+
+class HttpReceiver:
+    """Collects the records POSTed to it, in the order accepted; `refusing` answers 503. With
+    `tls`, it speaks HTTPS with a self-signed certificate (`certificate`, a PEM path)."""
+
+    def __init__(self, port: int | None = None, delay: float = 0.0, tls: bool = False):
         servers.refuse_in_fast_lane("an HTTP receiver")
         self.port = port or servers.free_port()
-        self.url = f"http://127.0.0.1:{self.port}/ingest"
+        self.certificate = self.context = None
+        if tls:
+            self.certificate, key = make_certificate(tempfile.mkdtemp(prefix="analytics-receiver-"))
+            self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.context.load_cert_chain(self.certificate, key)
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}/ingest"
         self.records: list[dict] = []
         self.requests: list[dict] = []  # the headers of every request
         self.refusing = False
@@ -59,6 +82,8 @@ class HttpReceiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self.server.daemon_threads = True
+        if self.context is not None:
+            self.server.socket = self.context.wrap_socket(self.server.socket, server_side=True)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def stop(self):

@@ -10,6 +10,8 @@ import subprocess
 import tempfile
 import time
 
+from receivers import make_certificate
+
 import servers
 from servers import free_port
 
@@ -28,7 +30,11 @@ class Rsyslog:
         servers.refuse_in_fast_lane("rsyslogd")
         self.folder = tempfile.mkdtemp(prefix="analytics-rsyslog-")
         self.ports = {transport: free_port() for transport in TRANSPORTS}
-        self.certificate, self.key = self._certificate()
+        try:
+            self.certificate, self.key = make_certificate(self.folder)
+        except RuntimeError as exc:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise Unavailable(str(exc)) from None
         self.process = None
         try:
             self.start()
@@ -60,18 +66,6 @@ class Rsyslog:
                         }
                     )
         return found
-
-    def _certificate(self) -> tuple[str, str]:
-        certificate, key = os.path.join(self.folder, "cert.pem"), os.path.join(self.folder, "key.pem")
-        done = subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost"]
-            + ["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", key, "-out", certificate],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            raise Unavailable(f"openssl could not make a test certificate: {done.stderr.strip()[-400:]}")
-        return certificate, key
 
     def _config(self) -> str:
         f = self.folder

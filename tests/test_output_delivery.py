@@ -157,6 +157,27 @@ def test_a_killed_service_and_a_receiver_that_was_down_lose_nothing(server, rece
     assert final["backlog"] == 0 and final["failures"] == 0 and final["delivered"] >= 2500
 
 
+def test_https_with_its_own_authority_or_without_checks(server):
+    trusted, unchecked = HttpReceiver(tls=True), HttpReceiver(tls=True)
+    try:
+        gunicorn = server()
+        with open(trusted.certificate, encoding="utf-8") as handle:
+            authority = handle.read()
+        create(gunicorn, {"kind": "http", "url": trusted.url, "tls": {"caCert": authority}})
+        create(gunicorn, {"kind": "http", "url": unchecked.url, "tls": {"verify": False}})
+        # The system's authorities do not know the receiver's certificate: refused, and said why.
+        strict = create(gunicorn, {"kind": "http", "url": unchecked.url, "name": "strict"})
+        questions = ingest(gunicorn, 0, 300)
+        wait_for(lambda: len(trusted.records) >= 300 and len(unchecked.records) >= 300, 60, "both HTTPS receivers")
+        assert [r["question"] for r in trusted.records] == questions
+        assert [r["question"] for r in unchecked.records] == questions
+        wait_for(lambda: output(gunicorn, strict["id"])["failures"] > 0, 30, "the strict output to fail")
+        assert "CERTIFICATE_VERIFY_FAILED" in output(gunicorn, strict["id"])["lastError"]
+    finally:
+        trusted.stop()
+        unchecked.stop()
+
+
 def test_syslog_reaches_rsyslog_over_udp_tcp_and_tls(server, syslog_receiver):
     gunicorn = server()
     with open(syslog_receiver.certificate, encoding="utf-8") as handle:
