@@ -182,10 +182,10 @@ def backlog(output: OutputRow, at_most: int) -> int:
     ).fetchone()[0]
 
 
-def skip_to_newest(output: OutputRow, keep: int) -> tuple[int, int] | None:
-    """Move the cursor so that only the output's newest `keep` records remain to be sent;
-    (records skipped, new cursor), or None when no more than `keep` were waiting. Call inside
-    a write transaction."""
+def skip_point(output: OutputRow, keep: int) -> tuple[int, int] | None:
+    """Where the cursor would go for only the output's newest `keep` records to remain, and how
+    many records it would pass: (new cursor, skipped), or None when no more than `keep` wait.
+    Reads only, so that counting a long backlog holds no write lock (ingest does not wait)."""
     condition, params = Resolved(_filters(output), inline=True).where()
     found = query(
         f"SELECT r.id FROM record r WHERE r.id > ? AND {condition} ORDER BY r.id DESC LIMIT 1 OFFSET ?",
@@ -193,16 +193,23 @@ def skip_to_newest(output: OutputRow, keep: int) -> tuple[int, int] | None:
     ).fetchone()
     if found is None:
         return None
-    new_cursor = found[0]
     skipped = query(
         f"SELECT COUNT(*) FROM record r WHERE r.id > ? AND r.id <= ? AND {condition}",
-        [output.cursor, new_cursor, *params],
+        [output.cursor, found[0], *params],
     ).fetchone()[0]
-    moved = query(
-        "UPDATE output SET cursor = ?, skipped = skipped + ? WHERE id = ? AND cursor = ?",
-        [new_cursor, skipped, output.id, output.cursor],
-    ).rowcount
-    return (skipped, new_cursor) if moved else None
+    return found[0], skipped
+
+
+def skip(output: OutputRow, new_cursor: int, skipped: int) -> bool:
+    """Move the cursor past records never to be sent, unless it moved meanwhile; call inside a
+    write transaction."""
+    return (
+        query(
+            "UPDATE output SET cursor = ?, skipped = skipped + ? WHERE id = ? AND cursor = ?",
+            [new_cursor, skipped, output.id, output.cursor],
+        ).rowcount
+        == 1
+    )
 
 
 def newest_id() -> int:

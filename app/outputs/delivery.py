@@ -182,11 +182,13 @@ class Delivery:
         limit = self.app.config["ANALYTICS_OUTPUT_BACKLOG"]
         if models.outputs.backlog(output, limit + 1) <= limit:
             return output
+        point = models.outputs.skip_point(output, limit)
+        if point is None:
+            return output
+        cursor, count = point
         with models.database.write_transaction():
-            skipped = models.outputs.skip_to_newest(output, limit)
-            if skipped is None:
-                return output
-            count, cursor = skipped
+            if not models.outputs.skip(output, cursor, count):
+                return models.outputs.get(output.id) or output
             metadata = {"output": {"id": output.id, "name": output.name}, "skipped": count, "cursor": cursor}
             models.admin_actions.record_action("output.skip", JOB_ACTOR, metadata, output.endpoints, now_ms())
         metrics.count_output_skipped(output.name, count)
