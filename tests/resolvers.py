@@ -142,7 +142,9 @@ class Bind(Resolver):
 
     def command(self, socket_path):
         zone = self.folder / "home.example.zone"
-        records = "\n".join(f"{name}. 300 IN {rdtype} {ip}" for (name, rdtype), ips in ADDRESSES.items() for ip in ips)
+        records = "\n".join(
+            f"{name}. 300 IN {rdtype} {ip}" for (name, rdtype), ips in ADDRESSES.items() for ip in ips
+        )
         zone.write_text(
             "$TTL 300\n"
             "home.example. IN SOA ns.home.example. admin.home.example. 1 3600 600 86400 300\n"

@@ -41,7 +41,6 @@ SCOPE_BY_METHOD = {
 ENDPOINT_PARAMETERS = ("endpointId", "endpointId[]")
 ENDPOINT_BODY_FIELDS = ("endpointIds",)
 
-
 @dataclass(frozen=True)
 class Principal:
     key_id: int | None

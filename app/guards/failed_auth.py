@@ -55,3 +55,5 @@ class FailedAttempts:
         if failures == self.free + 1:  # once per address and minute, not once per failure
             log.warning("more than %d failed authentications in a minute from %s", self.free, address)
         return max(wait, 1) if failures > self.free else 0
+
+

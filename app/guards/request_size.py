@@ -60,3 +60,5 @@ def _read_part(stream, size: int) -> bytes:
             ErrorCode.MALFORMED_BODY,
             "The request body's chunked framing is broken or was cut off; nothing was stored.",
         ) from None
+
+
