@@ -359,7 +359,8 @@ def test_query_log_shows_the_apis_page_and_tails_live(server, browser, shots):
     rows = log_rows(browser)
     assert [r[3] for r in rows] == [q["question"] for q in matching] and rows
     browser.evaluate(
-        "document.getElementById('f-search').value = '';document.getElementById('f-mode').value = 'includes';"
+        "document.getElementById('f-search').value = '';"
+        "document.getElementById('f-mode').value = 'includes';"
     )
 
     # Live: a record ingested after the switch is on appears within 2 s.
