@@ -38,9 +38,9 @@ CALLS = {
     ("DELETE", "/v2/client/alias/{endpointId}/{clientId}"): ("/v2/client/alias/mine/shared", None),
     ("GET", "/v2/output"): ("/v2/output", None),
     ("POST", "/v2/output"): ("/v2/output", {"kind": "http", "url": "http://127.0.0.1:9/new", "endpointIds": ["mine"]}),
-    ("GET", "/v2/output/{output_id}"): ("/v2/output/1", None),
-    ("PATCH", "/v2/output/{output_id}"): ("/v2/output/1", {"paused": False}),
-    ("DELETE", "/v2/output/{output_id}"): ("/v2/output/1", None),
+    ("GET", "/v2/output/{outputId}"): ("/v2/output/1", None),
+    ("PATCH", "/v2/output/{outputId}"): ("/v2/output/1", {"paused": False}),
+    ("DELETE", "/v2/output/{outputId}"): ("/v2/output/1", None),
 }
 OUTPUTS = {operation for operation in CALLS if operation[1].startswith("/v2/output")}
 ADMIN_ONLY = {("GET", "/v2/admin-action"), ("GET", "/v2/access-log"), *OUTPUTS}
@@ -269,7 +269,7 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
     def _(op):
         assert [o["name"] for o in body(op).json["outputs"]] == ["http://127.0.0.1:9/mine"]
 
-    @check(("GET", "/v2/output/{output_id}"))
+    @check(("GET", "/v2/output/{outputId}"))
     def _(op):
         assert body(op).json["endpointIds"] == ["mine"]
         assert data.get("/v2/output/2", headers=limited).status_code == 404
@@ -283,12 +283,12 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
         unnamed = data.post("/v2/output", json={"kind": "http", "url": "http://127.0.0.1:9/u"}, headers=limited)
         assert unnamed.json["endpointIds"] == ["mine"]
 
-    @check(("PATCH", "/v2/output/{output_id}"))
+    @check(("PATCH", "/v2/output/{outputId}"))
     def _(op):
         assert body(op).json["paused"] is False
         assert data.patch("/v2/output/2", json={"paused": False}, headers=limited).status_code == 404
 
-    @check(("DELETE", "/v2/output/{output_id}"))
+    @check(("DELETE", "/v2/output/{outputId}"))
     def _(op):
         assert body(op).json["id"] == 1
         assert data.delete("/v2/output/2", headers=limited).status_code == 404

@@ -63,26 +63,26 @@ def create_output(body):
     return shown
 
 
-@blp.route("/<int:output_id>", methods=["GET"])
+@blp.route("/<int:outputId>", methods=["GET"])
 @blp.response(200, OutputSchema)
 @blp.alt_response(404, schema=ErrorResponseSchema, description="No such output.")
 @requires("admin")
-def get_output(output_id):
+def get_output(outputId):
     """One output, with its cursor, backlog and last error."""
-    return _shown(_visible(output_id))
+    return _shown(_visible(outputId))
 
 
-@blp.route("/<int:output_id>", methods=["PATCH"])
+@blp.route("/<int:outputId>", methods=["PATCH"])
 @blp.arguments(ChangeOutputSchema)
 @blp.response(200, OutputSchema)
 @blp.alt_response(404, schema=ErrorResponseSchema, description="No such output.")
 @blp.alt_response(409, schema=ErrorResponseSchema, description="An output of that name exists.")
 @requires("admin")
-def change_output(body, output_id):
+def change_output(body, outputId):
     """Pause or resume an output, or change its settings; it goes on from its cursor."""
     check_endpoints(body.get("endpointIds") or [])
     with models.database.write_transaction():
-        output = _visible(output_id)
+        output = _visible(outputId)
         schema = CreateOutputSchema()
         try:
             data = schema.load(manage.merged(output, body))
@@ -100,14 +100,14 @@ def change_output(body, output_id):
     return shown
 
 
-@blp.route("/<int:output_id>", methods=["DELETE"])
+@blp.route("/<int:outputId>", methods=["DELETE"])
 @blp.response(200, OutputSchema)
 @blp.alt_response(404, schema=ErrorResponseSchema, description="No such output.")
 @requires("admin")
-def delete_output(output_id):
+def delete_output(outputId):
     """Delete an output; its delivery stops within seconds."""
     with models.database.write_transaction():
-        output = _visible(output_id)
+        output = _visible(outputId)
         shown = _shown(output)
         models.outputs.delete(output.id)
         admin_actions.record("output.delete", OutputSchema().dump(shown), output.endpoints)
