@@ -56,11 +56,13 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """Every worker runs the loops of the retention and privacy jobs; a lease in the database
-    lets one run each at a time. The service's own log lines (retention runs, privacy
-    rewrites, refused keys) go where gunicorn's go. Batches
+    """Every worker runs the loops of the retention and privacy jobs, and the outputs' delivery
+    watcher; leases in the database let one run each job, and one deliver each output, at a
+    time. The service's own log lines (retention runs, privacy rewrites, refused keys) go where
+    gunicorn's go. Batches
     of records are parsed with the garbage collector quieted (see models.process)."""
     from app.jobs.retention import start_background
+    from app.outputs import delivery
     from models.process import quiet_garbage_collector
 
     quiet_garbage_collector()
@@ -70,6 +72,14 @@ def post_worker_init(worker):
     service_log.setLevel(logging.INFO)
     service_log.propagate = False
     start_background(worker.wsgi)
+    delivery.start_background(worker.wsgi)
+
+
+def worker_exit(server, worker):
+    """A worker stopping (a restart, a reload) hands its outputs over at once."""
+    from app.outputs import delivery
+
+    delivery.stop(worker.wsgi)
 
 
 def child_exit(server, worker):

@@ -33,15 +33,7 @@ class Parser(FlaskParser):
         return self._makeproxy(args, schema)
 
     def handle_error(self, error, req, schema, *, error_status_code, error_headers):
-        path, message = _first_message(error.messages)
-        field = _field_at(schema, path)
-        if message == ma.fields.Field.default_error_messages["required"]:
-            code, text = ErrorCode.MISSING_FIELD, f"Missing required field '{path}'."
-        elif isinstance(field, Datetime) and message.startswith("Not a valid datetime"):
-            code, text = ErrorCode.INVALID_DATETIME, f"Invalid '{path}': {message}"
-        else:
-            code, text = ErrorCode.INVALID_PARAMETER, f"Invalid '{path}': {message}"
-        raise ApiError(code, text)
+        raise validation_error(error, schema)
 
     def _raw_load_json(self, req):
         if not is_json_request(req):
@@ -52,6 +44,17 @@ class Parser(FlaskParser):
 
     def _handle_invalid_json_error(self, error, req, *args, **kwargs):
         raise ApiError(ErrorCode.MALFORMED_BODY, "The request body is not valid JSON.")
+
+
+def validation_error(error: ma.ValidationError, schema) -> ApiError:
+    """The ErrorResponse of a failed load of `schema`: its first message, naming the field."""
+    path, message = _first_message(error.messages)
+    field = _field_at(schema, path)
+    if message == ma.fields.Field.default_error_messages["required"]:
+        return ApiError(ErrorCode.MISSING_FIELD, f"Missing required field '{path}'.")
+    if isinstance(field, Datetime) and message.startswith("Not a valid datetime"):
+        return ApiError(ErrorCode.INVALID_DATETIME, f"Invalid '{path}': {message}")
+    return ApiError(ErrorCode.INVALID_PARAMETER, f"Invalid '{path}': {message}")
 
 
 def _first_message(messages, prefix=""):

@@ -62,6 +62,23 @@ STREAMS_OPEN = Gauge(
 )
 RETENTION_RUNS = Counter("dns_analytics_retention_runs", "Retention runs (when retention is on).", registry=LOCAL)
 RETENTION_EXPIRED = Counter("dns_analytics_retention_expired_records", "Records deleted by retention.", registry=LOCAL)
+# Outputs are few and made by admins: their names are bounded label values.
+OUTPUT_RECORDS = Counter(
+    "dns_analytics_output_records", "Records an output's receiver accepted, by output.", ["output"], registry=LOCAL
+)
+OUTPUT_FAILURES = Counter(
+    "dns_analytics_output_failures",
+    "Batches an output's receiver did not accept (sent again later).",
+    ["output"],
+    registry=LOCAL,
+)
+OUTPUT_SKIPPED = Counter(
+    "dns_analytics_output_skipped_records",
+    "Records an output skipped, never sent, because more than ANALYTICS_OUTPUT_BACKLOG were waiting.",
+    ["output"],
+    registry=LOCAL,
+)
+
 
 
 def _labelled_endpoints() -> set:
@@ -106,6 +123,18 @@ def count_stored(records: list, past_retention: int):
 def count_retention(deleted: int):
     RETENTION_RUNS.inc()
     RETENTION_EXPIRED.inc(deleted)
+
+
+def count_output_delivered(output: str, records: int):
+    OUTPUT_RECORDS.labels(output).inc(records)
+
+
+def count_output_failure(output: str):
+    OUTPUT_FAILURES.labels(output).inc()
+
+
+def count_output_skipped(output: str, records: int):
+    OUTPUT_SKIPPED.labels(output).inc(records)
 
 
 def stream_opened():

@@ -38,6 +38,9 @@ DEFAULTS = {
     # many days (0: forever).
     "ANALYTICS_ACCESS_LOG": True,
     "ANALYTICS_ACCESS_LOG_RETENTION_DAYS": 365,
+    # Records an output may fall behind by (a receiver down, too slow) before it skips ahead to
+    # its newest this many (docs/outputs.md).
+    "ANALYTICS_OUTPUT_BACKLOG": 1_000_000,
 }
 _INTEGERS = (
     "ANALYTICS_RETENTION_DAYS",
@@ -54,6 +57,7 @@ _INTEGERS = (
     "ANALYTICS_METRICS_ENDPOINTS",
     "ANALYTICS_WAL_LIMIT_MB",
     "ANALYTICS_ACCESS_LOG_RETENTION_DAYS",
+    "ANALYTICS_OUTPUT_BACKLOG",
 )
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 

@@ -20,7 +20,7 @@ from .database import db, is_sqlite, query, retry_locked, write_transaction
 from .tokens import ensure_token_secret
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -225,6 +225,27 @@ class PrivacyAgeMark(BaseModel):
 
     class Meta:
         primary_key = CompositeKey("endpoint", "step")
+class Output(BaseModel):
+    """An output: where every stored record of some endpoints is forwarded, and how far it got
+    (see models/outputs.py). `cursor` is the highest record id the receiver accepted (every
+    matching record up to it was delivered); it only moves forward."""
+
+    id = NeverReusedId()
+    name = TextField(unique=True)
+    kind = TextField()  # http, syslog, file
+    url = TextField()
+    options = TextField()  # JSON: what the kind needs (headers, TLS, format, rotation, ...)
+    shape = TextField()  # the record shape: querydata or controld
+    endpoints = TextField(null=True)  # JSON list of endpoint names; NULL: every endpoint
+    cursor = BigIntegerField()
+    paused = IntegerField(default=0)
+    created = BigIntegerField()
+    delivered = BigIntegerField(default=0)
+    skipped = BigIntegerField(default=0)
+    last_delivery = BigIntegerField(null=True)
+    failures = IntegerField(default=0)  # consecutive failed attempts; 0 once one succeeds
+    last_error = TextField(null=True)
+    last_error_at = BigIntegerField(null=True)
 
 
 class JobLease(BaseModel):
@@ -328,6 +349,7 @@ TABLES = (
     PrivacySetting,
     PrivacyRewrite,
     PrivacyAgeMark,
+    Output,
     JobLease,
     Rollup,
     Record,

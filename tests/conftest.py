@@ -17,6 +17,7 @@ import nginx
 import postgres
 import pytest
 import resolvers
+import rsyslog
 import stores
 import unbound
 
@@ -32,6 +33,7 @@ REAL_PROGRAMS = {
     "PostgreSQL": postgres,
     "nginx": nginx,
     "Unbound": unbound,
+    "rsyslog": rsyslog,
     **{program.name: program for program in resolvers.PROGRAMS},
 }
 
@@ -49,6 +51,7 @@ SYSTEM_MODULES = {
     "test_faults",
     "test_feed_processes",
     "test_gunicorn",
+    "test_output_delivery",
     "test_proxy",
     "test_resolvers",
     "test_wal",
@@ -97,6 +100,7 @@ def pytest_collection_finish(session):
         postgres.start_once()
         nginx.probe_once()
         unbound.probe()
+        rsyslog.probe()
         for program in resolvers.PROGRAMS:
             program.probe()
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -106,6 +110,8 @@ def pytest_collection_finish(session):
         reporter.write_line(f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}")
     if unbound.VERSION and not unbound.UNAVAILABLE:
         reporter.write_line(f"Unbound: {unbound.VERSION}")
+    if rsyslog.VERSION and not rsyslog.UNAVAILABLE:
+        reporter.write_line(f"rsyslog: {rsyslog.VERSION}")
     for program in resolvers.PROGRAMS:
         if program.VERSION and not program.UNAVAILABLE:
             reporter.write_line(f"{program.name}: {program.VERSION}")

@@ -39,15 +39,22 @@ CALLS = {
     ("PUT", "/v2/client/alias/{endpointId}/{clientId}"): ("/v2/client/alias/mine/shared", {"alias": "x"}),
     ("DELETE", "/v2/client/alias/{endpointId}/{clientId}"): ("/v2/client/alias/mine/shared", None),
     ("PUT", "/v2/client/logging/{endpointId}/{clientId}"): ("/v2/client/logging/mine/shared", {"logged": False}),
+    ("GET", "/v2/output"): ("/v2/output", None),
+    ("POST", "/v2/output"): ("/v2/output", {"kind": "http", "url": "http://127.0.0.1:9/new", "endpointIds": ["mine"]}),
+    ("GET", "/v2/output/{outputId}"): ("/v2/output/1", None),
+    ("PATCH", "/v2/output/{outputId}"): ("/v2/output/1", {"paused": False}),
+    ("DELETE", "/v2/output/{outputId}"): ("/v2/output/1", None),
 }
+OUTPUTS = {operation for operation in CALLS if operation[1].startswith("/v2/output")}
 ADMIN_ONLY = {
     ("GET", "/v2/admin-action"),
     ("GET", "/v2/access-log"),
     ("GET", "/v2/privacy"),
     ("PUT", "/v2/privacy/{endpointId}"),
+    *OUTPUTS,
 }
 ANY_KEY = {("GET", "/v2/auth/token"), ("GET", "/v2/auth/key")}
-SCOPE_OF_METHOD = {"GET": "read", "POST": "ingest", "PUT": "write", "DELETE": "write"}
+SCOPE_OF_METHOD = {"GET": "read", "POST": "ingest", "PUT": "write", "DELETE": "write", "PATCH": "write"}
 
 
 def operations(client):
@@ -56,7 +63,7 @@ def operations(client):
         (method.upper(), path)
         for path, item in spec["paths"].items()
         for method in item
-        if method in ("get", "post", "put", "delete")
+        if method in ("get", "post", "put", "delete", "patch")
     )
 
 
@@ -92,6 +99,9 @@ def data(client):
         record("theirs", "shared", "2024-05-01T10:00:00Z", "theirs.com", responseTimeMs=50),
         record("theirs", "shared", "2024-05-01T12:00:00Z", "theirs2.com"),
     )
+    for endpoint in ("mine", "theirs"):  # outputs 1 and 2, paused: nothing is sent anywhere
+        made = {"kind": "http", "url": f"http://127.0.0.1:9/{endpoint}", "endpointIds": [endpoint], "paused": True}
+        assert client.post("/v2/output", json=made, headers=AUTH).status_code == 201
     return client
 
 
@@ -275,6 +285,35 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
         assert response.status_code == 403
         everything = data.delete("/v2/activity-log?all=true&endTime=2024-05-01T10:00:00Z", headers=limited)
         assert everything.json == {"deletedCount": 1}  # mine's "solo"; theirs at 10:00 stays
+
+    @check(("GET", "/v2/output"))
+    def _(op):
+        assert [o["name"] for o in body(op).json["outputs"]] == ["http://127.0.0.1:9/mine"]
+
+    @check(("GET", "/v2/output/{outputId}"))
+    def _(op):
+        assert body(op).json["endpointIds"] == ["mine"]
+        assert data.get("/v2/output/2", headers=limited).status_code == 404
+
+    @check(("POST", "/v2/output"))
+    def _(op):
+        response = call(data, op, limited)
+        assert response.status_code == 201 and response.json["endpointIds"] == ["mine"]
+        theirs = {"kind": "http", "url": "http://127.0.0.1:9/t", "endpointIds": ["theirs"]}
+        assert data.post("/v2/output", json=theirs, headers=limited).status_code == 403
+        unnamed = data.post("/v2/output", json={"kind": "http", "url": "http://127.0.0.1:9/u"}, headers=limited)
+        assert unnamed.json["endpointIds"] == ["mine"]
+
+    @check(("PATCH", "/v2/output/{outputId}"))
+    def _(op):
+        assert body(op).json["paused"] is False
+        assert data.patch("/v2/output/2", json={"paused": False}, headers=limited).status_code == 404
+
+    @check(("DELETE", "/v2/output/{outputId}"))
+    def _(op):
+        assert body(op).json["id"] == 1
+        assert data.delete("/v2/output/2", headers=limited).status_code == 404
+        assert data.get("/v2/output/2", headers=AUTH).json["paused"] is True
 
     @check(("DELETE", "/v2/client"))
     def _(op):

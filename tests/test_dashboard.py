@@ -540,6 +540,39 @@ def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
     cabin = api(server, "privacy")["items"]["cabin"]
     assert cabin["steps"] == steps and cabin["answers"] == "drop"
     assert "stored records are rewritten" in note
+def test_outputs_are_listed_paused_and_deleted(server, browser, shots, tmp_path):
+    failing = {"kind": "http", "url": "http://127.0.0.1:9/nobody-listens", "name": "siem", "endpointIds": ["home"]}
+    quiet = {"kind": "file", "url": f"file://{tmp_path}/queries.jsonl", "name": "archive", "paused": True}
+    made = [server.call("POST", "/v2/output", body, AUTH)[1] for body in (failing, quiet)]
+    try:
+        wait = time.monotonic() + 30
+        while api(server, f"output/{made[0]['id']}")["failures"] == 0 and time.monotonic() < wait:
+            time.sleep(0.2)
+        sign_in(browser, server, API_KEY, "outputs")
+        loaded(browser, "outputs")
+        rows = browser.evaluate(
+            "Array.from(document.querySelectorAll('#outputs tbody tr'), (tr) =>"
+            " [Number(tr.dataset.id), tr.cells[0].textContent, tr.cells[3].textContent, tr.cells[8].textContent])"
+        )
+        assert [(r[0], r[1]) for r in rows] == [(o["id"], o["name"]) for o in made]
+        assert rows[0][2].startswith("failing") and "refused" in rows[0][3]
+        assert rows[1][2] == "paused"
+        screenshots(browser, shots, "outputs")
+
+        # The page marks itself loaded again once the change is made and the list read anew.
+        unload = "delete document.getElementById('app').dataset.loaded;"
+        browser.evaluate(unload + "document.querySelector('#outputs tbody tr .output-pause').click()")
+        loaded(browser, "outputs")
+        assert api(server, f"output/{made[0]['id']}")["paused"] is True
+        browser.evaluate(
+            unload + "window.confirm = () => true; document.querySelector('#outputs tbody tr .output-delete').click()"
+        )
+        loaded(browser, "outputs")
+        assert [o["id"] for o in api(server, "output")["outputs"]] == [made[1]["id"]]
+        assert browser.evaluate("document.querySelectorAll('#outputs tbody tr').length") == 1
+    finally:
+        for output in api(server, "output")["outputs"]:
+            server.call("DELETE", f"/v2/output/{output['id']}", None, AUTH)
 
 
 def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
@@ -553,6 +586,7 @@ def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
     assert browser.evaluate("document.getElementById('nav-admin').hidden") is True
     assert browser.evaluate("document.getElementById('nav-privacy').hidden") is True
     assert browser.evaluate("document.getElementById('nav-access').hidden") is True
+    assert browser.evaluate("document.getElementById('nav-outputs').hidden") is True
     # The admin view is not offered: asking for it shows the overview.
     browser.evaluate("location.hash = 'admin'")
     loaded(browser, "overview")

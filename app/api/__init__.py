@@ -12,6 +12,7 @@ from . import (
     docs,
     ingest,
     metrics,
+    outputs,
     privacy,
     statistics,
 )
@@ -22,7 +23,7 @@ def init_app(app, api_class):
     dashboard.init_app(app)
     app.register_blueprint(metrics.blp)
     api = api_class(app)
-    for module in (
+    modules = (
         auth,
         ingest,
         activity_log,
@@ -32,6 +33,8 @@ def init_app(app, api_class):
         access_log,
         privacy,
         clients,
-    ):
+        outputs,
+    )
+    for module in modules:
         api.register_blueprint(module.blp)
     return api

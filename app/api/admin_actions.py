@@ -33,14 +33,17 @@ def list_actions(query):
     return {"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "actions": actions}
 
 
-def request_metadata(result: dict) -> dict:
-    """The request's path parameters, query parameters and JSON body, and the result."""
+def request_metadata(result: dict, redact=None) -> dict:
+    """The request's path parameters, query parameters and JSON body (through `redact`, for a
+    body that carries secrets), and the result."""
     # The body as the view read it, whatever the Content-Type said (an alias sent as text/plain
     # is set all the same, so its entry shows it too).
     try:
         body = checked_json(request.get_data(cache=True)) if request.get_data(cache=True).strip() else None
     except ApiError:
         body = None
+    if redact is not None and body is not None:
+        body = redact(body)
     return {
         "path": dict(request.view_args or {}),
         "query": {name: values if len(values) > 1 else values[0] for name, values in request.args.lists()},
@@ -58,9 +61,9 @@ def touched_endpoints(named) -> list | None:
     return None if limit is None else sorted(limit)
 
 
-def record(action: str, result: dict, named=None) -> int:
+def record(action: str, result: dict, named=None, redact=None) -> int:
     return models.admin_actions.record_action(
-        action, actor(), request_metadata(result), touched_endpoints(named), now_ms()
+        action, actor(), request_metadata(result, redact), touched_endpoints(named), now_ms()
     )
 
 

@@ -1,4 +1,4 @@
-"""The command line under `flask --app wsgi`: init, keys, privacy, retention, backup, and the feeds'
+"""The command line under `flask --app wsgi`: init, keys, privacy, output, retention, backup, and the feeds'
 commands (ingest, import-pihole, import-adguard, collect-dnstap; see app/commands/feeds.py)."""
 
 import os
@@ -11,6 +11,7 @@ from flask.cli import with_appcontext
 from . import feeds
 from .backup import backup_command
 from .keys import keys
+from .outputs import output
 from .privacy import privacy
 from .retention import retention_command
 
@@ -21,6 +22,7 @@ def register(app):
         app.cli.add_command(command)
     app.cli.add_command(keys)
     app.cli.add_command(privacy)
+    app.cli.add_command(output)
     app.cli.add_command(retention_command)
     app.cli.add_command(backup_command)
 

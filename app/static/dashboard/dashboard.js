@@ -897,6 +897,57 @@
     $("app-note").textContent = `Saved the settings of ${endpoint === PRIVACY_DEFAULT ? "the default" : `"${endpoint}"`}.${rewrite}`;
   }
 
+  // ---- outputs -------------------------------------------------------------------------------
+
+  function outputState(o) {
+    if (o.paused) return "paused";
+    if (!o.failures) return "delivering";
+    return `failing (${number(o.failures)} ${o.failures === 1 ? "attempt" : "attempts"})`;
+  }
+
+  async function loadOutputs() {
+    const { outputs } = await api("output");
+    const body = document.querySelector("#outputs tbody");
+    body.replaceChildren(
+      ...labelled(body, outputs.map((o) => {
+        const actions = element("td");
+        actions.append(
+          button(o.paused ? "Resume" : "Pause", () => changeOutput(o, "PATCH", { paused: !o.paused }), "output-pause"),
+          button("Delete", () => {
+            if (window.confirm(`Delete the output ${o.name}? Its delivery stops; the records stay.`)) {
+              changeOutput(o, "DELETE");
+            }
+          }, "output-delete danger"),
+        );
+        const backlog = o.backlog > o.backlogLimit ? `over ${number(o.backlogLimit)}` : number(o.backlog);
+        const tr = row([
+          element("td", o.name),
+          element("td", o.kind + (o.options.format ? ` ${o.options.format}` : "")),
+          element("td", o.endpointIds === null ? "all" : o.endpointIds.join(", ")),
+          element("td", outputState(o), "output-state"),
+          element("td", number(o.delivered), "num"),
+          element("td", backlog, "num"),
+          element("td", number(o.skipped), "num"),
+          element("td", o.lastDeliveryAt ? ago(o.lastDeliveryAt) : "never"),
+          element("td", o.lastError ? `${ago(o.lastErrorAt)}: ${o.lastError}` : ""),
+          actions,
+        ]);
+        tr.dataset.id = o.id;
+        return tr;
+      })),
+    );
+    if (!outputs.length) body.append(row([element("td", "No outputs", "empty")]));
+  }
+
+  async function changeOutput(o, method, body) {
+    try {
+      await api(`output/${o.id}`, null, { method, body });
+    } catch (error) {
+      showError(error);
+    }
+    run(loadOutputs);
+  }
+
   // ---- views, sign-in ------------------------------------------------------------------------
 
   const LOADERS = {
@@ -907,8 +958,9 @@
     admin: loadAdmin,
     access: loadAccess,
     privacy: loadPrivacy,
+    outputs: loadOutputs,
   };
-  const ADMIN_VIEWS = ["admin", "access", "privacy"];
+  const ADMIN_VIEWS = ["admin", "access", "privacy", "outputs"];
 
   // Run a view's loader; the page says when it is done (data-loaded) and for which URL
   // (data-url), which the tests wait for. Only the latest run says so: an older one that ends
