@@ -6,7 +6,7 @@ records when those expire, and these queries have none. Nor the rollups keyed by
 that would name the client.
 """
 
-from catalogue import ENDPOINT, FIELDS, TERM
+from catalogue import FIELDS, FIELDS_BY_SQL, TERM
 
 from . import domains, rollups
 from .terms import term_ids
@@ -18,13 +18,17 @@ _TERM_AT = [i for i, field in enumerate(FIELDS) if field.storage == TERM and fie
 
 
 class Counts:
-    """The counts of some records (as models.ingestion.store_records takes them), made before
-    the write lock; `add` them inside the transaction that stores the batch."""
+    """The counts of some records (as models.ingestion.store_records takes them): their columns
+    and strings taken before the write lock; `add` counts them, on their ids, inside the
+    transaction that stores the batch."""
 
     def __init__(self, records: list[tuple]):
         columns = list(zip(*(values for values, _ in records), strict=True))
-        self.counts = rollups.count({field.sql: column for field, column in zip(FIELDS, columns, strict=True)}, DIMS)
-        self.endpoints = set(columns[_AT["endpoint"]])
+        self.columns = {
+            field.sql: column
+            for field, column in zip(FIELDS, columns, strict=True)
+            if field.sql in _COLUMNS or field.sql in ("ts", "endpoint")
+        }
         self.questions = set(columns[_AT["question"]])
         self.strings = {value for i in _TERM_AT for value in columns[i] if value is not None}
         self.strings |= domains.domains_of(self.questions)
@@ -35,4 +39,11 @@ class Counts:
         terms = term_ids(self.strings)
         terms[None] = None
         domains.map_questions(terms, self.questions)  # registrableDomain reads the questions' rollups
-        rollups.add(rollups.resolved(self.counts, {ENDPOINT: endpoint_ids(self.endpoints), TERM: terms}))
+        endpoints = endpoint_ids(set(self.columns["endpoint"]))
+        stored = {
+            sql: [(endpoints if sql == "endpoint" else terms)[value] for value in column]
+            if sql == "endpoint" or FIELDS_BY_SQL[sql].storage == TERM
+            else column
+            for sql, column in self.columns.items()
+        }
+        rollups.add(rollups.count(stored, DIMS))
