@@ -273,7 +273,10 @@ def _record_column(field):
 
 class _RecordMeta:
     indexes = (
-        (("client", "ts"), False),  # a client's last activity; client filters; deletion
+        # A client's last activity; client filters; deletion. With the question, a client's names
+        # (its top names, its first-seen names) are read from the index alone: reading each of
+        # its records' rows for them cost 4x as much.
+        (("client", "ts", "question"), False),
         (("endpoint", "ts"), False),  # an endpoint's last activity; endpoint filters
         (("ts",), False),  # the time window; retention
     )
@@ -372,6 +375,7 @@ def create_schema():
             version = dialect.schema_version(query)
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
             query(dialect.term_index())
+            query("DROP INDEX IF EXISTS record_client_ts")  # before (client, ts, question)
             _add_missing_columns(Record)
             _add_missing_columns(Client)
             # Partial: ingestion reads the few clients marked not logged with every batch.

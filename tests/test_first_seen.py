@@ -1,7 +1,7 @@
 """GET /v2/statistic/first-seen/{group}: names (questions, registrable domains) whose first
 appearance on the endpoints (or for the clients) asked about falls in the window."""
 
-from stores import as_older_schema
+from stores import as_older_schema, is_postgres, run_sql
 
 from app import create_app
 from models.clock import now_ms
@@ -100,6 +100,26 @@ def test_a_database_made_before_it_notes_its_records_at_start(app, client, datab
     as_older_schema(database, 11, "name_seen")
     restarted = create_app(app.config).test_client()
     assert seen(restarted) == [("brand-new.net", "2024-05-10T12:00:00", 2), ("mail.old.com", "2024-05-09T11:00:00", 1)]
+
+
+def record_indexes(database) -> set[str]:
+    if is_postgres(database):
+        sql = "SELECT indexname FROM pg_indexes WHERE tablename = 'record' AND schemaname = current_schema()"
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'record'"
+    return {row[0] for row in run_sql(database, sql)}
+
+
+def test_an_older_databases_client_index_gains_the_question_at_start(app, client, database):
+    # A client's names are read from its index alone; a database made before has the index
+    # without them, replaced at start.
+    history(client)
+    run_sql(database, "DROP INDEX record_client_ts_question")
+    run_sql(database, "CREATE INDEX record_client_ts ON record (client, ts)")
+    restarted = create_app(app.config).test_client()
+    indexes = record_indexes(database)
+    assert "record_client_ts_question" in indexes and "record_client_ts" not in indexes
+    assert seen(restarted, query=f"{WEEK}&clientId[]=a") == seen(client, query=f"{WEEK}&clientId[]=a")
 
 
 def test_only_names_are_groups(client):
