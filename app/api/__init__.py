@@ -5,6 +5,7 @@ from . import (
     access_log,
     activity_log,
     admin_actions,
+    alerts,
     auth,
     clients,
     dashboard,
@@ -32,6 +33,7 @@ def init_app(app, api_class):
         access_log,
         privacy,
         clients,
+        alerts,
     ):
         api.register_blueprint(module.blp)
     return api
