@@ -11,15 +11,15 @@ KINDS = ("feed-silent", "new-client", "new-domain", "watched-domain", "client-sh
 # A delivery's states: not tried yet, failed and to be tried again, done, given up.
 PENDING, RETRYING, DELIVERED, FAILED = "pending", "retrying", "delivered", "failed"
 
-RuleRow = namedtuple("RuleRow", "id kind endpoints clients destinations cooldown settings cursor created updated")
+RuleRow = namedtuple("RuleRow", "id kind endpoints client_ids destinations cooldown settings cursor created updated")
 AlertRow = namedtuple("AlertRow", "id rule kind endpoint subject message detail ts deliveries")
 DeliveryRow = namedtuple("DeliveryRow", "destination state attempts next_try error updated")
 DueRow = namedtuple("DueRow", "delivery destination attempts id rule kind endpoint subject message detail ts secret")
 # A record as the record-reading kinds judge it (texts, not term ids).
 SeenRecord = namedtuple("SeenRecord", "id ts endpoint client question domain")
 
-_RULE_COLUMNS = "id, kind, endpoints, clients, destinations, cooldown, settings, cursor, created, updated"
-_JSON_COLUMNS = ("endpoints", "clients", "destinations", "settings")
+_RULE_COLUMNS = "id, kind, endpoints, client_ids, destinations, cooldown, settings, cursor, created, updated"
+_JSON_COLUMNS = ("endpoints", "client_ids", "destinations", "settings")
 
 
 def _dumps(value) -> str | None:
@@ -39,14 +39,14 @@ def top_id(kind: str) -> int:
 
 
 def create_rule(fields: dict, secret: str, now_ms: int) -> RuleRow:
-    """Store a rule; `fields` holds kind, endpoints, clients, destinations, cooldown, settings."""
+    """Store a rule; `fields` holds kind, endpoints, client_ids, destinations, cooldown, settings."""
     row = query(
-        "INSERT INTO alert_rule (kind, endpoints, clients, destinations, cooldown, settings, secret, cursor,"
+        "INSERT INTO alert_rule (kind, endpoints, client_ids, destinations, cooldown, settings, secret, cursor,"
         f" created, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING {_RULE_COLUMNS}",
         [
             fields["kind"],
             _dumps(sorted(set(fields["endpoints"]))),
-            _dumps(fields["clients"]),
+            _dumps(fields["client_ids"]),
             _dumps(fields["destinations"]),
             fields["cooldown"],
             _dumps(fields["settings"]),
@@ -106,8 +106,10 @@ def secret_of(rule_id: int) -> str:
     return query("SELECT secret FROM alert_rule WHERE id = ?", [rule_id]).fetchone()[0]
 
 
-def advance(rule_id: int, cursor: int):
-    query("UPDATE alert_rule SET cursor = ? WHERE id = ? AND cursor < ?", [cursor, rule_id, cursor])
+def advance(rule_id: int, seen: int, cursor: int) -> bool:
+    """Move a rule's cursor from `seen` to `cursor`; False when it is no longer at `seen` (another
+    process judged those rows first: whoever moves the cursor is the one that fires)."""
+    return query("UPDATE alert_rule SET cursor = ? WHERE id = ? AND cursor = ?", [cursor, rule_id, seen]).rowcount == 1
 
 
 # What the kinds read.

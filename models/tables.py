@@ -245,7 +245,7 @@ class AlertRule(BaseModel):
     id = NeverReusedId()
     kind = TextField()
     endpoints = TextField()  # JSON list of endpoint names
-    clients = TextField(null=True)  # JSON list of client ids; NULL: every client
+    client_ids = TextField(null=True)  # JSON list; NULL: every client
     destinations = TextField()  # JSON list of URLs
     cooldown = BigIntegerField()  # seconds
     settings = TextField()  # JSON: the kind's own fields

@@ -121,7 +121,7 @@ def rule_json(rule, secret: str | None = None) -> dict:
         "id": rule.id,
         "kind": rule.kind,
         "endpointIds": rule.endpoints,
-        "clientIds": rule.clients,
+        "clientIds": rule.client_ids,
         "destinations": rule.destinations,
         "cooldown": rule.cooldown,
         **rule.settings,

@@ -11,8 +11,9 @@ import time
 import pytest
 from receivers import HttpReceiver, SmtpReceiver
 
+import models.alerts
 import models.database
-from app.jobs.alerts import run_alerts
+from app.jobs.alerts import judge_rule, run_alerts
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
@@ -205,8 +206,13 @@ def test_watched_domain(app, client, receivers):
     )
     alert = fires_once(app, client, receivers, rule)
     assert alert["detail"]["watch"] == watch[1] and alert["detail"]["queries"] == 2
-    ingest(client, record("home", "phone", ago(0), "x42.dga.example"), record("home", "phone", ago(0), "EXACT.example"))
-    assert run_job(app) == 2, "each watched entry is its own condition"
+    ingest(
+        client,
+        record("home", "phone", ago(0), "x42.dga.example"),
+        record("home", "phone", ago(0), "EXACT.example"),
+        record("home", "phone", ago(0), "again.bad.example"),  # within bad.example's cooldown
+    )
+    assert run_job(app) == 2, "each watched entry is its own condition, bad.example's told already"
 
 
 @pytest.mark.system
@@ -242,6 +248,28 @@ def test_a_receiver_down_gets_the_alert_on_a_retry(app, client, receivers):
         smtp.url: ("delivered", 1),
     }
     assert len(verified(webhook, rule["secret"])) == 1
+
+
+@pytest.mark.parametrize(
+    "kind, fields, question",
+    [
+        ("new-client", {}, "a.example"),
+        ("watched-domain", {"watch": [{"match": "suffix", "value": "a.example"}]}, "x.a.example"),
+        ("feed-silent", {"silentMinutes": 1}, "a.example"),
+    ],
+)
+def test_a_second_process_judging_the_same_rule_fires_nothing(app, client, kind, fields, question):
+    """Two workers (or hosts) that read a rule at once: only one fires, whatever the lease."""
+    # No cooldown: what keeps the second from firing is the store, not the time since the first.
+    body = {"kind": kind, "endpointIds": ["home"], "destinations": ["https://hooks.example/"], "cooldown": 0, **fields}
+    rule = make_rule(client, body)
+    ingest(client, record("home", "laptop", ago(2 * MINUTE), question))
+    with app.app_context(), models.database.connection():
+        stale = models.alerts.get_rule(rule["id"])
+        now = now_ms()
+        assert judge_rule(stale, now) == 1
+        assert judge_rule(stale, now) == 0, "the other process read the rule before the first fired"
+    assert len(history(client)) == 1
 
 
 @pytest.mark.system

@@ -27,7 +27,13 @@ from . import admin_actions
 blp = Blueprint("alerts", __name__, url_prefix="/v2", description="Alert rules and the alerts they fired.")
 
 DAY_MS = 86_400_000
-_COLUMNS = {"endpointIds": "endpoints", "clientIds": "clients", "destinations": "destinations", "cooldown": "cooldown"}
+# The common fields on the wire and their columns (the kinds' own fields go to `settings`).
+_COLUMNS = {
+    "endpointIds": "endpoints",
+    "clientIds": "client_ids",
+    "destinations": "destinations",
+    "cooldown": "cooldown",
+}
 
 
 def _checked(kind: str, body: dict) -> dict:
@@ -60,10 +66,11 @@ def _rule_or_404(rule_id: int):
 @requires("admin")
 def create_rule(body):
     """Create an alert rule; the answer holds the webhook signing secret, shown this once."""
+    check_endpoints(body["endpointIds"])
     columns = _checked(body["kind"], body)
     secret = secrets.token_urlsafe(32)
     with write_transaction():
-        rule = models.alerts.create_rule({"kind": body["kind"], "clients": None, **columns}, secret, now_ms())
+        rule = models.alerts.create_rule({"kind": body["kind"], "client_ids": None, **columns}, secret, now_ms())
         _remember_domains(rule)
         answer = rule_json(rule)
         admin_actions.record("alert-rule.create", answer, named=rule.endpoints)

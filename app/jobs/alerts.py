@@ -33,13 +33,20 @@ def run_alerts(actor: dict | None = None, now: int | None = None, seconds: float
     fired = 0
     for rule in models.alerts.list_rules():
         try:
-            fired += _JUDGES[rule.kind](rule, now, lambda: time.monotonic() > stop)
+            fired += judge_rule(rule, now, lambda: time.monotonic() > stop)
         except Exception:
             log.exception("alerts: rule %d (%s) could not be judged; trying again next run", rule.id, rule.kind)
     deliver(now)
     if fired:
         log.info("alerts: %d alerts fired", fired)
     return fired
+
+
+def judge_rule(rule, now: int, stopped=lambda: False) -> int:
+    """Judge one rule (as read from the store) at `now`; the firings made. Safe also when two
+    processes judge the same rule at once: the rows past a cursor fire only for the process that
+    moves the cursor, and a lasting condition's last firing is read under the write lock."""
+    return _JUDGES[rule.kind](rule, now, stopped)
 
 
 def _fire(rule, endpoint: str, subject: str, message: str, detail: dict, now: int, last_condition=None) -> bool:
@@ -76,13 +83,14 @@ def _new_client(rule, now: int, stopped) -> int:
         if not rows:
             break
         with models.database.write_transaction():
+            if not models.alerts.advance(rule.id, rule.cursor, rows[-1][0]):
+                break
             for _, endpoint, client, host, ip, mac in rows:
-                if rule.clients and client not in rule.clients:
+                if rule.client_ids and client not in rule.client_ids:
                     continue
                 detail = {"clientId": client, "host": host or None, "ip": ip or None, "mac": mac or None}
                 message = f"New client {client} on endpoint {endpoint}" + (f" ({host})" if host else "")
                 fired += _fire(rule, endpoint, f"{endpoint}/{client}", message, detail, now)
-            models.alerts.advance(rule.id, rows[-1][0])
         rule = rule._replace(cursor=rows[-1][0])
     return fired
 
@@ -98,12 +106,13 @@ def _judge_records(judge):
     def run(rule, now: int, stopped) -> int:
         fired = 0
         while not stopped():
-            records, upto = models.alerts.records_after(rule.endpoints, rule.clients, rule.cursor, BATCH)
+            records, upto = models.alerts.records_after(rule.endpoints, rule.client_ids, rule.cursor, BATCH)
             if upto == rule.cursor:
                 break
             with models.database.write_transaction():
+                if not models.alerts.advance(rule.id, rule.cursor, upto):
+                    break
                 fired += judge(rule, records, now)
-                models.alerts.advance(rule.id, upto)
             rule = rule._replace(cursor=upto)
         return fired
 
@@ -183,7 +192,7 @@ def _client_share(rule, now: int, stopped) -> int:
     settings = rule.settings
     metric, threshold, window = settings["metric"], settings["threshold"], settings["windowMinutes"]
     fired = 0
-    counts = models.alerts.client_counts(rule.endpoints, rule.clients, now - window * MINUTE_MS, now)
+    counts = models.alerts.client_counts(rule.endpoints, rule.client_ids, now - window * MINUTE_MS, now)
     with models.database.write_transaction():
         for endpoint, client, total, nxdomain, blocked in counts:
             if metric == "rate":
