@@ -4,6 +4,7 @@ alerting (the job that evaluates and delivers is app/jobs/alerts.py)."""
 import json
 from collections import namedtuple
 
+from .clients import endpoint_last_activity
 from .database import query
 from .utils import chunks, placeholders
 
@@ -117,16 +118,9 @@ def advance(rule_id: int, seen: int, cursor: int) -> bool:
 
 def endpoint_activity(names: list) -> dict[str, int | None]:
     """Each named endpoint's last activity (ms; None: no record yet, or never seen)."""
-    found = dict.fromkeys(names)
-    rows = query(
-        "SELECT e.name, MAX(COALESCE(e.lost_mark, 0)), MAX(r.ts) FROM endpoint e"
-        f" LEFT JOIN record r ON r.endpoint = e.id WHERE e.name IN ({placeholders(len(names))}) GROUP BY e.name",
-        names,
-    )
-    for name, mark, newest in rows:
-        times = [t for t in (mark or None, newest) if t is not None]
-        found[name] = max(times) if times else None
-    return found
+    ids = dict(query(f"SELECT id, name FROM endpoint WHERE name IN ({placeholders(len(names))})", names).fetchall())
+    last = endpoint_last_activity(list(ids))
+    return {name: None for name in names} | {name: last[ident] for ident, name in ids.items()}
 
 
 def new_clients(names: list, after_id: int, limit: int) -> list[tuple]:

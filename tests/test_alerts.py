@@ -18,7 +18,7 @@ from models.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import API_KEY, AUTH, assert_error, create, ingest, record
-from servers import Gunicorn
+from servers import Gunicorn, free_port
 
 MINUTE = 60_000
 SINCE = "startTime=2020-01-01T00:00:00Z"
@@ -49,7 +49,8 @@ def run_job(app, now=None) -> int:
 
 
 def history(client, query="") -> list[dict]:
-    response = client.get(f"/v2/alert?{SINCE}{query}", headers=AUTH)
+    # Up to a far end: the job is run at times ahead of the clock (cooldowns, backoff).
+    response = client.get(f"/v2/alert?{SINCE}&endTime=2100-01-01T00:00:00Z{query}", headers=AUTH)
     assert response.status_code == 200, response.json
     return response.json["alerts"]
 
@@ -141,6 +142,58 @@ def test_rules_and_history_need_the_admin_scope(client, runner):
     assert_error(client.post("/v2/alert-rule", json=body, headers=reader), 403, 40301)
     assert_error(client.get("/v2/alert-rule", headers=reader), 403, 40301)
     assert_error(client.get(f"/v2/alert?{SINCE}", headers=reader), 403, 40301)
+
+
+def test_a_change_touches_only_the_fields_it_names_and_a_bad_one_nothing(client):
+    body = {"kind": "feed-silent", "endpointIds": ["home"], "destinations": ["https://h.example/"], "silentMinutes": 9}
+    rule = make_rule(client, {**body, "cooldown": 120})
+    url = f"/v2/alert-rule/{rule['id']}"
+    changed = client.patch(url, json={"silentMinutes": 5}, headers=AUTH).json
+    assert (changed["silentMinutes"], changed["cooldown"], changed["destinations"]) == (5, 120, ["https://h.example/"])
+    for bad, code in [
+        ({"days": 3}, 40001),
+        ({"destinations": ["nonsense://x"]}, 40001),
+        ({"silentMinutes": 0}, 40001),
+        ({}, 40001),
+        ({"kind": "new-client"}, 40001),  # a rule's kind is not changed: the body sets nothing
+    ]:
+        assert_error(client.patch(url, json=bad, headers=AUTH), 400, code)
+    assert client.get(url, headers=AUTH).json == changed
+    assert_error(client.patch("/v2/alert-rule/999", json={"cooldown": 1}, headers=AUTH), 404, 40401)
+
+
+def test_the_client_scope_limits_what_fires(app, client):
+    watch = [{"match": "exact", "value": "watched.example"}]
+    body = {"kind": "watched-domain", "endpointIds": ["home"], "destinations": ["https://h.example/"], "watch": watch}
+    rule = make_rule(client, {**body, "clientIds": ["kid"]})
+    assert rule["clientIds"] == ["kid"]
+    ingest(client, record("home", "parent", ago(0), "watched.example"))
+    with app.app_context(), models.database.connection():
+        assert judge_rule(models.alerts.get_rule(rule["id"]), now_ms()) == 0, "not one of its clients"
+        ingest(client, record("home", "kid", ago(0), "watched.example"))
+        assert judge_rule(models.alerts.get_rule(rule["id"]), now_ms()) == 1
+
+
+def test_a_delivery_is_given_up_after_its_attempts_and_with_its_rule(app, client):
+    nobody = f"http://127.0.0.1:{free_port()}/hook"  # nothing listens there
+    body = {"kind": "new-client", "endpointIds": ["home"], "destinations": [nobody]}
+    first = make_rule(client, body)
+    ingest(client, record("home", "laptop", ago(0)))
+    now = now_ms()
+    for hour in range(10):
+        run_job(app, now + hour * 3600_000)
+    [delivery] = history(client, f"&ruleId={first['id']}")[0]["deliveries"]
+    assert (delivery["state"], delivery["attempts"], delivery["nextTry"]) == ("failed", 8, None)
+    assert "refused" in delivery["error"].lower()
+    # Another rule's delivery, still retrying, is given up with its rule.
+    make_rule(client, {**body, "endpointIds": ["shop"]})
+    ingest(client, record("shop", "till", ago(0)))
+    run_job(app, now + 11 * 3600_000)
+    third = history(client)[0]
+    assert third["deliveries"][0]["state"] == "retrying"
+    assert client.delete(f"/v2/alert-rule/{third['ruleId']}", headers=AUTH).status_code == 200
+    [delivery] = history(client, f"&ruleId={third['ruleId']}")[0]["deliveries"]
+    assert (delivery["state"], delivery["error"]) == ("failed", "the rule was deleted")
 
 
 # Each kind, to real receivers.

@@ -36,7 +36,7 @@ def run_alerts(actor: dict | None = None, now: int | None = None, seconds: float
             fired += judge_rule(rule, now, lambda: time.monotonic() > stop)
         except Exception:
             log.exception("alerts: rule %d (%s) could not be judged; trying again next run", rule.id, rule.kind)
-    deliver(now)
+    deliver(now, lambda: time.monotonic() > stop)
     if fired:
         log.info("alerts: %d alerts fired", fired)
     return fired
@@ -233,10 +233,13 @@ def retry_delay_ms(attempts: int) -> int:
     return min(FIRST_RETRY_MS << (attempts - 1), LAST_RETRY_MS)
 
 
-def deliver(now: int) -> int:
-    """Try the deliveries due at `now`; how many went through."""
+def deliver(now: int, stopped=lambda: False) -> int:
+    """Try the deliveries due at `now` (until `stopped`: a slow destination must not hold the
+    lease past its time); how many went through."""
     delivered = 0
     for due in models.alerts.due_deliveries(now, DELIVERIES):
+        if stopped():
+            break
         alert = alert_json(due)
         attempts = due.attempts + 1
         try:
