@@ -213,7 +213,7 @@ def _client_share(rule, now: int, stopped) -> int:
                 "nxdomain": nxdomain,
                 "blocked": blocked,
             }
-            shown = f"{value:.0%}" if metric != "rate" else f"{value:.1f} queries a minute"
+            shown = f"{value:.0%}" if metric != "rate" else f"{value:.3g} queries a minute"
             message = f"Client {client} on endpoint {endpoint}: {metric} {shown} over the last {window} minutes"
             fired += _fire(rule, endpoint, f"{endpoint}/{client}", message, detail, now)
     return fired
