@@ -213,14 +213,18 @@ def last_fired(rule_id: int, subject: str) -> int | None:
     return query("SELECT MAX(ts) FROM alert WHERE rule = ? AND subject = ?", [rule_id, subject]).fetchone()[0]
 
 
-def fire(rule: RuleRow, endpoint: str, subject: str, message: str, detail: dict, now_ms: int) -> int:
-    """Record a firing and one pending delivery per destination of the rule."""
+def fire(rule: RuleRow, endpoint: str, subject: str, message: str, detail: dict, now_ms: int) -> int | None:
+    """Record a firing and one pending delivery per destination the rule has now (read again
+    here: it may have been changed, or deleted — then nothing fires — since the job read it)."""
+    current = query("SELECT destinations FROM alert_rule WHERE id = ?", [rule.id]).fetchone()
+    if current is None:
+        return None
     alert = query(
         "INSERT INTO alert (rule, kind, endpoint, subject, message, detail, ts)"
         " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         [rule.id, rule.kind, endpoint, subject, message, _dumps(detail), now_ms],
     ).fetchone()[0]
-    for destination in rule.destinations:
+    for destination in json.loads(current[0]):
         query(
             "INSERT INTO alert_delivery (alert, destination, state, attempts, next_try, error, updated)"
             " VALUES (?, ?, ?, 0, ?, '', ?)",

@@ -325,6 +325,17 @@ def test_a_second_process_judging_the_same_rule_fires_nothing(app, client, kind,
     assert len(history(client)) == 1
 
 
+def test_a_rule_deleted_after_the_job_read_it_fires_nothing(app, client):
+    body = {"kind": "feed-silent", "endpointIds": ["home"], "destinations": ["https://h.example/"], "silentMinutes": 1}
+    rule = make_rule(client, body)
+    ingest(client, record("home", "laptop", ago(5 * MINUTE)))
+    with app.app_context(), models.database.connection():
+        read = models.alerts.get_rule(rule["id"])
+        assert client.delete(f"/v2/alert-rule/{rule['id']}", headers=AUTH).status_code == 200
+        assert judge_rule(read, now_ms()) == 0
+    assert history(client) == []
+
+
 @pytest.mark.system
 def test_two_gunicorn_workers_fire_once(tmp_path, receivers):
     webhook, _ = receivers

@@ -58,8 +58,7 @@ def _fire(rule, endpoint: str, subject: str, message: str, detail: dict, now: in
             return False
         if last_condition is not None and last_condition <= previous:
             return False  # the same condition, already told
-    models.alerts.fire(rule, endpoint, subject, message, detail, now)
-    return True
+    return models.alerts.fire(rule, endpoint, subject, message, detail, now) is not None
 
 
 def _feed_silent(rule, now: int, stopped) -> int:
