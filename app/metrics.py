@@ -62,6 +62,13 @@ STREAMS_OPEN = Gauge(
 )
 RETENTION_RUNS = Counter("dns_analytics_retention_runs", "Retention runs (when retention is on).", registry=LOCAL)
 RETENTION_EXPIRED = Counter("dns_analytics_retention_expired_records", "Records deleted by retention.", registry=LOCAL)
+ALERTS_FIRED = Counter("dns_analytics_alerts_fired", "Alerts fired, by rule kind.", ["kind"], registry=LOCAL)
+ALERT_DELIVERIES = Counter(
+    "dns_analytics_alert_deliveries",
+    "Attempts to deliver an alert, by result: delivered, retrying (failed, tried again later), failed (given up).",
+    ["result"],
+    registry=LOCAL,
+)
 
 
 def _labelled_endpoints() -> set:
@@ -106,6 +113,14 @@ def count_stored(records: list, past_retention: int):
 def count_retention(deleted: int):
     RETENTION_RUNS.inc()
     RETENTION_EXPIRED.inc(deleted)
+
+
+def count_alert(kind: str):
+    ALERTS_FIRED.labels(kind=kind).inc()
+
+
+def count_delivery(result: str):
+    ALERT_DELIVERIES.labels(result=result).inc()
 
 
 def stream_opened():

@@ -17,7 +17,7 @@ from app.jobs.alerts import judge_rule, run_alerts
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, assert_error, create, ingest, record
+from helpers import API_KEY, AUTH, assert_error, create, ingest, record, samples
 from servers import Gunicorn, free_port
 
 MINUTE = 60_000
@@ -283,6 +283,7 @@ def test_client_share(app, client, receivers):
 def test_a_receiver_down_gets_the_alert_on_a_retry(app, client, receivers):
     webhook, smtp = receivers
     webhook.stop()
+    before = samples(client.get("/metrics", headers=AUTH).get_data(as_text=True))
     rule = make_rule(client, rule_body(receivers, "new-client"))
     ingest(client, record("home", "laptop", ago(0)))
     now = now_ms()
@@ -301,6 +302,15 @@ def test_a_receiver_down_gets_the_alert_on_a_retry(app, client, receivers):
         smtp.url: ("delivered", 1),
     }
     assert len(verified(webhook, rule["secret"])) == 1
+    after = samples(client.get("/metrics", headers=AUTH).get_data(as_text=True))
+
+    def added(name, **labels):
+        key = (name, tuple(sorted(labels.items())))
+        return after.get(key, 0) - before.get(key, 0)
+
+    assert added("dns_analytics_alerts_fired_total", kind="new-client") == 1
+    assert added("dns_analytics_alert_deliveries_total", result="retrying") == 1
+    assert added("dns_analytics_alert_deliveries_total", result="delivered") == 2
 
 
 @pytest.mark.parametrize(

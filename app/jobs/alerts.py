@@ -8,6 +8,7 @@ import time
 
 import models.alerts
 import models.database
+from app import metrics
 from models.clock import now_ms
 from schemas.alerts import alert_json, on_wire
 
@@ -58,7 +59,10 @@ def _fire(rule, endpoint: str, subject: str, message: str, detail: dict, now: in
             return False
         if last_condition is not None and last_condition <= previous:
             return False  # the same condition, already told
-    return models.alerts.fire(rule, endpoint, subject, message, detail, now) is not None
+    if models.alerts.fire(rule, endpoint, subject, message, detail, now) is None:
+        return False
+    metrics.count_alert(rule.kind)
+    return True
 
 
 def _feed_silent(rule, now: int, stopped) -> int:
@@ -252,8 +256,10 @@ def deliver(now: int, stopped=lambda: False) -> int:
             )
             with models.database.write_transaction():
                 models.alerts.delivery_tried(due.delivery, state, attempts, next_try, str(error)[:1000], now)
+            metrics.count_delivery(state)
             continue
         with models.database.write_transaction():
             models.alerts.delivery_tried(due.delivery, models.alerts.DELIVERED, attempts, None, "", now)
+        metrics.count_delivery(models.alerts.DELIVERED)
         delivered += 1
     return delivered
