@@ -206,6 +206,11 @@ def set_marks(rule_id: int, stamps: dict[str, int]):
         )
 
 
+def forget_marks(rule_id: int, before_ms: int):
+    """Forget what a rule saw before `before_ms` (it would not count any more): bounded marks."""
+    query("DELETE FROM alert_mark WHERE rule = ? AND ts < ?", [rule_id, before_ms])
+
+
 # Firings and deliveries.
 
 
@@ -248,6 +253,13 @@ def delivery_tried(delivery_id: int, state: str, attempts: int, next_try: int | 
         "UPDATE alert_delivery SET state = ?, attempts = ?, next_try = ?, error = ?, updated = ? WHERE id = ?",
         [state, attempts, next_try, error, now_ms, delivery_id],
     )
+
+
+def expire(before_ms: int) -> int:
+    """Delete the alerts fired before `before_ms` and their deliveries; how many alerts."""
+    old = "SELECT id FROM alert WHERE ts < ?"
+    query(f"DELETE FROM alert_delivery WHERE alert IN ({old})", [before_ms])
+    return query("DELETE FROM alert WHERE ts < ?", [before_ms]).rowcount
 
 
 def list_alerts(start_ms, end_ms, rule_id=None, endpoint_limit=None, page=0, page_size=100) -> list[AlertRow]:

@@ -335,6 +335,18 @@ def test_a_second_process_judging_the_same_rule_fires_nothing(app, client, kind,
     assert len(history(client)) == 1
 
 
+def test_the_history_is_kept_as_long_as_the_records(app, client):
+    nobody = f"http://127.0.0.1:{free_port()}/hook"
+    make_rule(client, {"kind": "new-client", "endpointIds": ["home"], "destinations": [nobody]})
+    ingest(client, record("home", "laptop", ago(0)))
+    now = now_ms()
+    run_job(app, now)
+    run_job(app, now + 32 * 86_400_000)
+    assert len(history(client)) == 1, "within ANALYTICS_RETENTION_DAYS (33)"
+    run_job(app, now + 34 * 86_400_000)
+    assert history(client) == []
+
+
 def test_a_rule_deleted_after_the_job_read_it_fires_nothing(app, client):
     body = {"kind": "feed-silent", "endpointIds": ["home"], "destinations": ["https://h.example/"], "silentMinutes": 1}
     rule = make_rule(client, body)

@@ -6,7 +6,10 @@ firings due, retrying failures with backoff. Ingest never waits for it."""
 import logging
 import time
 
+from flask import current_app
+
 import models.alerts
+import models.config
 import models.database
 from app import metrics
 from models.clock import now_ms
@@ -28,7 +31,8 @@ log = logging.getLogger(__name__)
 
 
 def run_alerts(actor: dict | None = None, now: int | None = None, seconds: float = RUN_SECONDS) -> int:
-    """Judge every rule, then deliver what is due; the firings made. Needs a connection."""
+    """Judge every rule, deliver what is due, expire the history past the records' retention;
+    the firings made. Needs an app context and a connection."""
     now = now_ms() if now is None else now
     stop = time.monotonic() + seconds
     fired = 0
@@ -38,6 +42,10 @@ def run_alerts(actor: dict | None = None, now: int | None = None, seconds: float
         except Exception:
             log.exception("alerts: rule %d (%s) could not be judged; trying again next run", rule.id, rule.kind)
     deliver(now, lambda: time.monotonic() > stop)
+    # The history holds names and clients from the records: it is kept no longer than they are.
+    if (horizon := models.config.horizon_ms(current_app.config, now)) is not None:
+        with models.database.write_transaction():
+            models.alerts.expire(horizon)
     if fired:
         log.info("alerts: %d alerts fired", fired)
     return fired
@@ -147,6 +155,7 @@ def _new_domain(rule, records, now: int) -> int:
             message = f"New domain {record.domain} on endpoint {record.endpoint} (asked by {record.client})"
             fired += _fire(rule, record.endpoint, key, message, detail, now)
     models.alerts.set_marks(rule.id, last)
+    models.alerts.forget_marks(rule.id, now - days * DAY_MS)  # older ones would be new again anyway
     return fired
 
 
