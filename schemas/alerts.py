@@ -20,7 +20,14 @@ KIND_FIELDS = {
     "new-client": {},
     "new-domain": {"days": 30, "allowlist": []},
     "watched-domain": {"watch": None},
-    "client-share": {"metric": None, "threshold": None, "windowMinutes": 10, "minQueries": 20},
+    "client-share": {
+        "metric": None,
+        "threshold": None,
+        "windowMinutes": 10,
+        "minQueries": 20,
+        "baselineDays": 0,
+        "baselineFactor": 3.0,
+    },
 }
 _OWN_FIELDS = sorted({name for own in KIND_FIELDS.values() for name in own})
 _NAME = ma.validate.Length(min=1, max=256)
@@ -89,6 +96,14 @@ class AlertRuleSchema(BaseSchema):
     windowMinutes = fields.Integer(
         validate=ma.validate.Range(min=1, max=1440), metadata={"description": "client-share"}
     )
+    baselineDays = fields.Integer(
+        validate=ma.validate.Range(min=0, max=30),
+        metadata={"description": "client-share, rate: also far above the client's own rate over these days (0: off)."},
+    )
+    baselineFactor = fields.Float(
+        validate=ma.validate.Range(min=1, min_inclusive=False, max=1e6),
+        metadata={"description": "client-share: how many times its baseline rate (default 3)."},
+    )
     minQueries = fields.Integer(
         validate=ma.validate.Range(min=1, max=1_000_000), metadata={"description": "client-share"}
     )
@@ -111,6 +126,8 @@ def kind_settings(kind: str, data: dict) -> tuple[dict | None, str | None]:
         return None, f"Missing required field '{missing[0]}' (kind {kind})."
     if kind == "client-share" and settings["metric"] != "rate" and settings["threshold"] > 1:
         return None, "Invalid 'threshold': a share is at most 1."
+    if kind == "client-share" and settings["metric"] != "rate" and settings["baselineDays"]:
+        return None, "Invalid 'baselineDays': a baseline is for the rate metric."
     if kind == "new-domain":
         settings["allowlist"] = [name.lower().rstrip(".") for name in settings["allowlist"]]
     return settings, None

@@ -279,6 +279,32 @@ def test_client_share(app, client, receivers):
     assert alert["subject"] == "home/infected" and alert["detail"]["value"] == 1.0
 
 
+def test_client_share_far_above_the_clients_own_baseline(app, client):
+    steady = [record("home", "steady", ago(11 * MINUTE + i * 59_000), f"s{i}.example") for i in range(1440)]
+    window = [
+        record("home", name, ago(i * 20_000), f"{name}{i}.example") for name in ("steady", "burst") for i in range(20)
+    ]
+    ingest(client, *steady, *window)
+    body = {
+        "kind": "client-share",
+        "endpointIds": ["home"],
+        "destinations": ["https://h.example/"],
+        "metric": "rate",
+        "threshold": 0.5,
+        "windowMinutes": 10,
+    }
+    plain = make_rule(client, body)
+    baseline = make_rule(client, {**body, "baselineDays": 1, "baselineFactor": 3})
+    with app.app_context(), models.database.connection():
+        assert judge_rule(models.alerts.get_rule(plain["id"]), now_ms()) == 2, "both over 0.5 a minute"
+        assert judge_rule(models.alerts.get_rule(baseline["id"]), now_ms()) == 1
+    [alert] = history(client, f"&ruleId={baseline['id']}")
+    detail = alert["detail"]
+    assert (alert["subject"], detail["value"], detail["baseline"]) == ("home/burst", 2.0, 0.0)
+    refused = {**body, "metric": "nxdomain", "threshold": 0.5, "baselineDays": 1}
+    assert_error(client.post("/v2/alert-rule", json=refused, headers=AUTH), 400, 40001)
+
+
 @pytest.mark.system
 def test_a_receiver_down_gets_the_alert_on_a_retry(app, client, receivers):
     webhook, smtp = receivers

@@ -11,8 +11,10 @@ from flask import current_app
 import models.alerts
 import models.config
 import models.database
+import models.statistics
 from app import metrics
 from models.clock import now_ms
+from models.filters import Filters
 from schemas.alerts import alert_json, on_wire
 
 from .alert_destinations import DeliveryError, send
@@ -203,32 +205,48 @@ def _watched_domain(rule, records, now: int) -> int:
 def _client_share(rule, now: int, stopped) -> int:
     settings = rule.settings
     metric, threshold, window = settings["metric"], settings["threshold"], settings["windowMinutes"]
+    over = []
+    for endpoint, client, total, nxdomain, blocked in models.alerts.client_counts(
+        rule.endpoints, rule.client_ids, now - window * MINUTE_MS, now
+    ):
+        if metric == "rate":
+            value = total / window
+        elif total < settings["minQueries"]:
+            continue
+        else:
+            value = (nxdomain if metric == "nxdomain" else blocked) / total
+        if value > threshold:
+            detail = {"clientId": client, "metric": metric, "value": round(value, 4), "threshold": threshold}
+            detail |= {"windowMinutes": window, "queries": total, "nxdomain": nxdomain, "blocked": blocked}
+            over.append((endpoint, client, value, detail))
+    if settings.get("baselineDays"):
+        over = _far_above_baseline(rule, over, now)
     fired = 0
-    counts = models.alerts.client_counts(rule.endpoints, rule.client_ids, now - window * MINUTE_MS, now)
     with models.database.write_transaction():
-        for endpoint, client, total, nxdomain, blocked in counts:
-            if metric == "rate":
-                value = total / window
-            elif total < settings["minQueries"]:
-                continue
-            else:
-                value = (nxdomain if metric == "nxdomain" else blocked) / total
-            if value <= threshold:
-                continue
-            detail = {
-                "clientId": client,
-                "metric": metric,
-                "value": round(value, 4),
-                "threshold": threshold,
-                "windowMinutes": window,
-                "queries": total,
-                "nxdomain": nxdomain,
-                "blocked": blocked,
-            }
+        for endpoint, client, value, detail in over:
             shown = f"{value:.0%}" if metric != "rate" else f"{value:.3g} queries a minute"
             message = f"Client {client} on endpoint {endpoint}: {metric} {shown} over the last {window} minutes"
+            if "baseline" in detail:
+                message += f" ({detail['baseline']:.3g} a minute over the {settings['baselineDays']} days before)"
             fired += _fire(rule, endpoint, f"{endpoint}/{client}", message, detail, now)
     return fired
+
+
+def _far_above_baseline(rule, over: list, now: int) -> list:
+    """Of the clients over the threshold (rate), those also over baselineFactor times their own
+    rate over the baselineDays before the window (a client without queries then has 0)."""
+    days, factor = rule.settings["baselineDays"], rule.settings["baselineFactor"]
+    end = now - rule.settings["windowMinutes"] * MINUTE_MS
+    kept = []
+    for endpoint in {endpoint for endpoint, *_ in over}:
+        clients = [client for at, client, *_ in over if at == endpoint]
+        window = Filters(values={"endpoint": [endpoint]}, start_ms=end - days * DAY_MS, end_ms=end - 1)
+        before = models.statistics.counts_of(window, "client", clients)
+        for at, client, value, detail in over:
+            baseline = before.get(client, 0) / (days * 1440)
+            if at == endpoint and value > factor * baseline:
+                kept.append((at, client, value, detail | {"baseline": round(baseline, 4), "baselineFactor": factor}))
+    return kept
 
 
 _JUDGES = {
