@@ -255,6 +255,11 @@ def delivery_tried(delivery_id: int, state: str, attempts: int, next_try: int | 
     )
 
 
+def has_older(before_ms: int) -> bool:
+    """Whether any alert was fired before `before_ms` (so that most runs need no write)."""
+    return query("SELECT 1 FROM alert WHERE ts < ? LIMIT 1", [before_ms]).fetchone() is not None
+
+
 def expire(before_ms: int) -> int:
     """Delete the alerts fired before `before_ms` and their deliveries; how many alerts."""
     old = "SELECT id FROM alert WHERE ts < ?"

@@ -45,7 +45,8 @@ def run_alerts(actor: dict | None = None, now: int | None = None, seconds: float
             log.exception("alerts: rule %d (%s) could not be judged; trying again next run", rule.id, rule.kind)
     deliver(now, lambda: time.monotonic() > stop)
     # The history holds names and clients from the records: it is kept no longer than they are.
-    if (horizon := models.config.horizon_ms(current_app.config, now)) is not None:
+    horizon = models.config.horizon_ms(current_app.config, now)
+    if horizon is not None and models.alerts.has_older(horizon):
         with models.database.write_transaction():
             models.alerts.expire(horizon)
     if fired:
