@@ -83,6 +83,9 @@ def _feed_silent(rule, now: int, stopped) -> int:
         since = rule.created if last is None else last  # never fed: silent since the rule began
         if now - since < minutes * MINUTE_MS:
             continue
+        told = models.alerts.last_fired(rule.id, endpoint)
+        if told is not None and (last or 0) <= told:
+            continue  # a silence already told (the usual case while it lasts): no write lock taken
         detail = {"lastActivity": on_wire(last), "silentMinutes": minutes}
         message = f"Endpoint {endpoint} sent no record for {(now - since) // MINUTE_MS} minutes"
         with models.database.write_transaction():
