@@ -385,6 +385,25 @@ def test_a_rule_deleted_after_the_job_read_it_fires_nothing(app, client):
 
 
 @pytest.mark.system
+def test_the_command_line_runs_the_job_and_tests_a_rules_destinations(client, runner, receivers):
+    webhook, smtp = receivers
+    rule = make_rule(client, rule_body(receivers, "new-client"))
+    ingest(client, record("home", "laptop", ago(0)))
+    result = runner.invoke(args=["alerts", "run"])
+    assert (result.exit_code, result.output) == (0, "1 alerts fired.\n")
+    assert [d["state"] for d in history(client)[0]["deliveries"]] == ["delivered", "delivered"]
+    result = runner.invoke(args=["alerts", "test", str(rule["id"])])
+    assert result.exit_code == 0, result.output
+    sent = verified(webhook, rule["secret"])
+    assert len(sent) == 2 and sent[1]["subject"] == "test" and len(smtp.messages) == 2
+    assert len(history(client)) == 1, "a test is not an alert"
+    webhook.stop()
+    result = runner.invoke(args=["alerts", "test", str(rule["id"])])
+    assert result.exit_code == 1 and f"failed     {webhook.url}" in result.output
+    assert runner.invoke(args=["alerts", "test", "999"]).exit_code == 1
+
+
+@pytest.mark.system
 def test_two_gunicorn_workers_fire_once(tmp_path, receivers):
     webhook, _ = receivers
     env = {
