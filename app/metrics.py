@@ -79,6 +79,13 @@ OUTPUT_SKIPPED = Counter(
     registry=LOCAL,
 )
 
+ALERTS_FIRED = Counter("dns_analytics_alerts_fired", "Alerts fired, by rule kind.", ["kind"], registry=LOCAL)
+ALERT_DELIVERIES = Counter(
+    "dns_analytics_alert_deliveries",
+    "Attempts to deliver an alert, by result: delivered, retrying (failed, tried again later), failed (given up).",
+    ["result"],
+    registry=LOCAL,
+)
 
 
 def _labelled_endpoints() -> set:
@@ -135,6 +142,12 @@ def count_output_failure(output: str):
 
 def count_output_skipped(output: str, records: int):
     OUTPUT_SKIPPED.labels(output).inc(records)
+def count_alert(kind: str):
+    ALERTS_FIRED.labels(kind=kind).inc()
+
+
+def count_delivery(result: str):
+    ALERT_DELIVERIES.labels(result=result).inc()
 
 
 def stream_opened():

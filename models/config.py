@@ -17,6 +17,7 @@ DEFAULTS = {
     "ANALYTICS_STATISTICS_RETENTION_DAYS": 400,
     "ANALYTICS_RETENTION_INTERVAL": 3600,  # seconds between retention runs
     "ANALYTICS_PRIVACY_INTERVAL": 300,  # seconds between runs of the privacy job (age steps, rewrites)
+    "ANALYTICS_ALERT_INTERVAL": 60,  # seconds between runs of the alerts job (rules judged, deliveries tried)
     "ANALYTICS_PROXY_COUNT": 0,  # reverse proxies in front whose X-Forwarded-For is trusted
     "ANALYTICS_MAX_BODY_MB": 16,
     "ANALYTICS_MAX_BATCH": 50_000,
@@ -47,6 +48,7 @@ _INTEGERS = (
     "ANALYTICS_STATISTICS_RETENTION_DAYS",
     "ANALYTICS_RETENTION_INTERVAL",
     "ANALYTICS_PRIVACY_INTERVAL",
+    "ANALYTICS_ALERT_INTERVAL",
     "ANALYTICS_PROXY_COUNT",
     "ANALYTICS_MAX_BODY_MB",
     "ANALYTICS_MAX_BATCH",

@@ -58,6 +58,13 @@ def trend(filters: Filters, baseline: Filters, column: str, limit: int) -> list[
     return [(value, n, before.get(value, 0)) for value, n in found]
 
 
+def counts_of(filters: Filters, column: str, values: list[str]) -> dict[str, int]:
+    """Record counts of these values (texts) of `column` in the filters' window, read from the
+    rollups for the periods they cover (a baseline over days costs rollup rows, not records)."""
+    field = FIELDS_BY_SQL[column]
+    return _count_by(Resolved(filters), field, _stored_values(field, values))
+
+
 def newly_seen(filters: Filters, column: str, limit: int) -> list[tuple[str, int, int]]:
     """The names (question or registrable domain) first seen in the window, newest first, ties
     by name: (name, first seen ms, records in the window matching the filters); see

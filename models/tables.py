@@ -258,6 +258,70 @@ class JobLease(BaseModel):
     last_run = BigIntegerField(default=0)
 
 
+class AlertRule(BaseModel):
+    """An alert rule (models/alerts.py). `cursor` is how far the rule has looked: the highest
+    record id (client entry id for new-client) it has evaluated, so that each record is
+    judged once whichever worker runs the job. `secret` signs its webhooks; shown once."""
+
+    id = NeverReusedId()
+    kind = TextField()
+    endpoints = TextField()  # JSON list of endpoint names
+    client_ids = TextField(null=True)  # JSON list; NULL: every client
+    destinations = TextField()  # JSON list of URLs
+    cooldown = BigIntegerField()  # seconds
+    settings = TextField()  # JSON: the kind's own fields
+    secret = TextField()
+    cursor = BigIntegerField()
+    created = BigIntegerField()
+    updated = BigIntegerField()
+
+
+class AlertMark(BaseModel):
+    """What a rule remembers between runs, by subject (new-domain: when each registrable
+    domain was last seen), so that no worker keeps it in memory."""
+
+    rule = BigIntegerField()
+    subject = TextField()
+    ts = BigIntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("rule", "subject")
+
+
+class Alert(BaseModel):
+    """One firing of a rule: its subject (an endpoint, client or domain) and what fired, as
+    JSON. The rule's kind is copied so that the history outlives a deleted rule."""
+
+    id = NeverReusedId()
+    rule = BigIntegerField()
+    kind = TextField()
+    endpoint = TextField()
+    subject = TextField()
+    message = TextField()  # one line for people
+    detail = TextField()  # JSON
+    ts = BigIntegerField(index=True)
+
+    class Meta:
+        indexes = ((("rule", "subject", "ts"), False),)  # the cooldown's look-up
+
+
+class AlertDelivery(BaseModel):
+    """One alert to one destination: pending (not tried yet), retrying, delivered or failed;
+    `next_try` is when the job tries it again (backoff), `error` the last failure."""
+
+    id = NeverReusedId()
+    alert = BigIntegerField(index=True)
+    destination = TextField()
+    state = TextField()
+    attempts = IntegerField(default=0)
+    next_try = BigIntegerField(null=True)
+    error = _text()
+    updated = BigIntegerField()
+
+    class Meta:
+        indexes = ((("state", "next_try"), False),)
+
+
 def _record_column(field):
     """The record column of a catalogue field; NULL means unknown."""
     if field.storage == TIME:
@@ -354,6 +418,10 @@ TABLES = (
     PrivacyAgeMark,
     Output,
     JobLease,
+    AlertRule,
+    AlertMark,
+    Alert,
+    AlertDelivery,
     Rollup,
     Record,
     ImportProgress,

@@ -7,6 +7,7 @@ import pytest
 from helpers import AUTH, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
+RULE = {"kind": "new-client", "endpointIds": ["mine"], "destinations": ["https://hooks.example/"]}
 
 # One valid call per operation of the API: (method, OpenAPI path) -> (URL, JSON body or None).
 CALLS = {
@@ -44,6 +45,12 @@ CALLS = {
     ("GET", "/v2/output/{outputId}"): ("/v2/output/1", None),
     ("PATCH", "/v2/output/{outputId}"): ("/v2/output/1", {"paused": False}),
     ("DELETE", "/v2/output/{outputId}"): ("/v2/output/1", None),
+    ("POST", "/v2/alert-rule"): ("/v2/alert-rule", RULE),
+    ("GET", "/v2/alert-rule"): ("/v2/alert-rule", None),
+    ("GET", "/v2/alert-rule/{ruleId}"): ("/v2/alert-rule/1", None),
+    ("PATCH", "/v2/alert-rule/{ruleId}"): ("/v2/alert-rule/1", {"cooldown": 60}),
+    ("DELETE", "/v2/alert-rule/{ruleId}"): ("/v2/alert-rule/1", None),
+    ("GET", "/v2/alert"): ("/v2/alert?startTime=2020-01-01T00:00:00Z", None),
 }
 OUTPUTS = {operation for operation in CALLS if operation[1].startswith("/v2/output")}
 ADMIN_ONLY = {
@@ -52,6 +59,12 @@ ADMIN_ONLY = {
     ("GET", "/v2/privacy"),
     ("PUT", "/v2/privacy/{endpointId}"),
     *OUTPUTS,
+    ("POST", "/v2/alert-rule"),
+    ("GET", "/v2/alert-rule"),
+    ("GET", "/v2/alert-rule/{ruleId}"),
+    ("PATCH", "/v2/alert-rule/{ruleId}"),
+    ("DELETE", "/v2/alert-rule/{ruleId}"),
+    ("GET", "/v2/alert"),
 }
 ANY_KEY = {("GET", "/v2/auth/token"), ("GET", "/v2/auth/key")}
 SCOPE_OF_METHOD = {"GET": "read", "POST": "ingest", "PUT": "write", "DELETE": "write", "PATCH": "write"}
@@ -102,6 +115,7 @@ def data(client):
     for endpoint in ("mine", "theirs"):  # outputs 1 and 2, paused: nothing is sent anywhere
         made = {"kind": "http", "url": f"http://127.0.0.1:9/{endpoint}", "endpointIds": [endpoint], "paused": True}
         assert client.post("/v2/output", json=made, headers=AUTH).status_code == 201
+    assert client.post("/v2/alert-rule", json=RULE, headers=AUTH).json["id"] == 1
     return client
 
 
@@ -238,6 +252,40 @@ def test_an_endpoint_limited_key_sees_and_changes_only_its_endpoints(data, runne
     def _(op):
         data.put("/v2/privacy/theirs", json={"question": "drop"}, headers=AUTH)
         assert set(body(op).json["items"]) == {"mine"}, "its own endpoints: neither the default nor theirs"
+
+    theirs_rule = data.post("/v2/alert-rule", json={**RULE, "endpointIds": ["theirs"]}, headers=AUTH).json["id"]
+
+    @check(("GET", "/v2/alert-rule"))
+    def _(op):
+        assert [rule["endpointIds"] for rule in body(op).json["items"]] == [["mine"]]
+
+    @check(("GET", "/v2/alert-rule/{ruleId}"))
+    def _(op):
+        assert body(op).json["endpointIds"] == ["mine"]
+        assert data.get(f"/v2/alert-rule/{theirs_rule}", headers=limited).status_code == 404
+
+    @check(("GET", "/v2/alert"))
+    def _(op):
+        assert body(op).json["alerts"] == []
+
+    @check(("POST", "/v2/alert-rule"))
+    def _(op):
+        assert call(data, op, limited).status_code == 201
+        mixed = {**RULE, "endpointIds": ["mine", "theirs"]}
+        assert data.post("/v2/alert-rule", json=mixed, headers=limited).status_code == 403
+
+    @check(("PATCH", "/v2/alert-rule/{ruleId}"))
+    def _(op):
+        assert body(op).json["cooldown"] == 60
+        assert data.patch(f"/v2/alert-rule/{theirs_rule}", json={"cooldown": 60}, headers=limited).status_code == 404
+        moved = data.patch("/v2/alert-rule/1", json={"endpointIds": ["theirs"]}, headers=limited)
+        assert moved.status_code == 403
+
+    @check(("DELETE", "/v2/alert-rule/{ruleId}"))
+    def _(op):
+        assert body(op).json["id"] == 1
+        assert data.delete(f"/v2/alert-rule/{theirs_rule}", headers=limited).status_code == 404
+        assert data.get(f"/v2/alert-rule/{theirs_rule}", headers=AUTH).status_code == 200
 
     @check(("POST", "/v2/ingest"))
     def _(op):

@@ -14,7 +14,7 @@ import pytest
 
 from browser import MISSING, Chromium, find_chromium
 from helpers import API_KEY, AUTH, record
-from servers import ROOT, Gunicorn
+from servers import ROOT, Gunicorn, free_port
 
 DESKTOP = (1280, 900)
 PHONE = (390, 844)
@@ -79,6 +79,7 @@ def server(tmp_path_factory):
         "ANALYTICS_DATABASE": str(tmp / "analytics.db"),
         "ANALYTICS_API_KEY": API_KEY,
         "ANALYTICS_STREAM_BACKLOG": "5",
+        "ANALYTICS_ALERT_INTERVAL": "1",  # the alerts view's alert comes within seconds
     }
     server = Gunicorn(tmp, env, workers=2)
     try:
@@ -575,6 +576,31 @@ def test_outputs_are_listed_paused_and_deleted(server, browser, shots, tmp_path)
             server.call("DELETE", f"/v2/output/{output['id']}", None, AUTH)
 
 
+def test_alerts_view_shows_the_rules_and_what_they_fired(server, browser, shots):
+    # Every client of "home" asked more than 0.001 queries a minute in the last day: the rule
+    # fires for each at the job's next run, and nothing listens at its destination.
+    rule = {
+        "kind": "client-share",
+        "endpointIds": ["home"],
+        "metric": "rate",
+        "threshold": 0.001,
+        "windowMinutes": 1440,
+        "destinations": [f"http://127.0.0.1:{free_port()}/hook"],
+    }
+    status, made = server.call("POST", "/v2/alert-rule", rule, AUTH)
+    assert status == 201, made
+    deadline = time.monotonic() + 20
+    while not api(server, "alert", [("startTime", "-1h"), ("ruleId", made["id"])])["alerts"]:
+        assert time.monotonic() < deadline, "the alerts job fired"
+        time.sleep(0.3)
+    shows_the_apis_first_page(server, browser, "alerts", "alert", "alerts")
+    rules = browser.evaluate("Array.from(document.querySelectorAll('#alert-rules tbody tr'), (tr) => tr.dataset.id)")
+    assert str(made["id"]) in rules
+    deliveries = browser.evaluate("document.querySelector('#alerts tbody td div.delivery').textContent")
+    assert deliveries.startswith("retrying: http (") or deliveries.startswith("pending: http"), deliveries
+    screenshots(browser, shots, "alerts")
+
+
 def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
     key = server.create_key("--name", "viewer", "--scope", "read")
     sign_in(browser, server, key, "clients")
@@ -587,6 +613,7 @@ def test_a_read_only_key_sees_no_write_controls(server, browser, shots):
     assert browser.evaluate("document.getElementById('nav-privacy').hidden") is True
     assert browser.evaluate("document.getElementById('nav-access').hidden") is True
     assert browser.evaluate("document.getElementById('nav-outputs').hidden") is True
+    assert browser.evaluate("document.getElementById('nav-alerts').hidden") is True
     # The admin view is not offered: asking for it shows the overview.
     browser.evaluate("location.hash = 'admin'")
     loaded(browser, "overview")

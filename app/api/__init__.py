@@ -5,6 +5,7 @@ from . import (
     access_log,
     activity_log,
     admin_actions,
+    alerts,
     auth,
     clients,
     dashboard,
@@ -34,6 +35,7 @@ def init_app(app, api_class):
         privacy,
         clients,
         outputs,
+        alerts,
     )
     for module in modules:
         api.register_blueprint(module.blp)

@@ -1,4 +1,4 @@
-"""The command line under `flask --app wsgi`: init, keys, privacy, output, retention, backup, and the feeds'
+"""The command line under `flask --app wsgi`: init, keys, privacy, output, retention, backup, alerts, and the feeds'
 commands (ingest, import-pihole, import-adguard, collect-dnstap; see app/commands/feeds.py)."""
 
 import os
@@ -9,6 +9,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 from . import feeds
+from .alerts import alerts
 from .backup import backup_command
 from .keys import keys
 from .outputs import output
@@ -25,6 +26,7 @@ def register(app):
     app.cli.add_command(output)
     app.cli.add_command(retention_command)
     app.cli.add_command(backup_command)
+    app.cli.add_command(alerts)
 
 
 @click.command("init")

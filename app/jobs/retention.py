@@ -117,12 +117,13 @@ def run_retention(actor: dict, now: int | None = None) -> int:
 
 def start_background(app):
     """Start the periodic jobs in this process (gunicorn.conf.py calls it in every worker): the
-    retention job, and the privacy job (app/jobs/privacy.py)."""
-    from app.jobs import privacy
+    retention job, the privacy job (app/jobs/privacy.py) and the alerts job (app/jobs/alerts.py)."""
+    from app.jobs import alerts, privacy
 
     jobs = (
         (JOB, "ANALYTICS_RETENTION_INTERVAL", run_retention),
         (privacy.JOB, "ANALYTICS_PRIVACY_INTERVAL", privacy.run_privacy),
+        (alerts.JOB, "ANALYTICS_ALERT_INTERVAL", alerts.run_alerts),
     )
     threads = [threading.Thread(target=_loop, args=(app, *job), name=job[0], daemon=True) for job in jobs]
     for thread in threads:

@@ -23,6 +23,7 @@
     logPage: 0,
     adminPage: 0,
     accessPage: 0,
+    alertsPage: 0,
     live: null,
     charts: {}, // each chart's box id: its uPlot and the series it draws
     deleting: null,
@@ -795,6 +796,48 @@
     pager("access", state.accessPage, reads.length);
   }
 
+  // ---- alerts (admin): the rules and what they fired ---------------------------------------
+
+  const COMMON_RULE_FIELDS = ["id", "kind", "endpointIds", "clientIds", "cooldown", "destinations", "createdAt", "updatedAt"];
+
+  async function loadAlerts() {
+    const [{ items }, { alerts }] = await Promise.all([
+      api("alert-rule"),
+      api("alert", auditParams(state.alertsPage, {})),
+    ]);
+    const rules = document.querySelector("#alert-rules tbody");
+    rules.replaceChildren(
+      ...labelled(rules, items.map((r) => {
+        const own = Object.fromEntries(Object.entries(r).filter(([name]) => !COMMON_RULE_FIELDS.includes(name)));
+        const settings = element("td");
+        settings.append(element("pre", JSON.stringify(own), "meta"));
+        const cells = [r.id, r.kind, r.endpointIds.join(", "), (r.clientIds || ["all"]).join(", "), `${r.cooldown} s`];
+        const destinations = element("td");
+        destinations.append(...r.destinations.map((url) => element("div", url)));
+        const tr = row([...cells.map((text) => element("td", text)), settings, destinations]);
+        tr.dataset.id = r.id;
+        return tr;
+      })),
+    );
+    if (!items.length) rules.append(row([element("td", "No alert rules yet", "empty")]));
+    const body = document.querySelector("#alerts tbody");
+    body.replaceChildren(
+      ...labelled(body, alerts.map((a) => {
+        const deliveries = element("td");
+        for (const d of a.deliveries) {
+          const said = `${d.state}: ${d.destination.split(":")[0]}${d.error ? ` (${d.error})` : ""}`;
+          deliveries.append(element("div", said, `delivery ${d.state}`));
+        }
+        const cells = [localTime(a.timestamp), a.ruleId, a.kind, a.endpointId, a.message];
+        const tr = row([...cells.map((text) => element("td", text)), deliveries]);
+        tr.dataset.id = a.id;
+        return tr;
+      })),
+    );
+    if (!alerts.length) body.append(row([element("td", "No alerts in the window", "empty")]));
+    pager("alerts", state.alertsPage, alerts.length);
+  }
+
   function pager(view, number, shown) {
     $(`${view}-page`).textContent = `Page ${number + 1}`;
     $(`${view}-prev`).disabled = number === 0;
@@ -959,8 +1002,9 @@
     access: loadAccess,
     privacy: loadPrivacy,
     outputs: loadOutputs,
+    alerts: loadAlerts,
   };
-  const ADMIN_VIEWS = ["admin", "access", "privacy", "outputs"];
+  const ADMIN_VIEWS = ["admin", "access", "privacy", "outputs", "alerts"];
 
   // Run a view's loader; the page says when it is done (data-loaded) and for which URL
   // (data-url), which the tests wait for. Only the latest run says so: an older one that ends
@@ -1004,7 +1048,7 @@
     admin: { action: "a-action", search: "a-search" },
     access: { kind: "r-kind", keyName: "r-key" },
   };
-  const PAGES = { log: "logPage", admin: "adminPage", access: "accessPage" };
+  const PAGES = { log: "logPage", admin: "adminPage", access: "accessPage", alerts: "alertsPage" };
   const SORTS = ["endpoint", "clientId", "alias", "host", "ip", "mac", "os", "vendor", "last"];
   // Each control's value as the page came: a control left at it is left out of the URL.
   const DEFAULTS = {};
@@ -1255,7 +1299,7 @@
       event.preventDefault();
       restartView();
     });
-    for (const view of ["admin", "access"]) {
+    for (const view of ["admin", "access", "alerts"]) {
       $(`${view}-prev`).addEventListener("click", () => page(`${view}Page`, -1));
       $(`${view}-next`).addEventListener("click", () => page(`${view}Page`, 1));
     }
