@@ -6,7 +6,7 @@ from collections import namedtuple
 
 from .clients import endpoint_last_activity
 from .database import query
-from .utils import chunks, placeholders
+from .utils import can_be_id, chunks, placeholders
 
 KINDS = ("feed-silent", "new-client", "new-domain", "watched-domain", "client-share")
 # A delivery's states: not tried yet, failed and to be tried again, done, given up.
@@ -71,6 +71,8 @@ def list_rules(endpoint_limit=None) -> list[RuleRow]:
 
 
 def get_rule(rule_id: int, endpoint_limit=None) -> RuleRow | None:
+    if not can_be_id(rule_id):
+        return None
     row = query(f"SELECT {_RULE_COLUMNS} FROM alert_rule WHERE id = ?", [rule_id]).fetchone()
     rule = _rule(row) if row else None
     return rule if rule and _visible(rule, endpoint_limit) else None

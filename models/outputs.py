@@ -13,6 +13,7 @@ from collections import namedtuple
 from . import activity, jobs
 from .database import query, write_transaction
 from .filters import Filters, Resolved
+from .utils import can_be_id
 
 OutputRow = namedtuple(
     "OutputRow",
@@ -60,7 +61,7 @@ def name_taken(name: str) -> bool:
 
 
 def get(output_id: int) -> OutputRow | None:
-    if not 0 < output_id < 1 << 63:  # past what either engine's integers hold: no such output
+    if not can_be_id(output_id):
         return None
     raw = query(f"SELECT {_COLUMNS} FROM output WHERE id = ?", [output_id]).fetchone()
     return None if raw is None else _row(raw)

@@ -144,6 +144,14 @@ def test_rules_and_history_need_the_admin_scope(client, runner):
     assert_error(client.get(f"/v2/alert?{SINCE}", headers=reader), 403, 40301)
 
 
+def test_an_id_past_any_stored_integer_names_no_rule(client):
+    huge = 1 << 63
+    for method in ("get", "patch", "delete"):
+        response = getattr(client, method)(f"/v2/alert-rule/{huge}", json={"cooldown": 60}, headers=AUTH)
+        assert_error(response, 404)
+    assert_error(client.get(f"/v2/output/{huge}", headers=AUTH), 404)
+
+
 def test_a_change_touches_only_the_fields_it_names_and_a_bad_one_nothing(client):
     body = {"kind": "feed-silent", "endpointIds": ["home"], "destinations": ["https://h.example/"], "silentMinutes": 9}
     rule = make_rule(client, {**body, "cooldown": 120})
