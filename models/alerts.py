@@ -98,6 +98,7 @@ def delete_rule(rule_id: int):
     not yet made are given up (their webhook secret goes with the rule)."""
     query("DELETE FROM alert_rule WHERE id = ?", [rule_id])
     query("DELETE FROM alert_mark WHERE rule = ?", [rule_id])
+    query("DELETE FROM alert_told WHERE rule = ?", [rule_id])
     query(
         "UPDATE alert_delivery SET state = ?, error = ?, next_try = NULL WHERE state IN (?, ?)"
         " AND alert IN (SELECT id FROM alert WHERE rule = ?)",
@@ -217,7 +218,23 @@ def forget_marks(rule_id: int, before_ms: int):
 
 
 def last_fired(rule_id: int, subject: str) -> int | None:
+    told = query("SELECT ts FROM alert_told WHERE rule = ? AND subject = ?", [rule_id, subject]).fetchone()
+    if told is not None:
+        return told[0]
+    # A firing from before alert_told was kept, while the history still holds it.
     return query("SELECT MAX(ts) FROM alert WHERE rule = ? AND subject = ?", [rule_id, subject]).fetchone()[0]
+
+
+def has_told_before(rule_id: int, before_ms: int) -> bool:
+    return (
+        query("SELECT 1 FROM alert_told WHERE rule = ? AND ts < ? LIMIT 1", [rule_id, before_ms]).fetchone() is not None
+    )
+
+
+def forget_told(rule_id: int, before_ms: int):
+    """Forget when a rule fired before `before_ms` (past its cooldown, that no longer matters for
+    a condition that does not last): bounded rows. Call inside a write transaction."""
+    query("DELETE FROM alert_told WHERE rule = ? AND ts < ?", [rule_id, before_ms])
 
 
 def fire(rule: RuleRow, endpoint: str, subject: str, message: str, detail: dict, now_ms: int) -> int | None:
@@ -231,6 +248,11 @@ def fire(rule: RuleRow, endpoint: str, subject: str, message: str, detail: dict,
         " VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
         [rule.id, rule.kind, endpoint, subject, message, _dumps(detail), now_ms],
     ).fetchone()[0]
+    query(
+        "INSERT INTO alert_told (rule, subject, ts) VALUES (?, ?, ?)"
+        " ON CONFLICT (rule, subject) DO UPDATE SET ts = excluded.ts",
+        [rule.id, subject, now_ms],
+    )
     for destination in json.loads(current[0]):
         query(
             "INSERT INTO alert_delivery (alert, destination, state, attempts, next_try, error, updated)"

@@ -288,6 +288,18 @@ class AlertMark(BaseModel):
         primary_key = CompositeKey("rule", "subject")
 
 
+class AlertTold(BaseModel):
+    """When a rule last fired for each subject, kept apart from the history (which expires with
+    the records): a cooldown, or a silence that lasts, must outlive it."""
+
+    rule = BigIntegerField()
+    subject = TextField()
+    ts = BigIntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("rule", "subject")
+
+
 class Alert(BaseModel):
     """One firing of a rule: its subject (an endpoint, client or domain) and what fired, as
     JSON. The rule's kind is copied so that the history outlives a deleted rule."""
@@ -420,6 +432,7 @@ TABLES = (
     JobLease,
     AlertRule,
     AlertMark,
+    AlertTold,
     Alert,
     AlertDelivery,
     Rollup,

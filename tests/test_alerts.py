@@ -381,6 +381,17 @@ def test_the_history_is_kept_as_long_as_the_records(app, client):
     assert history(client) == []
 
 
+def test_a_silence_outlasting_the_history_is_told_once(app, client):
+    # The history expires with the records (33 days here); what a rule told must not.
+    nobody = f"http://127.0.0.1:{free_port()}/hook"
+    ingest(client, record("home", "laptop", ago(20 * MINUTE)))
+    make_rule(client, {"kind": "feed-silent", "endpointIds": ["home"], "destinations": [nobody], "silentMinutes": 15})
+    now = now_ms()
+    assert run_job(app, now) == 1
+    assert run_job(app, now + 34 * 86_400_000) == 0, "the history is gone, the silence told already"
+    assert run_job(app, now + 40 * 86_400_000) == 0
+
+
 def test_a_rule_deleted_after_the_job_read_it_fires_nothing(app, client):
     body = {"kind": "feed-silent", "endpointIds": ["home"], "destinations": ["https://h.example/"], "silentMinutes": 1}
     rule = make_rule(client, body)

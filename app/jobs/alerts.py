@@ -43,6 +43,12 @@ def run_alerts(actor: dict | None = None, now: int | None = None, seconds: float
             fired += judge_rule(rule, now, lambda: time.monotonic() > stop)
         except Exception:
             log.exception("alerts: rule %d (%s) could not be judged; trying again next run", rule.id, rule.kind)
+        # When a rule last fired matters for its cooldown only, but for a silence for as long as it
+        # lasts (those subjects are endpoints: few).
+        before = now - rule.cooldown * 1000
+        if rule.kind != "feed-silent" and models.alerts.has_told_before(rule.id, before):
+            with models.database.write_transaction():
+                models.alerts.forget_told(rule.id, before)
     deliver(now, lambda: time.monotonic() > stop)
     # The history holds names and clients from the records: it is kept no longer than they are.
     horizon = models.config.horizon_ms(current_app.config, now)
