@@ -218,31 +218,30 @@ def test_syslog_reaches_rsyslog_over_udp_tcp_and_tls(server, syslog_receiver):
         records = [json.loads(m["msg"]) for m in messages]
         assert [r[name] for r in records] == questions, (transport, version)
 
+    def streams_caught_up(seconds, what):
+        """The TCP and TLS outputs delivered every question so far, in order, each at least once."""
+        for transport, version, key, name in [("tcp", "1", "record_id", "query"), ("tls", "1", "recordId", "question")]:
+            wait_for(
+                lambda t=transport, v=version, n=name: (
+                    set(questions) <= {json.loads(m["msg"])[n] for m in arrived(t, v)}
+                ),
+                seconds,
+                f"{transport} {what}",
+            )
+            records = first_arrivals([json.loads(m["msg"]) for m in arrived(transport, version)], key)
+            assert [r[name] for r in records] == questions
+
     # rsyslog away for a while: the stream outputs wait and catch up (UDP has no way to know).
     syslog_receiver.stop()
     questions += ingest(gunicorn, 300, 200)
     syslog_receiver.start()
-    for transport, version, key, name in [("tcp", "1", "record_id", "query"), ("tls", "1", "recordId", "question")]:
-        wait_for(
-            lambda t=transport, v=version, n=name: set(questions) <= {json.loads(m["msg"])[n] for m in arrived(t, v)},
-            90,
-            f"{transport} to catch up after the outage",
-        )
-        records = first_arrivals([json.loads(m["msg"]) for m in arrived(transport, version)], key)
-        assert [r[name] for r in records] == questions
+    streams_caught_up(90, "to catch up after the outage")
 
     # And through a restart of the service.
     stop_process(gunicorn.process)
     gunicorn.start()
     questions += ingest(gunicorn, 500, 100)
-    for transport, version, key, name in [("tcp", "1", "record_id", "query"), ("tls", "1", "recordId", "question")]:
-        wait_for(
-            lambda t=transport, v=version, n=name: set(questions) <= {json.loads(m["msg"])[n] for m in arrived(t, v)},
-            60,
-            f"{transport} after the restart",
-        )
-        records = first_arrivals([json.loads(m["msg"]) for m in arrived(transport, version)], key)
-        assert [r[name] for r in records] == questions
+    streams_caught_up(60, "after the restart")
 
 
 def test_past_the_backlog_limit_the_oldest_are_skipped_and_counted(server, receiver):

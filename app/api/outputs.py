@@ -28,6 +28,11 @@ def _shown(output) -> dict:
     return manage.with_backlog(output, current_app.config["ANALYTICS_OUTPUT_BACKLOG"])
 
 
+def _refused(exc: manage.Refused) -> ApiError:
+    """The error of an output refused: a bad field, or a name already taken."""
+    return ApiError(ErrorCode.INVALID_PARAMETER if exc.field else ErrorCode.OUTPUT_EXISTS, str(exc))
+
+
 def _visible(output_id: int):
     """The output, if this key may see it (an endpoint-limited key: only outputs of its endpoints)."""
     output = models.outputs.get(output_id)
@@ -57,7 +62,7 @@ def create_output(body):
         try:
             output = manage.create(body, endpoint_limit())
         except manage.Refused as exc:
-            raise ApiError(ErrorCode.INVALID_PARAMETER if exc.field else ErrorCode.OUTPUT_EXISTS, str(exc)) from None
+            raise _refused(exc) from None
         shown = _shown(output)
         admin_actions.record("output.create", OutputSchema().dump(shown), output.endpoints, redact=redacted_body)
     return shown
@@ -91,7 +96,7 @@ def change_output(body, outputId):
         try:
             output = manage.change(output, data, endpoint_limit())
         except manage.Refused as exc:
-            raise ApiError(ErrorCode.INVALID_PARAMETER if exc.field else ErrorCode.OUTPUT_EXISTS, str(exc)) from None
+            raise _refused(exc) from None
         shown = _shown(output)
         action = {True: "output.pause", False: "output.resume"}.get(body["paused"]) if set(body) == {"paused"} else None
         admin_actions.record(
