@@ -261,3 +261,59 @@ def test_an_output_is_changed_and_goes_on_from_its_cursor(client, tmp_path):
     log = client.get("/v2/admin-action?startTime=-1h&action=output.change", headers=AUTH).json["actions"]
     assert len(log) == 2 and "new-secret" not in json.dumps(log)
     assert log[-1]["metadata"]["body"]["headers"] == {"Authorization": "<redacted>"}
+
+
+def test_an_output_is_changed_from_the_command_line(client, runner, tmp_path):
+    ingest(client, record(question="one.example"))
+    made = post(client, {"kind": "http", "url": "http://old.example/in", "name": "siem", "headers": {"X-Token": "old"}})
+    other = post(client, {"kind": "file", "url": f"file://{tmp_path}/x.jsonl", "name": "archive"}).json
+    changed = runner.invoke(
+        args=["output", "change", "siem", "--url", "https://new.example/in", "--header", "Authorization: Bearer n3w"]
+        + ["--insecure", "--shape", "controlD", "--endpoint", "ep1", "--batch-size", "50", "--name", "siem2"]
+    )
+    assert changed.exit_code == 0, changed.output
+    assert f"Changed output {made.json['id']} 'siem2'; it goes on from record 0." in changed.output
+    shown = client.get(f"/v2/output/{made.json['id']}", headers=AUTH).json
+    assert (shown["url"], shown["name"], shown["shape"], shown["endpointIds"]) == (
+        "https://new.example/in",
+        "siem2",
+        "controlD",
+        ["ep1"],
+    )
+    assert shown["options"] == {
+        "headers": {"Authorization": "<redacted>"},
+        "tls": {"verify": False},
+        "batchSize": 50,
+        "timeoutSeconds": 10,
+    }
+    assert (shown["cursor"], shown["backlog"]) == (0, 1)  # the cursor stayed
+
+    # Back to every endpoint and plain http, by number; what is not named stays.
+    assert runner.invoke(args=["output", "change", str(made.json["id"]), "--all-endpoints"]).exit_code == 0
+    again = runner.invoke(args=["output", "change", "siem2", "--url", "http://plain.example/", "--no-tls"])
+    assert again.exit_code == 0, again.output
+    shown = client.get(f"/v2/output/{made.json['id']}", headers=AUTH).json
+    assert shown["endpointIds"] is None and shown["url"] == "http://plain.example/" and "tls" not in shown["options"]
+    assert shown["options"]["batchSize"] == 50 and shown["backlog"] == 1
+
+    before = client.get(f"/v2/output/{made.json['id']}", headers=AUTH).json
+    for args, message in [
+        (["siem2", "--format", "rfc3164"], "format: not an option of a http output"),
+        (["siem2", "--url", "tcp://x.example:514"], "url: an http output needs"),
+        (["siem2", "--name", "archive"], "exists already"),
+        (["siem2", "--batch-size", "0"], "batchSize:"),
+        (["siem2"], "Name at least one setting"),
+        (["siem2", "--all-endpoints", "--endpoint", "ep1"], "--all-endpoints goes without --endpoint"),
+        (["nothing", "--keep", "1"], "no output named or numbered 'nothing'"),
+        (["archive", "--header", "X: y"], "headers: not an option of a file output"),
+        (["archive", "--url", f"file://{tmp_path}/nowhere/x.jsonl"], "does not exist"),
+    ]:
+        refused = runner.invoke(args=["output", "change", *args])
+        assert refused.exit_code != 0 and message in refused.output, (args, refused.output)
+    assert client.get(f"/v2/output/{made.json['id']}", headers=AUTH).json == before
+    assert client.get(f"/v2/output/{other['id']}", headers=AUTH).json == other | {"backlog": 1}
+
+    log = client.get("/v2/admin-action?startTime=-1h&action=output.change", headers=AUTH).json["actions"]
+    assert [a["keyName"] for a in log] == ["cli"] * 3
+    assert log[-1]["metadata"]["body"]["headers"] == {"Authorization": "<redacted>"}
+    assert log[-1]["metadata"]["result"]["name"] == "siem2" and "n3w" not in json.dumps(log)

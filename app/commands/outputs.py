@@ -1,4 +1,4 @@
-"""`flask --app wsgi output create|list|pause|resume|delete`: outputs from the command line,
+"""`flask --app wsgi output create|change|list|pause|resume|delete`: outputs from the command line,
 checked by the same rules as POST /v2/output and recorded in the admin-action log."""
 
 import click
@@ -11,38 +11,49 @@ import models.database
 import models.outputs
 from app.outputs import manage
 from models.clock import now_ms
-from schemas.outputs import KINDS, SYSLOG_FORMATS, CreateOutputSchema, OutputSchema, redacted_body
+from schemas.outputs import (
+    KINDS,
+    SYSLOG_FORMATS,
+    ChangeOutputSchema,
+    CreateOutputSchema,
+    OutputSchema,
+    redacted_body,
+)
 from schemas.siem import SHAPES
 
 from .keys import CLI_ACTOR
 
-output = AppGroup("output", help="Create, list, pause, resume and delete outputs (where records are forwarded).")
+output = AppGroup("output", help="Create, change, list, pause, resume and delete outputs (where records go).")
 
 
-@output.command("create")
-@click.option("--kind", required=True, type=click.Choice(KINDS))
-@click.option("--url", required=True, help="http(s)://..., udp:// tcp:// tls://host:port, or file:///path.")
-@click.option("--name", help="Unique; defaults to the URL.")
-@click.option("--endpoint", "endpoints", multiple=True, help="Forward only these endpoints' records (repeatable).")
-@click.option("--shape", type=click.Choice(SHAPES), default="queryData", show_default=True)
-@click.option("--start", type=click.Choice(("oldest", "now")), default="oldest", show_default=True)
-@click.option("--header", "headers", multiple=True, help="http: 'Name: value' (repeatable).")
-@click.option("--ca-file", type=click.File("r"), help="https/tls: PEM authorities to trust instead of the system's.")
-@click.option("--insecure", is_flag=True, help="https/tls: do not check the receiver's certificate.")
-@click.option("--format", "syslog_format", type=click.Choice(SYSLOG_FORMATS), help="syslog: rfc5424 (default).")
-@click.option("--facility", type=int, help="syslog: 0-23 (16, local0).")
-@click.option("--app-name", help="syslog: dns-analytics.")
-@click.option("--batch-size", type=int, help="Records per POST / write (500).")
-@click.option("--timeout", "timeout_seconds", type=int, help="Seconds (10).")
-@click.option("--max-bytes", type=int, help="file: rotate past this size (100 MiB).")
-@click.option("--keep", type=int, help="file: rotated files kept (5).")
-def create(**given):
-    """Create an output; delivery starts within seconds in the running service."""
+# The settings an output is made with and changed by (all but kind and start).
+_SETTINGS = (
+    click.option("--name", help="Unique; defaults to the URL."),
+    click.option("--endpoint", "endpoints", multiple=True, help="Forward only these endpoints' records (repeatable)."),
+    click.option("--header", "headers", multiple=True, help="http: 'Name: value' (repeatable)."),
+    click.option("--ca-file", type=click.File("r"), help="https/tls: PEM authorities to trust (not the system's)."),
+    click.option("--insecure", is_flag=True, help="https/tls: do not check the receiver's certificate."),
+    click.option("--format", "syslog_format", type=click.Choice(SYSLOG_FORMATS), help="syslog: rfc5424 (default)."),
+    click.option("--facility", type=int, help="syslog: 0-23 (16, local0)."),
+    click.option("--app-name", help="syslog: dns-analytics."),
+    click.option("--batch-size", type=int, help="Records per POST / write (500)."),
+    click.option("--timeout", "timeout_seconds", type=int, help="Seconds (10)."),
+    click.option("--max-bytes", type=int, help="file: rotate past this size (100 MiB)."),
+    click.option("--keep", type=int, help="file: rotated files kept (5)."),
+)
+
+
+def _settings(command):
+    for option in reversed(_SETTINGS):
+        command = option(command)
+    return command
+
+
+def _body(given: dict) -> dict:
+    """The API body of the settings given on the command line (those left out are absent)."""
     body = {
-        "kind": given["kind"],
         "url": given["url"],
         "shape": given["shape"],
-        "start": given["start"],
         "name": given["name"],
         "endpointIds": list(given["endpoints"]) or None,
         "format": given["syslog_format"],
@@ -59,11 +70,26 @@ def create(**given):
         body["tls"] = {"verify": not given["insecure"]}
         if given["ca_file"]:
             body["tls"]["caCert"] = given["ca_file"].read()
-    body = {name: value for name, value in body.items() if value is not None}
+    return {name: value for name, value in body.items() if value is not None}
+
+
+def _loaded(schema, body: dict) -> dict:
     try:
-        data = CreateOutputSchema().load(body)
+        return schema.load(body)
     except ma.ValidationError as exc:
         raise click.ClickException(_first_error(exc.messages)) from None
+
+
+@output.command("create")
+@click.option("--kind", required=True, type=click.Choice(KINDS))
+@click.option("--url", required=True, help="http(s)://..., udp:// tcp:// tls://host:port, or file:///path.")
+@click.option("--shape", type=click.Choice(SHAPES), default="queryData", show_default=True)
+@click.option("--start", type=click.Choice(("oldest", "now")), default="oldest", show_default=True)
+@_settings
+def create(**given):
+    """Create an output; delivery starts within seconds in the running service."""
+    body = {"kind": given["kind"], "start": given["start"], **_body(given)}
+    data = _loaded(CreateOutputSchema(), body)
     with models.database.connection(), models.database.write_transaction():
         try:
             made = manage.create(data)
@@ -73,6 +99,38 @@ def create(**given):
         metadata = {"body": redacted_body(body), "result": shown}
         models.admin_actions.record_action("output.create", CLI_ACTOR, metadata, made.endpoints, now_ms())
     click.echo(f"Created output {made.id} {made.name!r} ({made.kind}); {shown['backlog']} records to send.")
+
+
+@output.command("change")
+@click.argument("name_or_id")
+@click.option("--url", help="A new address of the same kind.")
+@click.option("--shape", type=click.Choice(SHAPES))
+@_settings
+@click.option("--all-endpoints", is_flag=True, help="Forward every endpoint's records (drops --endpoint's list).")
+@click.option("--no-tls", is_flag=True, help="Drop the TLS option: the system's authorities, checked.")
+def change(name_or_id, all_endpoints, no_tls, **given):
+    """Change an output's settings (as PATCH /v2/output/{id}: what is given replaces what it had,
+    --header all headers at once); delivery goes on from its cursor."""
+    body = _body(given)
+    if all_endpoints and "endpointIds" in body or no_tls and "tls" in body:
+        raise click.UsageError("--all-endpoints goes without --endpoint, --no-tls without --ca-file and --insecure.")
+    if all_endpoints:
+        body["endpointIds"] = None
+    if no_tls:
+        body["tls"] = None
+    if not body:
+        raise click.UsageError("Name at least one setting to change.")
+    wanted = _loaded(ChangeOutputSchema(), body)
+    with models.database.connection(), models.database.write_transaction():
+        found = _find(name_or_id)
+        data = _loaded(CreateOutputSchema(), manage.merged(found, wanted))
+        try:
+            changed = manage.change(found, data)
+        except manage.Refused as exc:
+            raise click.ClickException(str(exc)) from None
+        metadata = {"body": redacted_body(body), "result": _dump(changed)}
+        models.admin_actions.record_action("output.change", CLI_ACTOR, metadata, changed.endpoints, now_ms())
+    click.echo(f"Changed output {changed.id} {changed.name!r}; it goes on from record {changed.cursor}.")
 
 
 @output.command("list")
