@@ -541,6 +541,8 @@ def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
     cabin = api(server, "privacy")["items"]["cabin"]
     assert cabin["steps"] == steps and cabin["answers"] == "drop"
     assert "stored records are rewritten" in note
+
+
 def test_outputs_are_listed_paused_and_deleted(server, browser, shots, tmp_path):
     failing = {"kind": "http", "url": "http://127.0.0.1:9/nobody-listens", "name": "siem", "endpointIds": ["home"]}
     quiet = {"kind": "file", "url": f"file://{tmp_path}/queries.jsonl", "name": "archive", "paused": True}
@@ -599,6 +601,256 @@ def test_alerts_view_shows_the_rules_and_what_they_fired(server, browser, shots)
     deliveries = browser.evaluate("document.querySelector('#alerts tbody td div.delivery').textContent")
     assert deliveries.startswith("retrying: http (") or deliveries.startswith("pending: http"), deliveries
     screenshots(browser, shots, "alerts")
+
+
+def fill(browser, form, values):
+    """Set a form's named fields as a person would, in order (the kind first: it decides which
+    fields the form shows)."""
+    browser.evaluate(
+        f"(() => {{ const form = document.getElementById({json.dumps(form)});"
+        f" for (const [name, value] of Object.entries({json.dumps(values)})) {{"
+        '   const el = form.querySelector(`[name="${name}"]`);'
+        "   if (el.type === 'checkbox') el.checked = value; else el.value = value;"
+        "   el.dispatchEvent(new Event('change')); } })()"
+    )
+
+
+def submit(browser, form, values, note=None):
+    """Fill and submit the form; with `note`, wait until the page says it (the change was made,
+    the list read anew), else until the form says why the API refused it, and return that."""
+    fill(browser, form, values)
+    app = "document.getElementById('app').dataset"
+    browser.evaluate(f"delete {app}.loaded; document.getElementById({json.dumps(form)}).requestSubmit()")
+    if note is None:
+        return browser.wait_for(f"document.querySelector('#{form} .form-error').textContent")
+    browser.wait_for(f"{app}.loaded && document.getElementById('app-note').textContent.includes({json.dumps(note)})")
+    assert browser.evaluate(f"document.getElementById({json.dumps(form)})") is None, "the form went once saved"
+    return browser.evaluate("document.getElementById('app-note').textContent")
+
+
+def form_values(browser, form):
+    return browser.evaluate(
+        f"Object.fromEntries(Array.from(document.querySelectorAll('#{form} [name]'),"
+        " (el) => [el.name, el.type === 'checkbox' ? el.checked : el.value]))"
+    )
+
+
+def click_in_row(browser, table, row_id, button):
+    browser.evaluate(f"document.querySelector('#{table} tr[data-id=\"{row_id}\"] .{button}').click()")
+
+
+def admin_entries(server, action):
+    return api(server, "admin-action", [("startTime", "-1h"), ("action", action)])["actions"]
+
+
+def test_alert_rules_are_created_changed_and_deleted_in_the_dashboard(server, browser, shots):
+    # Nothing listens at either: deliveries fail, and nothing else happens.
+    hook = f"http://127.0.0.1:{free_port()}/hook"
+    ntfy = f"ntfy://127.0.0.1:{free_port()}/dns-alerts"
+    before = {r["id"] for r in api(server, "alert-rule")["items"]}
+    sign_in(browser, server, API_KEY, "alerts")
+    loaded(browser, "alerts")
+    try:
+        browser.evaluate("document.getElementById('rule-new').click()")
+        note = submit(
+            browser,
+            "rule-form",
+            {
+                "kind": "feed-silent",
+                "endpointIds": "home, cabin",
+                "cooldown": "600",
+                "destinations": f"{hook}\n{ntfy}",
+                "silentMinutes": "15",
+            },
+            "Created alert rule",
+        )
+        silent = next(r for r in api(server, "alert-rule")["items"] if r["id"] not in before)
+        assert {name: value for name, value in silent.items() if name not in ("id", "createdAt", "updatedAt")} == {
+            "kind": "feed-silent",
+            "endpointIds": ["cabin", "home"],  # (sorted)
+            "clientIds": None,
+            "cooldown": 600,
+            "destinations": [hook, ntfy],
+            "silentMinutes": 15,
+        }
+        secret = note.rsplit(" ", 1)[-1]  # shown this once, in the note
+        assert len(secret) > 30 and f"alert rule {silent['id']} (feed-silent)" in note
+
+        # The kind chooses the fields: a watched-domain rule, for one client.
+        browser.evaluate("document.getElementById('rule-new').click()")
+        hidden = "document.querySelector('#rule-form [name=silentMinutes]').closest('label').hidden"
+        watch = [
+            {"match": "suffix", "value": "doh.example"},
+            {"match": "pattern", "value": "^[a-z0-9]{20,}\\.example$"},
+        ]
+        fill(browser, "rule-form", {"kind": "watched-domain"})
+        assert browser.evaluate(hidden) is True
+        submit(
+            browser,
+            "rule-form",
+            {
+                "endpointIds": "home",
+                "clientIds": "laptop",
+                "destinations": hook,
+                "watch": "\n".join(f"{w['match']} {w['value']}" for w in watch),
+            },
+            "Created alert rule",
+        )
+        watched = next(r for r in api(server, "alert-rule")["items"] if r["kind"] == "watched-domain")
+        assert (watched["endpointIds"], watched["clientIds"], watched["watch"]) == (["home"], ["laptop"], watch)
+        assert watched["cooldown"] == 3600, "a field left empty takes the API's default"
+        assert secret not in browser.evaluate("document.body.innerText"), "a secret is shown once only"
+
+        # The API's refusal is said in the form, which keeps what was typed; nothing is stored.
+        browser.evaluate("document.getElementById('rule-new').click()")
+        share = {"kind": "client-share", "endpointIds": "home", "destinations": hook, "metric": "nxdomain"}
+        refused = submit(browser, "rule-form", {**share, "threshold": "2"})
+        assert refused == "Invalid 'threshold': a share is at most 1."
+        assert form_values(browser, "rule-form")["threshold"] == "2"
+        screenshots(browser, shots, "alert-rule-refused")
+        refused = submit(browser, "rule-form", {"threshold": "0.5", "destinations": "nope://where"})
+        assert refused.startswith("Invalid 'destinations[0]': neither http(s) nor a notification URL")
+        assert {r["kind"] for r in api(server, "alert-rule")["items"] if r["id"] not in before} == {
+            "feed-silent",
+            "watched-domain",
+        }
+        submit(browser, "rule-form", {"destinations": hook, "windowMinutes": "30"}, "Created alert rule")
+        made = next(
+            r for r in api(server, "alert-rule")["items"] if r["kind"] == "client-share" and r["id"] not in before
+        )
+        assert (made["metric"], made["threshold"], made["windowMinutes"], made["minQueries"]) == (
+            "nxdomain",
+            0.5,
+            30,
+            20,
+        )
+
+        # Change: the form shows the rule as it is, and sends only what changed.
+        click_in_row(browser, "alert-rules", silent["id"], "rule-change")
+        shown = form_values(browser, "rule-form")
+        assert (shown["kind"], shown["endpointIds"], shown["silentMinutes"], shown["cooldown"]) == (
+            "feed-silent",
+            "cabin, home",
+            "15",
+            "600",
+        )
+        assert browser.evaluate("document.querySelector('#rule-form [name=kind]').disabled") is True
+        assert secret not in browser.evaluate("document.body.innerText")
+        assert submit(browser, "rule-form", {}) == "Nothing to save: no field was changed."
+        submit(browser, "rule-form", {"silentMinutes": "30", "endpointIds": "home"}, f"Saved alert rule {silent['id']}")
+        changed = api(server, f"alert-rule/{silent['id']}")
+        assert changed == {**silent, "silentMinutes": 30, "endpointIds": ["home"], "updatedAt": changed["updatedAt"]}
+        assert admin_entries(server, "alert-rule.change")[0]["metadata"]["body"] == {
+            "silentMinutes": 30,
+            "endpointIds": ["home"],
+        }
+        click_in_row(browser, "alert-rules", silent["id"], "rule-change")
+        refused = submit(browser, "rule-form", {"silentMinutes": "0"})
+        assert refused.startswith("Invalid 'silentMinutes'")
+        assert api(server, f"alert-rule/{silent['id']}") == changed
+
+        # Delete, once confirmed.
+        browser.evaluate("window.confirm = () => false")
+        click_in_row(browser, "alert-rules", silent["id"], "rule-delete")
+        assert server.call("GET", f"/v2/alert-rule/{silent['id']}", None, AUTH)[0] == 200
+        browser.evaluate("window.confirm = () => true; delete document.getElementById('app').dataset.loaded")
+        click_in_row(browser, "alert-rules", silent["id"], "rule-delete")
+        browser.wait_for(f"document.getElementById('app-note').textContent === 'Deleted alert rule {silent['id']}.'")
+        assert server.call("GET", f"/v2/alert-rule/{silent['id']}", None, AUTH)[0] == 404
+        shown = browser.evaluate(
+            "Array.from(document.querySelectorAll('#alert-rules tbody tr'), (tr) => tr.dataset.id)"
+        )
+        assert str(silent["id"]) not in shown and str(watched["id"]) in shown
+    finally:
+        for rule in api(server, "alert-rule")["items"]:
+            if rule["id"] not in before:
+                server.call("DELETE", f"/v2/alert-rule/{rule['id']}", None, AUTH)
+
+
+def test_outputs_are_created_and_changed_in_the_dashboard(server, browser, shots, tmp_path):
+    sign_in(browser, server, API_KEY, "outputs")
+    loaded(browser, "outputs")
+    try:
+        browser.evaluate("document.getElementById('output-new').click()")
+        file_output = {
+            "kind": "file",
+            "url": f"file://{tmp_path}/dashboard.jsonl",
+            "name": "archive",
+            "endpointIds": "home",
+            "start": "now",
+            "paused": True,
+            "maxBytes": "2048",
+            "keep": "2",
+        }
+        note = submit(browser, "output-form", file_output, "Created output")
+        [made] = api(server, "output")["outputs"]
+        assert note == f"Created output {made['id']} (archive): 0 records to send."
+        assert (made["kind"], made["url"], made["endpointIds"], made["shape"], made["paused"]) == (
+            "file",
+            file_output["url"],
+            ["home"],
+            "queryData",
+            True,
+        )
+        assert made["options"] == {"maxBytes": 2048, "keep": 2, "batchSize": 500}
+        assert made["cursor"] > 0 and made["backlog"] == 0  # from now on, past the records stored
+
+        # An http output: its headers and TLS; refusals said in the form, nothing stored.
+        browser.evaluate("document.getElementById('output-new').click()")
+        http = {"kind": "http", "url": "ftp://siem.lan/in", "name": "siem", "headers": "Authorization: Bearer s3cret"}
+        assert submit(browser, "output-form", http) == "Invalid 'url': an http output needs an http:// or https:// URL"
+        assert submit(browser, "output-form", {"url": "https://siem.lan/in", "headers": "no colon"}) == (
+            'Headers: "no colon" is not "Name: value".'
+        )
+        assert submit(browser, "output-form", {"headers": http["headers"], "name": "archive"}).endswith(
+            "exists already."
+        )
+        assert len(api(server, "output")["outputs"]) == 1
+        fill(browser, "output-form", {"tls": "off"})
+        assert browser.evaluate("document.querySelector('#output-form [name=caCert]').hidden") is True
+        submit(browser, "output-form", {"name": "siem", "shape": "controlD", "paused": True}, "Created output")
+        siem = next(o for o in api(server, "output")["outputs"] if o["name"] == "siem")
+        assert (siem["url"], siem["shape"], siem["endpointIds"]) == ("https://siem.lan/in", "controlD", None)
+        assert siem["options"] == {
+            "headers": {"Authorization": "<redacted>"},
+            "tls": {"verify": False},
+            "batchSize": 500,
+            "timeoutSeconds": 10,
+        }
+
+        # Change: the headers' values are not shown, and not sent unless typed anew.
+        click_in_row(browser, "outputs", siem["id"], "output-change")
+        shown = form_values(browser, "output-form")
+        screenshots(browser, shots, "output-change")
+        assert (shown["url"], shown["tls"], shown["headers"], shown["shape"]) == (
+            "https://siem.lan/in",
+            "off",
+            "",
+            "controlD",
+        )
+        assert "s3cret" not in browser.evaluate("document.body.innerText")
+        assert "unchanged: Authorization" in browser.evaluate(
+            "document.querySelector('#output-form [name=headers]').placeholder"
+        )
+        assert submit(browser, "output-form", {"format": "rfc3164"}) == "Nothing to save: no field was changed."
+        submit(browser, "output-form", {"batchSize": "100", "endpointIds": "home, cabin"}, f"Saved output {siem['id']}")
+        changed = api(server, f"output/{siem['id']}")
+        assert changed["options"] == {**siem["options"], "batchSize": 100}
+        assert changed["endpointIds"] == ["cabin", "home"]  # (sorted)
+        assert admin_entries(server, "output.change")[0]["metadata"]["body"] == {
+            "batchSize": 100,
+            "endpointIds": ["home", "cabin"],
+        }
+        click_in_row(browser, "outputs", siem["id"], "output-change")
+        refused = submit(browser, "output-form", {"url": "http://siem.lan/in"})
+        assert refused == "Invalid 'tls': only for https:// and tls:// URLs"
+        submit(browser, "output-form", {"tls": "", "endpointIds": ""}, f"Saved output {siem['id']}")
+        changed = api(server, f"output/{siem['id']}")
+        assert changed["url"] == "http://siem.lan/in" and "tls" not in changed["options"]
+        assert changed["endpointIds"] is None
+    finally:
+        for output in api(server, "output")["outputs"]:
+            server.call("DELETE", f"/v2/output/{output['id']}", None, AUTH)
 
 
 def test_a_read_only_key_sees_no_write_controls(server, browser, shots):

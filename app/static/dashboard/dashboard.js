@@ -796,9 +796,258 @@
     pager("access", state.accessPage, reads.length);
   }
 
+  // ---- forms of the API's objects (alert rules, outputs) -------------------------------------
+
+  const commaList = (text) => text.split(",").map((v) => v.trim()).filter(Boolean);
+  const lineList = (text) => text.split("\n").map((v) => v.trim()).filter(Boolean);
+
+  // Each kind of control: its element, read() its value as the API takes it (undefined: not
+  // sent; an Error says what is wrong), and fill(value) to show a value as the API answered it.
+  const CONTROLS = {
+    text() {
+      const el = element("input");
+      return { el, read: () => el.value.trim() || undefined, fill: (value) => (el.value = value ?? "") };
+    },
+    number(field) {
+      const el = element("input");
+      el.type = "number";
+      el.step = field.step || "1";
+      const read = () => {
+        if (el.validity.badInput) throw new Error(`${field.label}: not a number.`);
+        return el.value.trim() === "" ? undefined : Number(el.value);
+      };
+      return { el, read, fill: (value) => (el.value = value ?? "") };
+    },
+    select(field) {
+      const el = element("select");
+      for (const choice of field.choices) {
+        const [value, text = value] = [choice].flat();
+        el.add(new Option(text, value));
+      }
+      return { el, read: () => el.value, fill: (value) => value !== undefined && (el.value = value) };
+    },
+    check() {
+      const el = element("input");
+      el.type = "checkbox";
+      return { el, read: () => el.checked, fill: (value) => (el.checked = !!value) };
+    },
+    // Names separated by commas (`lines`: one a line); none is `field.empty` (null: all).
+    list(field) {
+      const el = element(field.lines ? "textarea" : "input");
+      const split = field.lines ? lineList : commaList;
+      const read = () => {
+        const values = split(el.value);
+        return values.length ? values : field.empty;
+      };
+      return { el, read, fill: (value) => (el.value = (value || []).join(field.lines ? "\n" : ", ")) };
+    },
+    // "Name: value" a line. The API never shows the values again, so a change of an output
+    // shows the names only, sends nothing unless something is typed, and then all of them.
+    headers(field) {
+      const el = element("textarea");
+      const read = () => {
+        const entries = lineList(el.value).map((line) => {
+          const at = line.indexOf(":");
+          if (at < 1) throw new Error(`${field.label}: "${line}" is not "Name: value".`);
+          return [line.slice(0, at).trim(), line.slice(at + 1).trim()];
+        });
+        return entries.length ? Object.fromEntries(entries) : undefined;
+      };
+      const fill = (value) => {
+        const names = Object.keys(value || {});
+        el.value = "";
+        if (names.length) el.placeholder = `unchanged: ${names.join(", ")} (type every header anew to replace them)`;
+      };
+      return { el, read, fill };
+    },
+    // A watched-domain rule's entries, "match value" a line.
+    watch(field) {
+      const el = element("textarea");
+      const read = () => {
+        const entries = lineList(el.value).map((line) => {
+          const [match, ...value] = line.split(/\s+/);
+          return { match, value: value.join(" ") };
+        });
+        return entries.length ? entries : undefined;
+      };
+      return { el, read, fill: (value) => (el.value = (value || []).map((w) => `${w.match} ${w.value}`).join("\n")) };
+    },
+    // TLS: the system's authorities (null), these authorities (PEM), or none checked.
+    tls() {
+      const el = element("span", null, "tls");
+      const choices = [["", "the system's authorities"], ["ca", "these authorities (PEM)"], ["off", "not checked"]];
+      const mode = CONTROLS.select({ choices });
+      const pem = element("textarea");
+      pem.name = "caCert";
+      pem.placeholder = "-----BEGIN CERTIFICATE-----";
+      const fit = () => (pem.hidden = mode.el.value !== "ca");
+      mode.el.addEventListener("change", fit);
+      el.append(mode.el, pem);
+      const read = () => ({ "": null, ca: { caCert: pem.value.trim() }, off: { verify: false } })[mode.el.value];
+      const fill = (value) => {
+        mode.el.value = !value ? "" : value.verify === false ? "off" : "ca";
+        pem.value = (value && value.caCert) || "";
+        fit();
+      };
+      return { el: mode.el, box: el, read, fill };
+    },
+  };
+
+  // A form that creates (values null) or changes (values: the object as the API answered it)
+  // an object of the API. `fields`: {name, label, type (of CONTROLS; text), kinds (shown only
+  // for these kinds), create (only when creating), fixed (not changeable), choices, placeholder,
+  // hint}. A change sends only the fields whose value changed. `save(body)` calls the API: what
+  // it refuses is said in the form, which stays as it was; once saved the form goes.
+  function apiForm(id, title, fields, values, save) {
+    const creating = values === null;
+    const form = element("form", null, "panel api-form");
+    form.id = id;
+    form.autocomplete = "off";
+    const controls = [];
+    const grid = element("div", null, "fields");
+    for (const field of fields.filter((f) => creating || !f.create)) {
+      const control = CONTROLS[field.type || "text"](field);
+      control.el.name = field.name;
+      if (field.placeholder) control.el.placeholder = field.placeholder;
+      control.fill(creating ? undefined : values[field.name]);
+      control.el.disabled = !creating && !!field.fixed;
+      const label = element("label", null, field.type === "check" ? "check" : "");
+      label.append(element("span", field.label), control.box || control.el);
+      if (field.hint) label.append(element("span", field.hint, "hint"));
+      controls.push({ field, label, ...control, was: creating ? undefined : JSON.stringify(control.read()) });
+      grid.append(label);
+    }
+    const kind = controls.find((c) => c.field.name === "kind");
+    const fit = () => {
+      for (const c of controls) c.label.hidden = !!c.field.kinds && !c.field.kinds.includes(kind.read());
+    };
+    kind.el.addEventListener("change", fit);
+    fit();
+    const error = element("p", null, "error form-error");
+    error.setAttribute("role", "alert");
+    const submit = element("button", creating ? "Create" : "Save");
+    submit.type = "submit";
+    const actions = element("div", null, "controls");
+    actions.append(submit, button("Cancel", () => form.remove()));
+    form.append(element("h2", title), grid, error, actions);
+
+    const body = () => {
+      const sent = {};
+      for (const c of controls) {
+        if (c.label.hidden || (!creating && c.field.fixed)) continue;
+        const value = c.read();
+        if (value !== undefined && (creating || JSON.stringify(value) !== c.was)) sent[c.field.name] = value;
+      }
+      if (!creating && !Object.keys(sent).length) throw new Error("Nothing to save: no field was changed.");
+      return sent;
+    };
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      error.textContent = "";
+      submit.disabled = true;
+      try {
+        await save(body());
+        form.remove();
+      } catch (refused) {
+        if (refused instanceof ApiError && refused.status === 401) showError(refused);
+        else error.textContent = refused.message;
+      } finally {
+        submit.disabled = false;
+      }
+    });
+    return form;
+  }
+
+  // Show a form in its place on the page (one at a time there).
+  function openForm(place, form) {
+    $(place).replaceChildren(form);
+    form.querySelector("input:not([disabled]), select:not([disabled]), textarea").focus();
+  }
+
   // ---- alerts (admin): the rules and what they fired ---------------------------------------
 
   const COMMON_RULE_FIELDS = ["id", "kind", "endpointIds", "clientIds", "cooldown", "destinations", "createdAt", "updatedAt"];
+  const RULE_KINDS = ["feed-silent", "new-client", "new-domain", "watched-domain", "client-share"];
+  const SHARE = ["client-share"];
+  // The fields of POST /v2/alert-rule (docs/alerts.md); a default is a placeholder, so a field
+  // left empty takes the API's default.
+  const RULE_FIELDS = [
+    { name: "kind", label: "Kind", type: "select", choices: RULE_KINDS, fixed: true },
+    { name: "endpointIds", label: "Endpoints", type: "list", placeholder: "home, office" },
+    { name: "clientIds", label: "Clients", type: "list", empty: null, placeholder: "every client", kinds: RULE_KINDS.slice(1) },
+    { name: "cooldown", label: "Cooldown (seconds)", type: "number", placeholder: "3600" },
+    {
+      name: "destinations",
+      label: "Destinations",
+      type: "list",
+      lines: true,
+      placeholder: "https://hooks.example.net/dns\nntfy://ntfy.example.net/dns-alerts",
+      hint: "One URL a line: http(s) is a signed webhook, another scheme a notification URL (apprise).",
+    },
+    { name: "silentMinutes", label: "Silent for (minutes)", type: "number", kinds: ["feed-silent"] },
+    { name: "days", label: "Not asked for (days)", type: "number", placeholder: "30", kinds: ["new-domain"] },
+    {
+      name: "allowlist",
+      label: "Allowlist",
+      type: "list",
+      lines: true,
+      placeholder: "apple.com\nmicrosoft.com",
+      hint: "One domain a line; it covers its subdomains.",
+      kinds: ["new-domain"],
+    },
+    {
+      name: "watch",
+      label: "Watched names",
+      type: "watch",
+      placeholder: "suffix doh.example\nexact bad.example\npattern ^[a-z0-9]{20,}\\.example$",
+      hint: "One a line: exact, suffix or pattern (RE2), then the name.",
+      kinds: ["watched-domain"],
+    },
+    {
+      name: "metric",
+      label: "Metric",
+      type: "select",
+      choices: [["nxdomain", "NXDOMAIN share"], ["blocked", "blocked share"], ["rate", "queries a minute"]],
+      kinds: SHARE,
+    },
+    { name: "threshold", label: "Threshold", type: "number", step: "any", hint: "A share (0-1), or a rate.", kinds: SHARE },
+    { name: "windowMinutes", label: "Window (minutes)", type: "number", placeholder: "10", kinds: SHARE },
+    { name: "minQueries", label: "Judged from (queries)", type: "number", placeholder: "20", kinds: SHARE },
+    { name: "baselineDays", label: "Baseline (days)", type: "number", placeholder: "0 (off)", hint: "Rate only.", kinds: SHARE },
+    { name: "baselineFactor", label: "Times the baseline", type: "number", step: "any", placeholder: "3", kinds: SHARE },
+  ];
+
+  // A new rule's answer holds its webhook signing secret, shown this once (the API never
+  // shows it again): said in the note, never in the list or a form.
+  function newRule() {
+    openForm("rule-form-place", apiForm("rule-form", "New alert rule", RULE_FIELDS, null, async (body) => {
+      const made = await api("alert-rule", null, { method: "POST", body });
+      await run(loadAlerts);
+      $("app-note").textContent = `Created alert rule ${made.id} (${made.kind}). Its webhooks are signed with ` +
+        `this secret, shown only now: ${made.secret}`;
+    }));
+  }
+
+  function changeRule(r) {
+    openForm("rule-form-place", apiForm("rule-form", `Alert rule ${r.id}`, RULE_FIELDS, r, async (body) => {
+      await api(`alert-rule/${r.id}`, null, { method: "PATCH", body });
+      await run(loadAlerts);
+      $("app-note").textContent = `Saved alert rule ${r.id}.`;
+    }));
+  }
+
+  async function deleteRule(r) {
+    const question = `Delete alert rule ${r.id} (${r.kind})? Its alerts stay in the history; ` +
+      "deliveries not made yet are given up.";
+    if (!window.confirm(question)) return;
+    try {
+      await api(`alert-rule/${r.id}`, null, { method: "DELETE" });
+    } catch (error) {
+      return showError(error);
+    }
+    await run(loadAlerts);
+    $("app-note").textContent = `Deleted alert rule ${r.id}.`;
+  }
 
   async function loadAlerts() {
     const [{ items }, { alerts }] = await Promise.all([
@@ -814,7 +1063,13 @@
         const cells = [r.id, r.kind, r.endpointIds.join(", "), (r.clientIds || ["all"]).join(", "), `${r.cooldown} s`];
         const destinations = element("td");
         destinations.append(...r.destinations.map((url) => element("div", url)));
-        const tr = row([...cells.map((text) => element("td", text)), settings, destinations]);
+        const actions = element("td", null, "actions");
+        actions.append(
+          button("Change", () => changeRule(r), "small rule-change"),
+          " ",
+          button("Delete", () => deleteRule(r), "small danger rule-delete"),
+        );
+        const tr = row([...cells.map((text) => element("td", text)), settings, destinations, actions]);
         tr.dataset.id = r.id;
         return tr;
       })),
@@ -948,6 +1203,64 @@
     return `failing (${number(o.failures)} ${o.failures === 1 ? "attempt" : "attempts"})`;
   }
 
+  const OUTPUT_KINDS = ["http", "syslog", "file"];
+  const NETWORK = ["http", "syslog"];
+  // The fields of POST /v2/output (docs/outputs.md); PATCH takes them all but kind and start.
+  const OUTPUT_FIELDS = [
+    { name: "kind", label: "Kind", type: "select", choices: OUTPUT_KINDS, fixed: true },
+    {
+      name: "url",
+      label: "URL",
+      placeholder: "https://vector.lan:8687/",
+      hint: "http: http(s)://…; syslog: udp://, tcp:// or tls://host:port; file: file:///absolute/path.",
+    },
+    { name: "name", label: "Name", placeholder: "the URL" },
+    { name: "endpointIds", label: "Endpoints", type: "list", empty: null, placeholder: "every endpoint" },
+    { name: "shape", label: "Record shape", type: "select", choices: [["queryData", "QueryData"], ["controlD", "Control D"]] },
+    {
+      name: "start",
+      label: "Start from",
+      type: "select",
+      choices: [["oldest", "every record still stored"], ["now", "records stored from now on"]],
+      create: true,
+    },
+    { name: "paused", label: "Create it paused", type: "check", create: true },
+    {
+      name: "headers",
+      label: "Headers",
+      type: "headers",
+      placeholder: "Authorization: Bearer …",
+      hint: "\"Name: value\" a line; never shown again.",
+      kinds: ["http"],
+    },
+    { name: "tls", label: "Certificates", type: "tls", hint: "https:// and tls:// only.", kinds: NETWORK },
+    { name: "format", label: "Format", type: "select", choices: ["rfc5424", "rfc3164"], kinds: ["syslog"] },
+    { name: "facility", label: "Facility", type: "number", placeholder: "16 (local0)", kinds: ["syslog"] },
+    { name: "appName", label: "App name", placeholder: "dns-analytics", kinds: ["syslog"] },
+    { name: "maxBytes", label: "Rotate past (bytes)", type: "number", placeholder: "104857600", kinds: ["file"] },
+    { name: "keep", label: "Rotated files kept", type: "number", placeholder: "5", kinds: ["file"] },
+    { name: "batchSize", label: "Records a batch", type: "number", placeholder: "500" },
+    { name: "timeoutSeconds", label: "Timeout (seconds)", type: "number", placeholder: "10", kinds: NETWORK },
+  ];
+
+  function newOutput() {
+    openForm("output-form-place", apiForm("output-form", "New output", OUTPUT_FIELDS, null, async (body) => {
+      const made = await api("output", null, { method: "POST", body });
+      await run(loadOutputs);
+      $("app-note").textContent = `Created output ${made.id} (${made.name}): ${number(made.backlog)} records to send.`;
+    }));
+  }
+
+  // An output's settings as the form shows them: the kind's options beside the common fields.
+  function changeOutputSettings(o) {
+    const values = { ...o.options, kind: o.kind, url: o.url, name: o.name, endpointIds: o.endpointIds, shape: o.shape };
+    openForm("output-form-place", apiForm("output-form", `Output ${o.name}`, OUTPUT_FIELDS, values, async (body) => {
+      await api(`output/${o.id}`, null, { method: "PATCH", body });
+      await run(loadOutputs);
+      $("app-note").textContent = `Saved output ${o.id}; it goes on from where it was.`;
+    }));
+  }
+
   async function loadOutputs() {
     const { outputs } = await api("output");
     const body = document.querySelector("#outputs tbody");
@@ -955,6 +1268,7 @@
       ...labelled(body, outputs.map((o) => {
         const actions = element("td");
         actions.append(
+          button("Change", () => changeOutputSettings(o), "output-change"),
           button(o.paused ? "Resume" : "Pause", () => changeOutput(o, "PATCH", { paused: !o.paused }), "output-pause"),
           button("Delete", () => {
             if (window.confirm(`Delete the output ${o.name}? Its delivery stops; the records stay.`)) {
@@ -1303,6 +1617,9 @@
       $(`${view}-prev`).addEventListener("click", () => page(`${view}Page`, -1));
       $(`${view}-next`).addEventListener("click", () => page(`${view}Page`, 1));
     }
+
+    $("rule-new").addEventListener("click", newRule);
+    $("output-new").addEventListener("click", newOutput);
 
     $("privacy-add").addEventListener("submit", (event) => {
       event.preventDefault();
