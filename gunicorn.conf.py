@@ -56,11 +56,12 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """Every worker runs the loops of the retention and privacy jobs, and the outputs' delivery
-    watcher; leases in the database let one run each job, and one deliver each output, at a
-    time. The service's own log lines (retention runs, privacy rewrites, refused keys) go where
-    gunicorn's go. Batches
-    of records are parsed with the garbage collector quieted (see models.process)."""
+    """Every worker runs the loops of the retention and privacy jobs, the outputs' delivery
+    watcher and the rollups' counting thread (app/jobs/counting.py); leases in the database let
+    one run each job, and one deliver each output, at a time. The service's own log lines
+    (retention runs, privacy rewrites, refused keys) go where gunicorn's go. Batches of records
+    are parsed with the garbage collector quieted (see models.process)."""
+    from app.jobs import counting
     from app.jobs.retention import start_background
     from app.outputs import delivery
     from models.process import quiet_garbage_collector
@@ -73,6 +74,7 @@ def post_worker_init(worker):
     service_log.propagate = False
     start_background(worker.wsgi)
     delivery.start_background(worker.wsgi)
+    counting.start_background(worker.wsgi)
 
 
 def worker_exit(server, worker):

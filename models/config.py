@@ -42,6 +42,10 @@ DEFAULTS = {
     # Records an output may fall behind by (a receiver down, too slow) before it skips ahead to
     # its newest this many (docs/outputs.md).
     "ANALYTICS_OUTPUT_BACKLOG": 1_000_000,
+    # Records stored that may wait to be counted into the statistics' rollups by the workers'
+    # counting threads before a batch being stored counts them itself (0: each batch is
+    # counted as it is stored). Reads are exact either way: they count the waiting ones.
+    "ANALYTICS_COUNT_BEHIND": 50_000,
 }
 _INTEGERS = (
     "ANALYTICS_RETENTION_DAYS",
@@ -58,6 +62,7 @@ _INTEGERS = (
     "ANALYTICS_STREAM_BACKLOG",
     "ANALYTICS_METRICS_ENDPOINTS",
     "ANALYTICS_WAL_LIMIT_MB",
+    "ANALYTICS_COUNT_BEHIND",
     "ANALYTICS_ACCESS_LOG_RETENTION_DAYS",
     "ANALYTICS_OUTPUT_BACKLOG",
 )

@@ -6,7 +6,6 @@ from itertools import chain
 from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
 from . import domains, first_seen, privacy, rollups
-from .clock import now_ms
 from .database import query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
@@ -63,9 +62,7 @@ def store_records(records: list[tuple], in_transaction=None, first=None) -> int:
 
 def _store(records: list[tuple], in_transaction, first) -> int:
     # Everything that needs no ids is done before taking the write lock, which writers share:
-    # the batch column by column, its strings, its clients' metadata. The rollups are counted
-    # under it, on the ids: counting the strings first and mapping each count's key to ids
-    # after cost more in all (~4 us a record) than it saved the lock.
+    # the batch column by column, its strings, its clients' metadata.
     columns = list(zip(*(values for values, _ in records), strict=True))
     client_keys = list(zip(columns[_ENDPOINT], columns[_CLIENT], strict=True))
     strings = set(chain.from_iterable(columns[i] for i in _TERMS_AT))
@@ -91,8 +88,9 @@ def _store(records: list[tuple], in_transaction, first) -> int:
         query_many(_INSERT_RECORD, list(zip(*stored, strict=True)))
         mapped = domains.map_questions(terms, questions)
         first_seen.note(seen, endpoints, terms)
-        rollups.add(rollups.count({"ts": columns[_TS], **dict(zip(_INSERTED, stored, strict=True))}))
-        rollups.build(max(columns[_TS]), now_ms())
+        # Counted into the rollups behind the request (see models/rollups.py), unless the tail
+        # of records not counted yet has grown too long.
+        rollups.catch_up(rollups.behind_limit)
         if in_transaction is not None:
             in_transaction()
     domains.remember(mapped)

@@ -6,7 +6,7 @@ from collections import namedtuple
 from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
 
 from . import first_seen, rollups
-from .database import query
+from .database import db, query
 from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql, derived_in, stored_ids
 from .names import BOOLEAN_TEXT, value_texts
@@ -130,7 +130,7 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
         if end is not None and start > end:
             return {}
     selects = []  # (SQL, params) of each part; one statement sums them all
-    parts = [(start, end)]
+    window = parts = [(start, end)]
     derived = bool(column is not None and column.derived_from)
     if derived:  # counted by the source column's values, then summed per derived value
         column = FIELDS_BY_SQL[column.derived_from]
@@ -154,8 +154,17 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
             if end is not None and (last + 1) * period_ms <= end:
                 rest.append(((last + 1) * period_ms, end))
         parts = rest
-    selects += [_from_records(resolved, start, end, interval_ms, column, only, derived) for start, end in parts]
     selects = [select for select in selects if select is not None]
+    if selects:
+        # The rollups hold the records up to the counting mark; the part periods count those
+        # from the records, and the records past the mark (the tail) are counted over the whole
+        # window. The mark is read in the statement itself (one snapshot with the rollups); the
+        # one read before it only tells the planner how short the tail is.
+        tail = ("tail", rollups.counted_through())
+        selects += [_from_records(resolved, *part, interval_ms, column, only, derived, "counted") for part in parts]
+        selects.append(_from_records(resolved, *window[0], interval_ms, column, only, derived, tail))
+    else:
+        selects = [_from_records(resolved, *part, interval_ms, column, only, derived) for part in parts]
     if not selects:
         return {}
     # Summed in the engine: a top list's parts (blocks, days, hours, part hours) hold the same
@@ -189,13 +198,22 @@ def _usable_rollups(filters: Filters, interval_ms, column) -> list[rollups.Dim]:
     return rollups.usable(columns - {"endpoint"}, endpoints_bound, interval_ms)
 
 
-def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only, derived) -> tuple[str, list]:
-    """(SELECT of (b: bucket, v: value, n: count) rows, params) counting the records of a part."""
+def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only, derived, counted=None):
+    """(SELECT of (b: bucket, v: value, n: count) rows, params) counting the records of a part:
+    all of them; or (`counted` "counted") those the rollups counted; or (`counted` ("tail",
+    the mark as last read)) those past the counting mark."""
     condition, params = resolved.where(start_ms, end_ms)
     keys = [_bucket_sql(interval_ms) if interval_ms else "NULL", f"r.{column.sql}" if column else "NULL"]
     if only is not None:
         condition, params = _only(condition, params, f"r.{column.sql}", only, derived)
-    return f"SELECT {keys[0]} AS b, {keys[1]} AS v, COUNT(*) AS n FROM record r WHERE {condition} GROUP BY 1, 2", params
+    source = "record r"
+    if counted == "counted":
+        # `+ 0`: not a range of ids to read by; the part's window is.
+        condition = f"(r.id + 0) <= {rollups.COUNTED_SQL} AND {condition}"
+    elif counted is not None:
+        source = db.obj.dialect.by_id("record", "r")
+        condition, params = f"r.id > ? AND r.id > {rollups.COUNTED_SQL} AND {condition}", [counted[1], *params]
+    return f"SELECT {keys[0]} AS b, {keys[1]} AS v, COUNT(*) AS n FROM {source} WHERE {condition} GROUP BY 1, 2", params
 
 
 def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, only, derived) -> tuple[str, list] | None:

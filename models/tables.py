@@ -225,6 +225,8 @@ class PrivacyAgeMark(BaseModel):
 
     class Meta:
         primary_key = CompositeKey("endpoint", "step")
+
+
 class Output(BaseModel):
     """An output: where every stored record of some endpoints is forwarded, and how far it got
     (see models/outputs.py). `cursor` is the highest record id the receiver accepted (every
@@ -469,6 +471,9 @@ def create_schema():
                 from .first_seen import note_stored_names
 
                 note_stored_names()  # from the records still stored
+            from . import rollups
+
+            rollups.start_counting()  # before a new layout is counted: it counts up to the mark
             _count_rollups_if_new_layout(fresh=version == 0)
             ensure_token_secret()
             dialect.set_schema_version(query, SCHEMA_VERSION)

@@ -8,6 +8,7 @@ from app import metrics
 from app.auth import check_endpoints
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint
+from app.jobs import counting
 from app.jobs.retention import past_horizon
 from app.requests import parse_json
 from models.clock import now_ms
@@ -92,6 +93,7 @@ def ingest():
         )
     except models.ingestion.AlreadyStored as stored:
         return {"accepted": stored.accepted, "pastRetention": past}, 200, {"Idempotency-Replayed": "true"}
+    counting.wake()
     metrics.count_stored(records, past)
     return {"accepted": accepted, "pastRetention": past}
 
