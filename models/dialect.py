@@ -8,6 +8,7 @@ its dialect (`db.obj.dialect`, set by open_database).
 import os
 import threading
 import time
+from contextlib import contextmanager, nullcontext
 
 from .utils import placeholders
 
@@ -26,12 +27,16 @@ def ascii_lower(text: str) -> str:
 # SQLite.after_write).
 WAL_RESTART_WAITS = ((0.25, 0.25), (0.5, 1.0), (0.75, 5.0))
 WAL_CHECK_SECONDS = 1.0
+# How long emptying the write-ahead log after deleting terms may wait for readers.
+TRUNCATE_WAIT_SECONDS = 5.0
 
 
 class SQLite:
     name = "sqlite"
     # The ids of the records one deletion removes (see records._delete).
     victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id INTEGER PRIMARY KEY)"
+    # The terms looked for by models/unused_terms.py.
+    term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id INTEGER PRIMARY KEY)"
 
     def __init__(self, wal_limit: int = 256 << 20):
         self.wal_limit = wal_limit
@@ -76,6 +81,29 @@ class SQLite:
             query("PRAGMA wal_checkpoint(RESTART)").fetchall()
         finally:
             query(f"PRAGMA busy_timeout = {int(usual)}")
+
+    @contextmanager
+    def secure_deletes(self, query):
+        """What this connection deletes in the block is overwritten with zeros, also on pages it
+        frees (secure_delete FAST, the default here, leaves those as they were). Nests."""
+        before = query("PRAGMA secure_delete").fetchone()[0]
+        query("PRAGMA secure_delete = ON")
+        try:
+            yield
+        finally:
+            query(f"PRAGMA secure_delete = {('OFF', 'ON', 'FAST')[before]}")  # a number 2 reads as ON
+
+    def after_term_cleanup(self, query) -> bool:
+        """Copy the write-ahead log into the file and empty it: it still holds the pages as they
+        were before the deletion. Waits for the readers of the moment (and holds writers back)
+        up to TRUNCATE_WAIT_SECONDS; whether it was emptied."""
+        usual = query("PRAGMA busy_timeout").fetchone()[0]
+        query(f"PRAGMA busy_timeout = {int(TRUNCATE_WAIT_SECONDS * 1000)}")
+        try:
+            busy, _, _ = query("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            query(f"PRAGMA busy_timeout = {int(usual)}")
+        return not busy
 
     def limit_queries(self, connection, query, seconds, stop):
         """Stop this connection's statements past `seconds` from now, or as soon as `stop()`
@@ -140,6 +168,7 @@ class SQLite:
 class Postgres(SQLite):
     name = "postgresql"
     victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id BIGINT PRIMARY KEY)"
+    term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id BIGINT PRIMARY KEY)"
 
     def driver_sql(self, sql: str) -> str:
         # psycopg's placeholders are %s, so a literal % (the modulo of time buckets) is doubled.
@@ -151,6 +180,15 @@ class Postgres(SQLite):
 
     def after_write(self, path: str, query):
         pass  # PostgreSQL recycles its write-ahead log by itself
+
+    def secure_deletes(self, query):
+        return nullcontext()  # a deleted row stays in the table's pages until VACUUM
+
+    def after_term_cleanup(self, query) -> bool:
+        # Dead rows (the deleted strings) are removed from the pages by VACUUM; it takes no lock
+        # that writers wait for, and these tables are small next to the records.
+        query("VACUUM term, term_domain, term_candidate")
+        return True
 
     def limit_queries(self, connection, query, seconds, stop):
         # The server stops a statement past statement_timeout; a client gone meanwhile is

@@ -94,9 +94,20 @@ class Client(BaseModel):
 
 class Term(BaseModel):
     """Interned strings: records store the integer id of each repeated string (domains,
-    profiles, ISPs, ...). Terms are never deleted, so an id means the same string forever."""
+    profiles, ISPs, ...). A term nothing refers to any more may be deleted
+    (models/unused_terms.py), but its id is never handed out again: an id means one string
+    forever."""
 
+    id = NeverReusedId()
     value = TextField()  # unique: see create_schema
+
+
+class TermCandidate(BaseModel):
+    """Terms a privacy rewrite or deletion stopped referring to, to be deleted once nothing
+    else does (models/unused_terms.py); `since`: the term generation they were noted under."""
+
+    term = BigIntegerField(primary_key=True)
+    since = BigIntegerField()
 
 
 class TermDomain(BaseModel):
@@ -225,6 +236,8 @@ class PrivacyAgeMark(BaseModel):
 
     class Meta:
         primary_key = CompositeKey("endpoint", "step")
+
+
 class Output(BaseModel):
     """An output: where every stored record of some endpoints is forwarded, and how far it got
     (see models/outputs.py). `cursor` is the highest record id the receiver accepted (every
@@ -419,6 +432,7 @@ TABLES = (
     Endpoint,
     Client,
     Term,
+    TermCandidate,
     TermDomain,
     NameSeen,
     StreamToken,
@@ -455,6 +469,7 @@ def create_schema():
         with write_transaction():  # also keeps two processes from creating tables at once
             version = dialect.schema_version(query)
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
+            _term_ids_never_reused()
             query(dialect.term_index())
             query("DROP INDEX IF EXISTS record_client_ts")  # before (client, ts, question)
             _add_missing_columns(Record)
@@ -474,6 +489,21 @@ def create_schema():
             dialect.set_schema_version(query, SCHEMA_VERSION)
 
     retry_locked(create)
+
+
+def _term_ids_never_reused():
+    """A SQLite term table made before terms could be deleted numbers them max(id) + 1, which
+    hands the id of a deleted newest term out again: made anew with AUTOINCREMENT, same ids.
+    (A PostgreSQL sequence never goes back.)"""
+    if not is_sqlite():
+        return
+    (sql,) = query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'term'").fetchone()
+    if "AUTOINCREMENT" in sql.upper():
+        return
+    query("ALTER TABLE term RENAME TO term_before")
+    db.create_tables([Term])
+    query("INSERT INTO term (id, value) SELECT id, value FROM term_before")
+    query("DROP TABLE term_before")  # its index with it: create_schema makes the new one
 
 
 def _add_missing_columns(model):

@@ -1,6 +1,7 @@
 """The privacy job: records reaching an age step, and those stored before a setting was made
-stricter, rewritten in batches (models/rewrites.py) by the worker holding the job's lease,
-every ANALYTICS_PRIVACY_INTERVAL seconds, or by `flask --app wsgi privacy rewrite`."""
+stricter, rewritten in batches (models/rewrites.py), then the strings left unused deleted
+(models/unused_terms.py), by the worker holding the job's lease, every
+ANALYTICS_PRIVACY_INTERVAL seconds, or by `flask --app wsgi privacy rewrite`."""
 
 import logging
 import time
@@ -8,6 +9,7 @@ import time
 import models.admin_actions
 import models.database
 import models.rewrites
+import models.unused_terms
 from models.clock import now_ms
 
 JOB = "privacy"
@@ -33,7 +35,14 @@ def run_privacy(actor: dict, now: int | None = None, seconds: float = RUN_SECOND
             metadata = {"result": {"endpointId": endpoint, "detail": detail, "rewritten": rewritten}}
             models.admin_actions.record_action("privacy.rewrite", actor, metadata, [endpoint], now_ms())
 
-    rewritten = models.rewrites.run(lambda: time.monotonic() > stop, finished)
-    if rewritten:
-        log.info("privacy: rewrote %d stored records to stricter settings", rewritten)
+    deadline = lambda: time.monotonic() > stop  # noqa: E731
+    # What the rewrites overwrite or free is zeroed in the file, not left in its free space.
+    with models.database.secure_deletes():
+        rewritten = models.rewrites.run(deadline, finished)
+        if rewritten:
+            log.info("privacy: rewrote %d stored records to stricter settings", rewritten)
+        # The strings the rewrites and clients marked not logged left unused.
+        deleted = models.unused_terms.clean(deadline)
+    if deleted:
+        log.info("privacy: deleted %d stored strings nothing refers to any more", deleted)
     return rewritten

@@ -1,0 +1,168 @@
+"""Strings removed from stored records later (a setting made stricter, a client marked not
+logged) leave the store too: the privacy job deletes the interned strings nothing refers to any
+more, and on SQLite neither the database file nor its write-ahead log keeps their bytes; a
+process that had them cached stores them again under a new id."""
+
+import glob
+import subprocess
+import sys
+import time
+
+from stores import is_postgres, run_sql
+
+from helpers import API_KEY, AUTH, ingest, record
+from servers import ROOT, Gunicorn
+
+ADDRESS = "192.168.77.123"
+NAME = "www.very-private-site.co.uk"
+DOMAIN = "very-private-site.co.uk"
+SHARED = "shared-name.example.org"
+ANSWERS = [{"ips": ["203.0.113.99"], "geoip": {"countryCode": "NL"}}]
+WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
+
+
+def known(endpoint="home", client_id="laptop", question=NAME, minute=0):
+    return record(
+        endpoint,
+        client_id,
+        f"2024-05-01T10:{minute:02d}:00Z",
+        question,
+        sourceIp=ADDRESS,
+        answers=ANSWERS,
+        client={"ip": ADDRESS},
+    )
+
+
+def get(client, path):
+    response = client.get(path, headers=AUTH)
+    assert response.status_code == 200, (path, response.json)
+    return response.json
+
+
+def totals(client) -> tuple:
+    """Every statistic the rewrite must keep: the count, per endpoint, per action."""
+    per = [get(client, f"/v2/statistic/count/{group}?{WINDOW}")["counts"] for group in ("endpointId", "action")]
+    return get(client, f"/v2/statistic/count?{WINDOW}")["count"], per
+
+
+def terms(database) -> set[str]:
+    return {value for (value,) in run_sql(database, "SELECT value FROM term")}
+
+
+def in_files(database, text: str) -> bool:
+    """Whether the SQLite database file or its write-ahead log holds `text`'s bytes."""
+    paths = glob.glob(database) + glob.glob(database + "-wal")
+    assert paths and database in paths
+    return any(text.encode() in open(path, "rb").read() for path in paths)
+
+
+def privacy_job(runner) -> str:
+    result = runner.invoke(args=["privacy", "rewrite"])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_a_stricter_setting_leaves_no_old_string_in_the_store(client, runner, database):
+    ingest(
+        client,
+        known(),
+        known(minute=1, question=SHARED),
+        record("office", "desk", "2024-05-01T11:00:00Z", SHARED, sourceIp="198.51.100.7"),
+    )
+    before = totals(client)
+    stored = terms(database)
+    assert {ADDRESS, NAME, SHARED} <= stored and any("203.0.113.99" in value for value in stored)
+    if not is_postgres(database):
+        assert in_files(database, ADDRESS) and in_files(database, NAME), "the checks below can see them"
+
+    change = {"clientIp": "truncate", "question": "registrableDomain", "answers": "drop"}
+    assert client.put("/v2/privacy/home", json=change, headers=AUTH).json["pendingRewrite"] == 2
+    assert "Rewrote 2 stored records" in privacy_job(runner)
+
+    stored = terms(database)
+    assert ADDRESS not in stored and NAME not in stored, "the strings nothing refers to went"
+    assert not any("203.0.113.99" in value for value in stored), "the answers too"
+    assert {"192.168.77.0", DOMAIN, "198.51.100.7"} <= stored, "what is referred to stays"
+    assert run_sql(database, "SELECT COUNT(*) FROM term_candidate") == [(0,)]
+    if not is_postgres(database):
+        for secret in (ADDRESS, NAME, "203.0.113.99"):
+            assert not in_files(database, secret), secret
+    queries = get(client, f"/v2/activity-log?{WINDOW}")["queries"]
+    assert sorted((q["endpointId"], q["sourceIp"], q["question"], q["answers"]) for q in queries) == [
+        ("home", "192.168.77.0", "example.org", []),
+        ("home", "192.168.77.0", DOMAIN, []),
+        ("office", "198.51.100.7", SHARED, []),
+    ]
+    assert totals(client) == before
+    names = {c["value"]: c["count"] for c in get(client, f"/v2/statistic/count/question?{WINDOW}")["counts"]}
+    assert names == {DOMAIN: 1, "example.org": 1, SHARED: 1}
+    assert "Rewrote 0" in privacy_job(runner), "nothing left to do"
+
+
+def test_a_client_marked_not_logged_leaves_no_string_in_the_store(client, runner, database):
+    ingest(client, known(question="only-the-laptop.example"), known(minute=1))
+    ingest(client, record("home", "phone", "2024-05-01T10:02:00Z", "only-the-phone.example", sourceIp="192.0.2.66"))
+    ingest(client, record("home", "tv", "2024-05-01T10:03:00Z", "tv.example", sourceIp="192.0.2.5"))
+    before = totals(client)
+    marked = client.put("/v2/client/logging/home/laptop", json={"logged": False}, headers=AUTH)
+    assert marked.status_code == 200, marked.json
+    privacy_job(runner)
+    stored = terms(database)
+    assert ADDRESS not in stored and not any("203.0.113.99" in value for value in stored)
+    # Counted anonymously (unloggedClients: counted): its names stay in the top names.
+    assert {NAME, "only-the-laptop.example", "192.0.2.66", "tv.example"} <= stored
+    if not is_postgres(database):
+        assert not in_files(database, ADDRESS) and not in_files(database, "203.0.113.99")
+    assert totals(client) == before
+
+    # Not counted at all: nothing of it is referred to any more.
+    assert client.put("/v2/privacy/home", json={"unloggedClients": "notCounted"}, headers=AUTH).status_code == 200
+    marked = client.put("/v2/client/logging/home/phone", json={"logged": False}, headers=AUTH)
+    assert marked.status_code == 200, marked.json
+    privacy_job(runner)
+    stored = terms(database)
+    assert "192.0.2.66" not in stored
+    if not is_postgres(database):
+        assert not in_files(database, "192.0.2.66")
+    # A deleted client's names stay among its endpoint's first-seen names (a statistic, as
+    # after DELETE /v2/client): so does their string.
+    seen = get(client, f"/v2/statistic/first-seen/question?{WINDOW}")["names"]
+    assert "only-the-phone.example" in {n["value"] for n in seen} and "only-the-phone.example" in stored
+    queries = get(client, f"/v2/activity-log?{WINDOW}")["queries"]
+    assert [(q["clientId"], q["question"]) for q in queries] == [("tv", "tv.example")]
+    assert get(client, f"/v2/statistic/count?{WINDOW}")["count"] == before[0] - 1
+
+
+def test_a_worker_that_cached_a_deleted_string_stores_it_again(tmp_path, database):
+    """One gunicorn worker caches the address; another process (the privacy job) deletes its
+    term; the worker then stores the address again: under a new id, read back right."""
+    env = {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}
+    server = Gunicorn(tmp_path, env, workers=1)
+    try:
+        assert server.call("POST", "/v2/ingest", [known()], AUTH)[0] == 200
+        status, _ = server.call("PUT", "/v2/privacy/home", {"clientIp": "drop"}, AUTH)
+        assert status == 200
+        job = subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "wsgi", "privacy", "rewrite"],
+            cwd=ROOT,
+            env={**server.env, **env},
+            capture_output=True,
+            text=True,
+        )
+        assert job.returncode == 0, job.stderr
+        assert ADDRESS not in terms(database), "deleted while the worker has it cached"
+
+        later = known("office", minute=5)
+        assert server.call("POST", "/v2/ingest", [later], AUTH)[0] == 200
+        status, body = server.call("GET", f"/v2/activity-log?{WINDOW}&endpointId=office", headers=AUTH)
+        assert status == 200, body
+        assert [(q["clientId"], q["sourceIp"]) for q in body["queries"]] == [("laptop", ADDRESS)]
+        dangling = run_sql(
+            database, "SELECT COUNT(*) FROM record r WHERE NOT EXISTS (SELECT 1 FROM term t WHERE t.id = r.src_ip)"
+        )
+        assert dangling == [(0,)], "no record refers to a deleted term"
+        time.sleep(0.1)
+        status, body = server.call("GET", f"/v2/statistic/count/clientId?{WINDOW}", headers=AUTH)
+        assert status == 200 and {c["value"] for c in body["counts"]} == {"anonymous", "laptop"}
+    finally:
+        server.stop()
