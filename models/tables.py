@@ -112,7 +112,8 @@ class TermCandidate(BaseModel):
 
 class TermDomain(BaseModel):
     """The registrable domain of every term stored as a question: both term ids. A term's
-    string never changes, so neither does its row (see models/domains.py)."""
+    string never changes, so neither does its row (see models/domains.py); it goes with the
+    term (models/unused_terms.py)."""
 
     term = BigIntegerField(primary_key=True)
     domain = BigIntegerField(index=True)
