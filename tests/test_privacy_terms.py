@@ -7,7 +7,10 @@ import glob
 import subprocess
 import sys
 
+import pytest
 from stores import is_postgres, run_sql
+
+from app import create_app
 
 from helpers import API_KEY, AUTH, ingest, record
 from servers import ROOT, Gunicorn
@@ -168,3 +171,25 @@ def test_a_worker_that_cached_a_deleted_string_stores_it_again(tmp_path, databas
         assert status == 200 and body.decode().count(ADDRESS) == 1, "the export reads it too"
     finally:
         server.stop()
+
+
+@pytest.mark.sqlite_only
+def test_a_term_table_made_before_terms_could_be_deleted_never_reuses_an_id(app, client, database):
+    ingest(client, known())
+    # As older releases made it: without AUTOINCREMENT, SQLite numbers a new row max(id) + 1.
+    for statement in (
+        "ALTER TABLE term RENAME TO term_made",
+        "CREATE TABLE term (id INTEGER NOT NULL PRIMARY KEY, value TEXT NOT NULL)",
+        "INSERT INTO term SELECT id, value FROM term_made",
+        "DROP TABLE term_made",
+        "CREATE UNIQUE INDEX term_value ON term (value)",
+    ):
+        run_sql(database, statement)
+    before = run_sql(database, "SELECT id, value FROM term ORDER BY id")
+    restarted = create_app(app.config).test_client()
+    (table,) = run_sql(database, "SELECT sql FROM sqlite_master WHERE name = 'term'")[0]
+    assert "AUTOINCREMENT" in table and run_sql(database, "SELECT id, value FROM term ORDER BY id") == before
+    newest = before[-1][0]
+    run_sql(database, "DELETE FROM term WHERE id = ?", [newest])  # as the privacy job may
+    ingest(restarted, known(question="new.example"))
+    assert run_sql(database, "SELECT MIN(id) FROM term WHERE value = 'new.example'")[0][0] > newest
