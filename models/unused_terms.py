@@ -83,11 +83,6 @@ def clean(deadline) -> int:
     return deleted
 
 
-def pending() -> int:
-    """How many terms are noted and not looked at yet."""
-    return query("SELECT COUNT(*) FROM term_candidate").fetchone()[0]
-
-
 def _claim() -> tuple[list[int], int, int]:
     """(the candidates of this round, the generation they were claimed under, the newest record
     id then)."""
