@@ -175,6 +175,12 @@ def secure_deletes():
     return db.obj.dialect.secure_deletes(query)
 
 
+def after_term_cleanup() -> bool:
+    """Leave no copy of the deleted strings in the engine's own files, as far as it can at once
+    (see models.dialect); whether it could."""
+    return db.obj.dialect.after_term_cleanup(query)
+
+
 def reclaim_space(pages_per_step: int = 2000):
     """Give space freed by deletions back and refresh the planner's statistics (see models.dialect)."""
     db.obj.dialect.reclaim_space(query, pages_per_step)

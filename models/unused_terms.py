@@ -70,7 +70,8 @@ def note_records(condition: str, params: list) -> None:
 
 def clean(deadline) -> int:
     """Delete the noted terms nothing refers to any more, round by round until none is left or
-    `deadline()` is true; how many went. Needs a connection, outside any transaction."""
+    `deadline()` is true; how many went (then see database.after_term_cleanup). Needs a
+    connection, outside any transaction."""
     deleted = 0
     while not deadline():
         claimed, claimed_under, newest = _claim()
@@ -78,8 +79,6 @@ def clean(deadline) -> int:
             break
         unused = _unreferenced(claimed, newest)
         deleted += _delete(claimed, unused, claimed_under)
-    if deleted:
-        db.obj.dialect.after_term_cleanup(query)
     return deleted
 
 

@@ -45,4 +45,9 @@ def run_privacy(actor: dict, now: int | None = None, seconds: float = RUN_SECOND
         deleted = models.unused_terms.clean(deadline)
     if deleted:
         log.info("privacy: deleted %d stored strings nothing refers to any more", deleted)
+        if not models.database.after_term_cleanup():
+            log.warning(
+                "privacy: the write-ahead log still holds deleted strings: a reader kept it busy;"
+                " SQLite overwrites it as it reuses it"
+            )
     return rewritten
