@@ -193,3 +193,27 @@ def test_a_term_table_made_before_terms_could_be_deleted_never_reuses_an_id(app,
     run_sql(database, "DELETE FROM term WHERE id = ?", [newest])  # as the privacy job may
     ingest(restarted, known(question="new.example"))
     assert run_sql(database, "SELECT MIN(id) FROM term WHERE value = 'new.example'")[0][0] > newest
+
+
+def test_a_string_stored_again_while_a_round_looks_for_it_stays(app, client, database):
+    """A round's steps (models/unused_terms.py) with an ingest of the string between the claim
+    and the deletion, as another worker may do: the ingest takes it off the candidates."""
+    import models.database
+    import models.unused_terms as unused
+
+    ingest(client, known(), known(minute=1))  # the second batch reads the terms back: cached
+    assert client.put("/v2/privacy/home", json={"clientIp": "drop"}, headers=AUTH).status_code == 200
+    with app.app_context(), models.database.connection():
+        import models.rewrites
+
+        models.rewrites.run(lambda: False)
+        claimed, claimed_under, newest = unused._claim()
+        (address,) = run_sql(database, "SELECT id FROM term WHERE value = ?", [ADDRESS])[0]
+        assert address in claimed
+        ingest(client, known("office", minute=2))
+        found_unused = unused._unreferenced(claimed, newest)
+        assert address in found_unused, "the new record came after the claim: not read"
+        unused._delete(claimed, found_unused, claimed_under)
+    assert run_sql(database, "SELECT id FROM term WHERE value = ?", [ADDRESS]) == [(address,)]
+    queries = get(client, f"/v2/activity-log?{WINDOW}&endpointId=office")["queries"]
+    assert [q["sourceIp"] for q in queries] == [ADDRESS]
