@@ -7,6 +7,7 @@ cache first reads the store's term generation, which a deletion moves, and start
 over when it moved: no stale id is ever written.
 """
 
+from . import settings
 from .database import db, query
 from .utils import chunks, placeholders
 
@@ -79,8 +80,8 @@ def term_values(ids) -> dict[int, str]:
 
 
 def generation() -> int:
-    row = query("SELECT value FROM store_setting WHERE name = ?", [GENERATION]).fetchone()
-    return 0 if row is None else int(row[0])
+    """How many rounds of term deletion the store has seen (see models/unused_terms.py)."""
+    return int(settings.read(GENERATION) or 0)
 
 
 def _follow_generation():

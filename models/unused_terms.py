@@ -25,7 +25,7 @@ when step 2 read its place, or the copy was made before its source went, and rea
 
 from catalogue import FIELDS, FIELDS_BY_SQL, TERM
 
-from . import rollups
+from . import rollups, settings
 from .database import db, query, secure_deletes, write_transaction
 from .domains import TABLE as DOMAINS
 from .terms import GENERATION, generation
@@ -102,8 +102,7 @@ def _claim() -> tuple[list[int], int, int]:
             )
         # A question's registrable domain may be left unused with it.
         note(domains - set(ids))
-        query("DELETE FROM store_setting WHERE name = ?", [GENERATION])
-        query("INSERT INTO store_setting (name, value) VALUES (?, ?)", [GENERATION, str(current + 1)])
+        settings.write(GENERATION, str(current + 1))
         newest = query("SELECT COALESCE(MAX(id), 0) FROM record").fetchone()[0]
     return sorted(set(ids) | domains), current, newest
 
