@@ -175,10 +175,10 @@ def secure_deletes():
     return db.obj.dialect.secure_deletes(query)
 
 
-def after_term_cleanup() -> bool:
-    """Leave no copy of the deleted strings in the engine's own files, as far as it can at once
-    (see models.dialect); whether it could."""
-    return db.obj.dialect.after_term_cleanup(query)
+def erase_old_versions() -> bool:
+    """Leave no copy of what the privacy job rewrote or deleted in the engine's own files, as
+    far as it can at once (see models.dialect); whether it could."""
+    return db.obj.dialect.erase_old_versions(query)
 
 
 def reclaim_space(pages_per_step: int = 2000):

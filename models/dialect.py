@@ -27,8 +27,9 @@ def ascii_lower(text: str) -> str:
 # SQLite.after_write).
 WAL_RESTART_WAITS = ((0.25, 0.25), (0.5, 1.0), (0.75, 5.0))
 WAL_CHECK_SECONDS = 1.0
-# How long emptying the write-ahead log after deleting terms may wait for readers.
-TRUNCATE_WAIT_SECONDS = 5.0
+# How long emptying the write-ahead log after the privacy job may wait for readers (holding
+# writers back meanwhile).
+TRUNCATE_WAIT_SECONDS = 1.0
 
 
 class SQLite:
@@ -93,10 +94,11 @@ class SQLite:
         finally:
             query(f"PRAGMA secure_delete = {('OFF', 'ON', 'FAST')[before]}")  # a number 2 reads as ON
 
-    def after_term_cleanup(self, query) -> bool:
-        """Copy the write-ahead log into the file and empty it: it still holds the pages as they
-        were before the deletion. Waits for the readers of the moment (and holds writers back)
-        up to TRUNCATE_WAIT_SECONDS; whether it was emptied."""
+    def erase_old_versions(self, query) -> bool:
+        """After the privacy job: copy the write-ahead log into the file and empty it, as it
+        still holds the pages as they were before the job rewrote or deleted them. Waits for the
+        readers of the moment (and holds writers back) up to TRUNCATE_WAIT_SECONDS; whether it
+        was emptied."""
         usual = query("PRAGMA busy_timeout").fetchone()[0]
         query(f"PRAGMA busy_timeout = {int(TRUNCATE_WAIT_SECONDS * 1000)}")
         try:
@@ -184,10 +186,11 @@ class Postgres(SQLite):
     def secure_deletes(self, query):
         return nullcontext()  # a deleted row stays in the table's pages until VACUUM
 
-    def after_term_cleanup(self, query) -> bool:
-        # Dead rows (the deleted strings) are removed from the pages by VACUUM; it takes no lock
-        # that writers wait for, and these tables are small next to the records.
-        query("VACUUM term, term_domain, term_candidate")
+    def erase_old_versions(self, query) -> bool:
+        # Dead rows (deleted strings, client entries as they were) are removed from the pages by
+        # VACUUM; it takes no lock that writers wait for, and these tables are small next to
+        # the records (whose rows hold ids only).
+        query("VACUUM term, term_domain, term_candidate, client")
         return True
 
     def limit_queries(self, connection, query, seconds, stop):

@@ -68,18 +68,19 @@ def note_records(condition: str, params: list) -> None:
         )
 
 
-def clean(deadline) -> int:
+def clean(deadline) -> tuple[int, int]:
     """Delete the noted terms nothing refers to any more, round by round until none is left or
-    `deadline()` is true; how many went (then see database.after_term_cleanup). Needs a
-    connection, outside any transaction."""
-    deleted = 0
+    `deadline()` is true: (how many were looked for, how many went). Needs a connection,
+    outside any transaction."""
+    examined = deleted = 0
     while not deadline():
         claimed, claimed_under, newest = _claim()
         if not claimed:
             break
         unused = _unreferenced(claimed, newest)
         deleted += _delete(claimed, unused, claimed_under)
-    return deleted
+        examined += len(claimed)
+    return examined, deleted
 
 
 def _claim() -> tuple[list[int], int, int]:

@@ -19,6 +19,7 @@ ADDRESS = "192.168.77.123"
 NAME = "www.very-private-site.co.uk"
 DOMAIN = "very-private-site.co.uk"
 SHARED = "shared-name.example.org"
+HOST = "alices-laptop"
 ANSWERS = [{"ips": ["203.0.113.99"], "geoip": {"countryCode": "NL"}}]
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 
@@ -31,7 +32,7 @@ def known(endpoint="home", client_id="laptop", question=NAME, minute=0):
         question,
         sourceIp=ADDRESS,
         answers=ANSWERS,
-        client={"ip": ADDRESS},
+        client={"ip": ADDRESS, "host": HOST},
     )
 
 
@@ -75,9 +76,9 @@ def test_a_stricter_setting_leaves_no_old_string_in_the_store(client, runner, da
     stored = terms(database)
     assert {ADDRESS, NAME, SHARED} <= stored and any("203.0.113.99" in value for value in stored)
     if not is_postgres(database):
-        assert in_files(database, ADDRESS) and in_files(database, NAME), "the checks below can see them"
+        assert all(in_files(database, text) for text in (ADDRESS, NAME, HOST)), "the checks below can see them"
 
-    change = {"clientIp": "truncate", "question": "registrableDomain", "answers": "drop"}
+    change = {"clientIp": "truncate", "clientMetadata": "drop", "question": "registrableDomain", "answers": "drop"}
     assert client.put("/v2/privacy/home", json=change, headers=AUTH).json["pendingRewrite"] == 2
     assert "Rewrote 2 stored records" in privacy_job(runner)
 
@@ -86,8 +87,8 @@ def test_a_stricter_setting_leaves_no_old_string_in_the_store(client, runner, da
     assert not any("203.0.113.99" in value for value in stored), "the answers too"
     assert {"192.168.77.0", DOMAIN, "198.51.100.7"} <= stored, "what is referred to stays"
     assert run_sql(database, "SELECT COUNT(*) FROM term_candidate") == [(0,)]
-    if not is_postgres(database):
-        for secret in (ADDRESS, NAME, "203.0.113.99"):
+    if not is_postgres(database):  # nor the client entry as it was (text of its own)
+        for secret in (ADDRESS, NAME, "203.0.113.99", HOST):
             assert not in_files(database, secret), secret
     queries = get(client, f"/v2/activity-log?{WINDOW}")["queries"]
     assert sorted((q["endpointId"], q["sourceIp"], q["question"], q["answers"]) for q in queries) == [
@@ -99,6 +100,16 @@ def test_a_stricter_setting_leaves_no_old_string_in_the_store(client, runner, da
     names = {c["value"]: c["count"] for c in get(client, f"/v2/statistic/count/question?{WINDOW}")["counts"]}
     assert names == {DOMAIN: 1, "example.org": 1, SHARED: 1}
     assert "Rewrote 0" in privacy_job(runner), "nothing left to do"
+
+
+@pytest.mark.sqlite_only
+def test_metadata_dropped_later_leaves_neither_the_file_nor_its_log(client, runner, database):
+    ingest(client, known())
+    assert in_files(database, HOST)
+    assert client.put("/v2/privacy/home", json={"clientMetadata": "drop"}, headers=AUTH).status_code == 200
+    assert "Rewrote 0 stored records" in privacy_job(runner), "no record changes: only the client entry"
+    assert get(client, "/v2/client")["items"]["home"]["clients"]["laptop"]["host"] == ""
+    assert not in_files(database, HOST)
 
 
 def test_a_client_marked_not_logged_leaves_no_string_in_the_store(client, runner, database):

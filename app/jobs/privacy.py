@@ -28,8 +28,10 @@ def run_privacy(actor: dict, now: int | None = None, seconds: float = RUN_SECOND
     with models.database.write_transaction():
         models.rewrites.plan_ages(now)
     stop = time.monotonic() + seconds
+    went_through = []  # records of the tasks finished: their client entries were made coarser too
 
     def finished(endpoint: str, kind: str, detail: dict, rewritten: int):
+        went_through.append(rewritten)
         # Age steps are reached every run by busy endpoints: the log line below says those.
         if rewritten and kind == models.rewrites.STRICTER:
             metadata = {"result": {"endpointId": endpoint, "detail": detail, "rewritten": rewritten}}
@@ -42,12 +44,12 @@ def run_privacy(actor: dict, now: int | None = None, seconds: float = RUN_SECOND
         if rewritten:
             log.info("privacy: rewrote %d stored records to stricter settings", rewritten)
         # The strings the rewrites and clients marked not logged left unused.
-        deleted = models.unused_terms.clean(deadline)
+        examined, deleted = models.unused_terms.clean(deadline)
     if deleted:
         log.info("privacy: deleted %d stored strings nothing refers to any more", deleted)
-        if not models.database.after_term_cleanup():
-            log.warning(
-                "privacy: the write-ahead log still holds deleted strings: a reader kept it busy;"
-                " SQLite overwrites it as it reuses it"
-            )
+    if (rewritten or examined or any(went_through)) and not models.database.erase_old_versions():
+        log.warning(
+            "privacy: the write-ahead log still holds what was rewritten or deleted: a reader kept it busy;"
+            " SQLite overwrites it as it reuses it"
+        )
     return rewritten
