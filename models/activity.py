@@ -16,6 +16,7 @@ _SELECT = "SELECT " + ", ".join(["r.id", *(column_sql(field) for field in READ_F
 # numbers as they are.
 RecordRow = namedtuple("RecordRow", ROW_FIELDS)
 _TS, _CLIENT = ROW_FIELDS.index("ts"), ROW_FIELDS.index("client")
+_TERMS_AT = [i + 1 for i, field in enumerate(READ_FIELDS) if field.storage == TERM]
 # (position in the row, storage) of each column whose stored value is not its own text.
 _LOOKED_UP = [
     (i + 1, field.storage) for i, field in enumerate(READ_FIELDS) if field.storage in (TERM, ENDPOINT, CLIENT)
@@ -107,17 +108,21 @@ def _fetch(condition, params, descending, after, limit, offset):
 
 
 def texts(rows) -> list[RecordRow]:
-    """Raw rows with their stored ids replaced by their texts. A row whose client entry is gone
-    (deleted since the rows were read) is left out: a record is shown whole or not at all."""
+    """Raw rows with their stored ids replaced by their texts. A row whose client entry or one
+    of whose strings is gone (deleted since the rows were read) is left out: a record is shown
+    whole or not at all."""
     ids: dict[str, set] = {}
     for i, storage in _LOOKED_UP:
         ids.setdefault(storage, set()).update(row[i] for row in rows)
     found = {storage: value_texts(storage, values) for storage, values in ids.items()}
+    terms_gone = len(found[TERM]) < len(ids[TERM] - {None})
     for names in found.values():
         names[None] = None
-    clients = found[CLIENT]
+    clients, terms = found[CLIENT], found[TERM]
     convert = _CONVERT
-    return [convert(row, found[TERM], found[ENDPOINT], clients) for row in rows if row[_CLIENT] in clients]
+    if terms_gone:  # rewritten since they were read, and their old strings deleted: left out too
+        rows = [row for row in rows if all(row[i] in terms for i in _TERMS_AT)]
+    return [convert(row, terms, found[ENDPOINT], clients) for row in rows if row[_CLIENT] in clients]
 
 
 # Row -> RecordRow with texts, made once from the catalogue: a loop over the columns of every

@@ -2,7 +2,7 @@
 
 from collections import namedtuple
 
-from . import privacy, rollups
+from . import privacy, rollups, unused_terms
 from .database import db, query, write_transaction
 from .deletion import client_selection, delete_records, delete_to_anonymous
 from .tables import CLIENT_META_FIELDS
@@ -85,6 +85,8 @@ def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, 
         )
         deleted = 0
         if not logged:
+            selection, params = client_selection([endpoint], [client_id])
+            unused_terms.note_records(f"client IN ({selection})", params)
             if privacy.effective(privacy.settings(), endpoint)["unlogged_clients"] == privacy.COUNTED:
                 deleted = delete_to_anonymous(endpoint, client_id)
             else:

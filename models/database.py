@@ -31,6 +31,10 @@ SQLITE_PRAGMAS = {
     "temp_store": "memory",
     # Truncate the WAL back to this size after a checkpoint so it cannot stay large.
     "journal_size_limit": 64 * 1024 * 1024,
+    # Deleted or overwritten content is zeroed on the pages written anyway (no more I/O): no
+    # removed value lingers in a page's free space. Pages freed whole keep theirs, unless the
+    # deletion runs under dialect.secure_deletes (the privacy job).
+    "secure_delete": "fast",
 }
 
 
@@ -59,6 +63,7 @@ def open_database(target: str, wal_limit: int = 256 << 20):
     database.term_cache = {}
     database.term_value_cache = {}
     database.term_cache_bytes = 0
+    database.term_generation = None  # the store's term generation the cache was filled under
     database.mapped_questions = set()  # term ids known to have their registrable domain
     database.pattern_matches = {}  # question patterns' matching term ids (see models.filters)
     db.initialize(database)
@@ -163,6 +168,17 @@ def retry_locked(operation, attempts: int = 20):
             if "locked" not in str(exc) or attempt == attempts - 1:
                 raise
             time.sleep(0.05 * (attempt + 1))
+
+
+def secure_deletes():
+    """A block whose deletions leave no trace in the database file (see models.dialect)."""
+    return db.obj.dialect.secure_deletes(query)
+
+
+def erase_old_versions() -> bool:
+    """Leave no copy of what the privacy job rewrote or deleted in the engine's own files, as
+    far as it can at once (see models.dialect); whether it could."""
+    return db.obj.dialect.erase_old_versions(query)
 
 
 def reclaim_space(pages_per_step: int = 2000):

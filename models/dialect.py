@@ -8,6 +8,7 @@ its dialect (`db.obj.dialect`, set by open_database).
 import os
 import threading
 import time
+from contextlib import contextmanager, nullcontext
 
 from .utils import placeholders
 
@@ -26,12 +27,17 @@ def ascii_lower(text: str) -> str:
 # SQLite.after_write).
 WAL_RESTART_WAITS = ((0.25, 0.25), (0.5, 1.0), (0.75, 5.0))
 WAL_CHECK_SECONDS = 1.0
+# How long emptying the write-ahead log after the privacy job may wait for readers (holding
+# writers back meanwhile).
+TRUNCATE_WAIT_SECONDS = 1.0
 
 
 class SQLite:
     name = "sqlite"
     # The ids of the records one deletion removes (see records._delete).
     victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id INTEGER PRIMARY KEY)"
+    # The terms looked for by models/unused_terms.py.
+    term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id INTEGER PRIMARY KEY)"
 
     def __init__(self, wal_limit: int = 256 << 20):
         self.wal_limit = wal_limit
@@ -76,6 +82,30 @@ class SQLite:
             query("PRAGMA wal_checkpoint(RESTART)").fetchall()
         finally:
             query(f"PRAGMA busy_timeout = {int(usual)}")
+
+    @contextmanager
+    def secure_deletes(self, query):
+        """What this connection deletes in the block is overwritten with zeros, also on pages it
+        frees (secure_delete FAST, the default here, leaves those as they were). Nests."""
+        before = query("PRAGMA secure_delete").fetchone()[0]
+        query("PRAGMA secure_delete = ON")
+        try:
+            yield
+        finally:
+            query(f"PRAGMA secure_delete = {('OFF', 'ON', 'FAST')[before]}")  # a number 2 reads as ON
+
+    def erase_old_versions(self, query) -> bool:
+        """After the privacy job: copy the write-ahead log into the file and empty it, as it
+        still holds the pages as they were before the job rewrote or deleted them. Waits for the
+        readers of the moment (and holds writers back) up to TRUNCATE_WAIT_SECONDS; whether it
+        was emptied."""
+        usual = query("PRAGMA busy_timeout").fetchone()[0]
+        query(f"PRAGMA busy_timeout = {int(TRUNCATE_WAIT_SECONDS * 1000)}")
+        try:
+            busy, _, _ = query("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        finally:
+            query(f"PRAGMA busy_timeout = {int(usual)}")
+        return not busy
 
     def limit_queries(self, connection, query, seconds, stop):
         """Stop this connection's statements past `seconds` from now, or as soon as `stop()`
@@ -145,6 +175,7 @@ class SQLite:
 class Postgres(SQLite):
     name = "postgresql"
     victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id BIGINT PRIMARY KEY)"
+    term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id BIGINT PRIMARY KEY)"
 
     def driver_sql(self, sql: str) -> str:
         # psycopg's placeholders are %s, so a literal % (the modulo of time buckets) is doubled.
@@ -156,6 +187,16 @@ class Postgres(SQLite):
 
     def after_write(self, path: str, query):
         pass  # PostgreSQL recycles its write-ahead log by itself
+
+    def secure_deletes(self, query):
+        return nullcontext()  # a deleted row stays in the table's pages until VACUUM
+
+    def erase_old_versions(self, query) -> bool:
+        # Dead rows (deleted strings, client entries as they were) are removed from the pages by
+        # VACUUM; it takes no lock that writers wait for, and these tables are small next to
+        # the records (whose rows hold ids only).
+        query("VACUUM term, term_domain, term_candidate, client")
+        return True
 
     def limit_queries(self, connection, query, seconds, stop):
         # The server stops a statement past statement_timeout; a client gone meanwhile is

@@ -177,8 +177,9 @@ def _pattern_condition(text: str, alias: str) -> tuple[str, list]:
 
 
 # Per pattern, the terms found to match it and the highest term id searched (in the
-# database's own cache: `pattern_matches`): terms are only ever added and never change, so a
-# pattern asked again (the next page, a refresh) searches only the terms stored since.
+# database's own cache: `pattern_matches`): a term's string never changes and its id is never
+# reused, so a pattern asked again (the next page, a refresh) searches only the terms stored
+# since (an id of a term deleted since matches no record any more).
 # Bounded in patterns and in ids held.
 _MATCHED_PATTERNS = 64
 _MATCHED_IDS = 2_000_000

@@ -13,7 +13,7 @@ crash is simply run again from its cursor.
 
 import json
 
-from . import domains, first_seen, privacy, rollups
+from . import domains, first_seen, privacy, rollups, unused_terms
 from .database import query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids, term_values
@@ -165,7 +165,7 @@ def _step(task, on_finished) -> int:
 def _rewrite(endpoint: int, rows: list, rules: dict, key) -> int:
     """Rewrite the rows (see _step's SELECT) as `rules` keep them; how many changed."""
     texts = term_values(value for row in rows for value in (row[4], row[6]))
-    updates, moved_from = [], set()
+    updates, moved_from, unused = [], set(), set()
     strings, questions, clients = set(), set(), set()
     for rid, _, client, client_id, src_ip, src_city, question, trigger, answers, spoof, country, isp, asn in rows:
         new = {"client_id": client_id, "src_ip": texts.get(src_ip), "question": texts.get(question)}
@@ -200,6 +200,8 @@ def _rewrite(endpoint: int, rows: list, rules: dict, key) -> int:
             continue
         if new["client_id"] != client_id:
             moved_from.add(client)
+        stored = (src_ip, question, *before[3:9])  # the term ids of before[1:9]
+        unused.update(term for term, was, now in zip(stored, before[1:9], after[1:9], strict=True) if was != now)
         strings |= {new["src_ip"], new["question"]}
         questions.add(new["question"])
         clients.add(new["client_id"])
@@ -231,6 +233,7 @@ def _rewrite(endpoint: int, rows: list, rules: dict, key) -> int:
         ],
     )
     rollups.apply(condition, ids, 1)
+    unused_terms.note(unused)
     if moved_from:
         _retire_entries(moved_from, rules, key)
     return len(updates)
@@ -323,6 +326,7 @@ def _coarser_names(endpoint: int, rules: dict, after: int, upto: int) -> None:
     if not old:
         return
     query(f"DELETE FROM name_seen WHERE endpoint = ? AND term IN ({placeholders(len(old))})", [endpoint, *old])
+    unused_terms.note(old)
     ids = term_ids(spans)
     first_seen.note_spans([(ids[name], endpoint, first, last) for name, (first, last) in spans.items()])
     first_seen.renote_everywhere([*old, *ids.values()])

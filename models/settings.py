@@ -1,5 +1,5 @@
 """Facts about the stored data that are not rows of it (the store_setting table): the rollups'
-layout, the statistics horizon, the realtime tokens' signing secret."""
+layout, the statistics horizon, the realtime tokens' signing secret, the term generation."""
 
 from .database import query
 

@@ -94,14 +94,26 @@ class Client(BaseModel):
 
 class Term(BaseModel):
     """Interned strings: records store the integer id of each repeated string (domains,
-    profiles, ISPs, ...). Terms are never deleted, so an id means the same string forever."""
+    profiles, ISPs, ...). A term nothing refers to any more may be deleted
+    (models/unused_terms.py), but its id is never handed out again: an id means one string
+    forever."""
 
+    id = NeverReusedId()
     value = TextField()  # unique: see create_schema
+
+
+class TermCandidate(BaseModel):
+    """Terms a privacy rewrite or deletion stopped referring to, to be deleted once nothing
+    else does (models/unused_terms.py); `since`: the term generation they were noted under."""
+
+    term = BigIntegerField(primary_key=True)
+    since = BigIntegerField()
 
 
 class TermDomain(BaseModel):
     """The registrable domain of every term stored as a question: both term ids. A term's
-    string never changes, so neither does its row (see models/domains.py)."""
+    string never changes, so neither does its row (see models/domains.py); it goes with the
+    term (models/unused_terms.py)."""
 
     term = BigIntegerField(primary_key=True)
     domain = BigIntegerField(index=True)
@@ -421,6 +433,7 @@ TABLES = (
     Endpoint,
     Client,
     Term,
+    TermCandidate,
     TermDomain,
     NameSeen,
     StreamToken,
@@ -457,6 +470,7 @@ def create_schema():
         with write_transaction():  # also keeps two processes from creating tables at once
             version = dialect.schema_version(query)
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
+            _term_ids_never_reused()
             query(dialect.term_index())
             query("DROP INDEX IF EXISTS record_client_ts")  # before (client, ts, question)
             _add_missing_columns(Record)
@@ -479,6 +493,21 @@ def create_schema():
             dialect.set_schema_version(query, SCHEMA_VERSION)
 
     retry_locked(create)
+
+
+def _term_ids_never_reused():
+    """A SQLite term table made before terms could be deleted numbers them max(id) + 1, which
+    hands the id of a deleted newest term out again: made anew with AUTOINCREMENT, same ids.
+    (A PostgreSQL sequence never goes back.)"""
+    if not is_sqlite():
+        return
+    (sql,) = query("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'term'").fetchone()
+    if "AUTOINCREMENT" in sql.upper():
+        return
+    query("ALTER TABLE term RENAME TO term_before")
+    db.create_tables([Term])
+    query("INSERT INTO term (id, value) SELECT id, value FROM term_before")
+    query("DROP TABLE term_before")  # its index with it: create_schema makes the new one
 
 
 def _add_missing_columns(model):

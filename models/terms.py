@@ -1,5 +1,13 @@
-"""Interning of repeated strings: value <-> integer id, with a per-process cache."""
+"""Interning of repeated strings: value <-> integer id, with a per-process cache.
 
+Terms nothing refers to any more are deleted by models/unused_terms.py, so a process's cache
+can name a term that is gone. Ids are never handed out twice (term.id never reused), so an id
+read back always means the string it was made for; and every write that takes ids from the
+cache first reads the store's term generation, which a deletion moves, and starts its cache
+over when it moved: no stale id is ever written.
+"""
+
+from . import settings
 from .database import db, query
 from .utils import chunks, placeholders
 
@@ -8,14 +16,18 @@ from .utils import chunks, placeholders
 # length plus the str object and the entries of both dicts.
 CACHE_BYTES = 64 * 1024 * 1024
 _ENTRY_OVERHEAD = 250
+# The store_setting row that counts the rounds of term deletion (see models/unused_terms.py).
+GENERATION = "term_generation"
 
 
 def term_ids(values) -> dict[str, int]:
     """Ids for `values`, creating the missing terms. Call inside a write transaction.
 
     Only ids read back as already committed are cached: an id created in this transaction
-    would be wrong in the cache if the transaction rolled back and the id were reused.
+    would be wrong in the cache if the transaction rolled back. An id read from the table is
+    no longer a candidate for deletion (it is being used again).
     """
+    _follow_generation()
     cache = db.obj.term_cache
     found = {}
     missing = []
@@ -28,7 +40,10 @@ def term_ids(values) -> dict[str, int]:
     if not missing:
         return found
     existing = _select_ids(missing)
-    _remember(existing)
+    if existing and query("SELECT 1 FROM term_candidate LIMIT 1").fetchone():
+        for part in chunks(list(existing.values()), 500):
+            query(f"DELETE FROM term_candidate WHERE term IN ({placeholders(len(part))})", part)
+    _remember(existing.items())
     found.update(existing)
     new = [value for value in missing if value not in existing]
     for part in chunks(new, 500):
@@ -42,7 +57,8 @@ def term_ids(values) -> dict[str, int]:
 
 
 def term_values(ids) -> dict[int, str]:
-    """The strings of term ids (ids of stored records always exist)."""
+    """The strings of term ids; an id whose term was deleted meanwhile (its records were
+    rewritten since they were read) is absent."""
     cache = db.obj.term_value_cache
     found = {}
     missing = []
@@ -56,9 +72,24 @@ def term_values(ids) -> dict[int, str]:
             found[term] = value
     for part in chunks(missing, 500):
         rows = query("SELECT id, value FROM term WHERE id IN (" + placeholders(len(part)) + ")", part).fetchall()
-        _remember({value: term for term, value in rows})
+        # Only id -> string: an id always means its string, but a reader's snapshot may be older
+        # than a deletion, and a string -> id learnt from it could be written after the deletion.
+        _remember([(value, term) for term, value in rows], forward=False)
         found.update(rows)
     return found
+
+
+def generation() -> int:
+    """How many rounds of term deletion the store has seen (see models/unused_terms.py)."""
+    return int(settings.read(GENERATION) or 0)
+
+
+def _follow_generation():
+    """Start the cache over when terms were deleted since it was filled."""
+    current = generation()
+    if current != db.obj.term_generation:
+        _forget()
+        db.obj.term_generation = current
 
 
 def _select_ids(values) -> dict[str, int]:
@@ -69,13 +100,19 @@ def _select_ids(values) -> dict[str, int]:
     return found
 
 
-def _remember(mapping: dict[str, int]):
-    cache, reverse = db.obj.term_cache, db.obj.term_value_cache
-    cost = sum(len(value) for value in mapping) + _ENTRY_OVERHEAD * len(mapping)
+def _forget():
+    db.obj.term_cache.clear()
+    db.obj.term_value_cache.clear()
+    db.obj.term_cache_bytes = 0
+
+
+def _remember(pairs, forward=True):
+    """Cache (string, id) pairs: strings by id, and (`forward`) ids by string."""
+    pairs = list(pairs)
+    cost = sum(len(value) for value, _ in pairs) + _ENTRY_OVERHEAD * len(pairs)
     if db.obj.term_cache_bytes + cost > CACHE_BYTES:
-        cache.clear()
-        reverse.clear()
-        db.obj.term_cache_bytes = 0
+        _forget()
     db.obj.term_cache_bytes += cost
-    cache.update(mapping)
-    reverse.update((term, value) for value, term in mapping.items())
+    if forward:
+        db.obj.term_cache.update(pairs)
+    db.obj.term_value_cache.update((term, value) for value, term in pairs)

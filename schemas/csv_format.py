@@ -70,8 +70,8 @@ class CsvEncoder:
 
     def _learn(self, rows) -> list:
         """Cache the cells of the batch's values not met before; the rows left to export:
-        those of client entries deleted since the rows were read are left out (a record whole
-        or not at all)."""
+        those of client entries or strings deleted since the rows were read are left out (a
+        record whole or not at all)."""
         if not rows:
             return rows
         gone = False
@@ -87,12 +87,10 @@ class CsvEncoder:
                     cells[ident] = _quoted(";".join(ip for answer in json.loads(text) for ip in answer.get("ips", ())))
                 else:
                     cells[ident] = _quoted(_cell(text))
-            gone = gone or (kind == CLIENT and len(texts) < len(missing))
+            gone = gone or len(texts) < len(missing)
         if not gone:
             return rows
-        clients = self._cells[CLIENT]
-        client_at = [at for at, kind, _ in self._looked_up if kind == CLIENT]
-        return [row for row in rows if all(row[at] in clients for at in client_at)]
+        return [row for row in rows if all(row[at] in self._cells[kind] for at, kind, _ in self._looked_up)]
 
 
 def _quoted(text: str) -> str:

@@ -73,7 +73,8 @@ def drop(database: str):
 def stored_rows(database: str) -> str:
     """Every row of every table but the interned strings, as text, with the strings the term ids
     of records and first-seen names stand for: what the store still refers to. (Interned strings
-    are shared and never deleted: see docs/privacy-and-retention.md.)"""
+    are shared: those nothing refers to are deleted by the privacy job, see
+    tests/test_privacy_terms.py.)"""
     if is_postgres(database):
         listed = "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
     else:
