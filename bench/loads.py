@@ -148,7 +148,21 @@ def load_raw(traffic, path: str, code_dir: str) -> dict:
     }
 
 
-def load_http(traffic, server, senders: int) -> dict:
+def counted_lag(path: str, timeout: float = 600.0) -> float:
+    """Seconds until the service has counted every stored record into its rollups (they are
+    counted behind the ingest requests: see models/rollups.py)."""
+    started = time.perf_counter()
+    with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
+        while time.perf_counter() - started < timeout:
+            newest = conn.execute("SELECT MAX(id) FROM record").fetchone()[0] or 0
+            mark = conn.execute("SELECT value FROM store_setting WHERE name = 'rollups_counted_through'").fetchone()
+            if mark is None or int(mark[0]) >= newest:  # no mark: an older version, counted as stored
+                break
+            time.sleep(0.05)
+    return time.perf_counter() - started
+
+
+def load_http(traffic, server, senders: int, path: str | None = None) -> dict:
     """POST every batch (a JSON array) from `senders` threads, each on its own share of the
     batches, so that every gunicorn worker has a request to serve."""
     progress = Progress("HTTP ingest", traffic.records)
@@ -201,6 +215,8 @@ def load_http(traffic, server, senders: int) -> dict:
         thread.join()
     seconds = time.perf_counter() - started
     progress.update(state["done"], force=True)
+    # The workers' CPU includes counting what they stored into the rollups.
+    counted_after = counted_lag(path) if path else None
     self_after = resource.getrusage(resource.RUSAGE_SELF)
     worker_cpu = {}
     for pid in workers:
@@ -219,6 +235,7 @@ def load_http(traffic, server, senders: int) -> dict:
         "generate_seconds": state["generate"],
         "request_p50": requests[len(requests) // 2] if requests else None,
         "request_max": requests[-1] if requests else None,
+        "counted_after": counted_after,
     }
 
 

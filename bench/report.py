@@ -143,6 +143,12 @@ def render(result: dict) -> str:
         f"{cpu_total / http['seconds'] / config['workers']:.0%} of {config['workers']} cores' wall time.",
         f"- POST of one {config['batch']:,}-record batch: p50 {_ms(_s_to_ms(http['request_p50']))} ms, "
         f"max {_ms(_s_to_ms(http['request_max']))} ms.",
+        "- Every record counted into the rollups (behind the requests, by the workers' counting threads) "
+        + (
+            f"{http['counted_after']:,.1f} s after the last batch was acknowledged (the CPU above includes it)."
+            if http.get("counted_after") is not None
+            else "as it was stored."
+        ),
         f"- Raw load: {raw['insert_seconds']:,.1f} s converting and inserting, {raw['generate_seconds']:,.1f} s "
         f"generating (not counted in its rate); term (interned) columns as the service's: "
         + ", ".join(raw["term_columns"])

@@ -131,7 +131,7 @@ def _load_raw(args, traffic, path: str, code_dir: str, result: dict):
 def _load_http(args, traffic, server, path: str, result: dict):
     print(f"POST /v2/ingest to gunicorn on port {server.port} from {args.senders} senders ...", flush=True)
     with _phase(result, "HTTP ingest", server), loads.largest_wal(path) as wal:
-        http = loads.load_http(traffic, server, args.senders)
+        http = loads.load_http(traffic, server, args.senders, path)
     http["largest_wal"] = wal["bytes"]
     result["errors"] += http["errors"]
     print(f"  HTTP: {http['rate']:,.0f} records/s = {http['rate'] / result['raw']['rate']:.2f} x raw", flush=True)

@@ -75,6 +75,11 @@ _BODY = {
 )
 def ingest():
     """Store a batch of records, all or nothing."""
+    with counting.storing():  # decoding and storing: this worker's counting waits
+        return _ingest()
+
+
+def _ingest():
     raw = request.get_data()
     ndjson = request.mimetype in NDJSON_TYPES
     now = now_ms()
@@ -93,7 +98,6 @@ def ingest():
         )
     except models.ingestion.AlreadyStored as stored:
         return {"accepted": stored.accepted, "pastRetention": past}, 200, {"Idempotency-Replayed": "true"}
-    counting.wake()
     metrics.count_stored(records, past)
     return {"accepted": accepted, "pastRetention": past}
 

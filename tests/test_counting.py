@@ -1,0 +1,91 @@
+"""The rollups counted behind the records (models/rollups.py, app/jobs/counting.py): the
+workers' counting threads catch up with what was stored, a batch counts the waiting records
+itself once they pass ANALYTICS_COUNT_BEHIND, and records that expire are counted before they
+go. That every answer is exact whatever is waiting: tests/test_statistics_agree.py."""
+
+import time
+
+from stores import scalar
+
+from app import create_app
+from models.clock import now_ms
+from schemas.datetimes import format_ms
+
+from helpers import API_KEY, AUTH, ingest, record
+
+DAY = 86_400_000
+COUNTED = "SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = 'rollups_counted_through'"
+NEWEST = "SELECT COALESCE(MAX(id), 0) FROM record"
+
+
+def app_behind(tmp_path, database, behind: int, **config):
+    return create_app(
+        {
+            "TESTING": True,
+            "INSTANCE_PATH": str(tmp_path / "instance"),
+            "ANALYTICS_DATABASE": database,
+            "ANALYTICS_API_KEY": API_KEY,
+            "ANALYTICS_COUNT_BEHIND": behind,
+            **config,
+        }
+    )
+
+
+def batch(first: int, n: int, day: str = "2024-05-01") -> list[dict]:
+    return [record("home", f"c{i % 3}", f"{day}T10:{(first + i) % 60:02d}:00Z", f"n{i}.example") for i in range(n)]
+
+
+def count(client, start: str, end: str) -> int:
+    response = client.get(f"/v2/statistic/count?startTime={start}&endTime={end}", headers=AUTH)
+    assert response.status_code == 200, response.json
+    return response.json["count"]
+
+
+def test_a_batch_counts_the_waiting_records_once_they_pass_the_bound(tmp_path, database):
+    client = app_behind(tmp_path, database, behind=10).test_client()
+    ingest(client, *batch(0, 8))
+    assert scalar(database, COUNTED) == 0, "8 records may wait"
+    assert scalar(database, "SELECT COUNT(*) FROM rollup") == 0
+    assert count(client, "2024-05-01T00:00:00Z", "2024-05-02T23:59:59.999Z") == 8, "counted from the records"
+
+    ingest(client, *batch(8, 8))
+    assert scalar(database, COUNTED) == scalar(database, NEWEST) == 16, "16 may not: the batch counted them all"
+    assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == 16, "the daily totals hold them"
+    assert count(client, "2024-05-01T00:00:00Z", "2024-05-02T23:59:59.999Z") == 16, "and are not counted twice"
+
+
+def test_records_that_expire_are_counted_into_the_statistics_first(tmp_path, database):
+    app = app_behind(tmp_path, database, behind=1_000_000, ANALYTICS_RETENTION_DAYS=30)
+    client, runner = app.test_client(), app.test_cli_runner()
+    old_day = now_ms() // DAY * DAY - 40 * DAY
+    old = format_ms(old_day)[:10]
+    ingest(client, *batch(0, 12, old), *batch(0, 5, format_ms(now_ms() - DAY)[:10]))
+    assert scalar(database, COUNTED) == 0, "nothing counted yet"
+
+    result = runner.invoke(args=["retention"])
+    assert result.exit_code == 0, result.output
+    assert scalar(database, "SELECT COUNT(*) FROM record") == 5, "the old day's records expired"
+    # Past the records' horizon only the daily statistics answer: they were counted before the
+    # records went, with the rest of what was waiting.
+    assert count(client, format_ms(old_day), format_ms(old_day + DAY - 1)) == 12
+    assert scalar(database, COUNTED) == scalar(database, NEWEST)
+
+
+def test_the_workers_count_what_they_store(tmp_path, database):
+    from servers import Gunicorn
+
+    server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
+    try:
+        for i in range(20):
+            status, body = server.call("POST", "/v2/ingest", batch(i, 10), AUTH)
+            assert (status, body["accepted"]) == (200, 10)
+        # Far under ANALYTICS_COUNT_BEHIND: only the workers' counting threads count them.
+        deadline = time.monotonic() + 20
+        while scalar(database, COUNTED) < 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert scalar(database, COUNTED) == scalar(database, NEWEST) == 200, server.log_path.read_text()
+        assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == 200
+        status, body = server.call("GET", "/v2/statistic/count?startTime=2024-05-01T00:00:00Z", headers=AUTH)
+        assert (status, body["count"]) == (200, 200)
+    finally:
+        server.stop()
