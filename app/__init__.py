@@ -5,7 +5,6 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 import models.config
 import models.database
-import models.rollups
 import models.tables
 import schemas.geoip
 from models.clock import pin_request_now
@@ -46,7 +45,6 @@ def create_app(test_config=None) -> Flask:
     )
     with models.database.connection():
         models.tables.create_schema()
-    models.rollups.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"]
     schemas.geoip.configure(app.config["ANALYTICS_GEOIP_DB"] or None, app.config["ANALYTICS_ASN_DB"] or None)
 
     app.extensions["guards"] = guards.State()

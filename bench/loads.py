@@ -148,18 +148,18 @@ def load_raw(traffic, path: str, code_dir: str) -> dict:
     }
 
 
-def counted_lag(path: str, timeout: float = 600.0) -> float:
-    """Seconds until the service has counted every stored record into its rollups (they are
-    counted behind the ingest requests: see models/rollups.py)."""
+def counted_lag(path: str, timeout: float = 600.0) -> float | None:
+    """Seconds until the service has counted every stored record into its statistics (they are
+    counted behind the ingest requests: see models/counting.py); None: not within `timeout`."""
     started = time.perf_counter()
     with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
         while time.perf_counter() - started < timeout:
             newest = conn.execute("SELECT MAX(id) FROM record").fetchone()[0] or 0
             mark = conn.execute("SELECT value FROM store_setting WHERE name = 'rollups_counted_through'").fetchone()
             if mark is None or int(mark[0]) >= newest:  # no mark: an older version, counted as stored
-                break
+                return time.perf_counter() - started
             time.sleep(0.05)
-    return time.perf_counter() - started
+    return None
 
 
 def load_http(traffic, server, senders: int, path: str | None = None) -> dict:
@@ -217,6 +217,8 @@ def load_http(traffic, server, senders: int, path: str | None = None) -> dict:
     progress.update(state["done"], force=True)
     # The workers' CPU includes counting what they stored into the rollups.
     counted_after = counted_lag(path) if path else None
+    if path and counted_after is None:
+        errors.append("the service had not counted every stored record 600 s after the last batch")
     self_after = resource.getrusage(resource.RUSAGE_SELF)
     worker_cpu = {}
     for pid in workers:

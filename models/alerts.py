@@ -4,8 +4,9 @@ alerting (the job that evaluates and delivers is app/jobs/alerts.py)."""
 import json
 from collections import namedtuple
 
+from . import counting
 from .clients import endpoint_last_activity
-from .database import query
+from .database import query, write_transaction
 from .utils import can_be_id, chunks, placeholders
 
 KINDS = ("feed-silent", "new-client", "new-domain", "watched-domain", "client-share")
@@ -180,6 +181,12 @@ def seed_domains(rule_id: int, names: list, since_ms: int):
     "endpoint/domain", as the new-domain kind marks them), from
     the names' first/last-seen statistic (models/first_seen.py, kept past the records' horizon),
     so that a new rule does not take every domain it meets for a new one."""
+    with write_transaction():
+        counting.catch_up()  # the names of the records not counted yet too
+        _seed_domains(rule_id, names, since_ms)
+
+
+def _seed_domains(rule_id: int, names: list, since_ms: int):
     query(
         "INSERT INTO alert_mark (rule, subject, ts) SELECT ?, e.name || '/' || d.value, MAX(n.last) FROM name_seen n"
         " JOIN endpoint e ON e.id = n.endpoint JOIN term_domain td ON td.term = n.term JOIN term d ON d.id = td.domain"

@@ -4,12 +4,14 @@ One row per (name, endpoint), and one per name over all endpoints (endpoint 0, a
 rollups: the question asked without an endpoint filter reads only those), kept like the
 statistics (past the records' horizon, until the name was last asked before the statistics
 horizon), so "names first seen this week" does not need the records of every earlier week.
-A client's newly observed names come from its records.
+Noted behind the records, with the rollups (models/counting.py); reads add the records not
+counted yet. A client's newly observed names come from its records.
 """
 
 from dataclasses import replace
 
-from .database import query, query_many
+from . import counting
+from .database import db, query, query_many
 from .domains import TABLE as DOMAINS
 from .filters import Resolved, column_sql
 from .utils import placeholders
@@ -23,8 +25,8 @@ _NOTE = (
 
 
 def spans(endpoints, questions, stamps) -> dict[tuple, tuple]:
-    """{(endpoint, question): (first ts, last ts)} of a batch given column by column, with
-    endpoint None for all endpoints."""
+    """{(endpoint, question): (first ts, last ts)} of records given column by column (ids, as
+    stored), with endpoint None for all endpoints."""
     # In time order, a dict keeps each key's last time, and the reversed order its first: made
     # in C (a batch is nearly in time order already, so the sort is almost a pass), where a
     # loop comparing each record's time cost ~4 us a record.
@@ -34,16 +36,7 @@ def spans(endpoints, questions, stamps) -> dict[tuple, tuple]:
     for keys in ([(endpoints[i], questions[i]) for i in order], [(None, questions[i]) for i in order]):
         first = dict(zip(reversed(keys), reversed(times), strict=True))
         found.update((key, (first[key], last)) for key, last in dict(zip(keys, times, strict=True)).items())
-    for key in [key for key in found if key[1] == ""]:
-        del found[key]  # a question a privacy setting dropped is no name
     return found
-
-
-def note(found: dict[tuple, tuple], endpoint_ids: dict, term_ids: dict) -> None:
-    """Record a batch's spans (see `spans`, keyed by strings) under their ids. Call in the
-    write transaction that stores the batch."""
-    ids = {**endpoint_ids, None: 0}
-    note_spans([(term_ids[q], ids[e], first, last) for (e, q), (first, last) in found.items()])
 
 
 def note_spans(rows: list[tuple]) -> None:
@@ -137,14 +130,36 @@ def newly_seen(resolved: Resolved, column, limit: int) -> list[tuple]:
         return []
     scope = f" AND s.endpoint IN ({placeholders(len(endpoints))})"
     scope_params = list(endpoints)
-    # Candidates first (the scope's rows first seen in the window), then their earliest time anywhere
-    # in scope: a name new on one endpoint may be old on another.
-    value = "d.domain" if derived else "s.term"
+    # The records not counted into the table yet (models/counting.py) are names' times too: read
+    # in this statement, as the table is (one snapshot). A name a privacy setting dropped is none.
+    everywhere = endpoints == [0]
+    unnamed, unnamed_params = db.obj.dialect.term_in([""])
+    tail = (
+        f"SELECT r.question AS term, r.ts AS first FROM {db.obj.dialect.by_id('record', 'r')}"
+        f" WHERE r.id > ? AND r.id > {counting.COUNTED_SQL}"
+        f" AND r.question NOT IN (SELECT id FROM term WHERE {unnamed})"
+        + ("" if everywhere else f" AND r.endpoint IN ({placeholders(len(endpoints))})")
+    )
+    tail_params = [counting.counted_through(), *unnamed_params, *([] if everywhere else endpoints)]
+    # Candidates first (the scope's names first seen in the window), then their earliest time
+    # anywhere in scope: a name new on one endpoint may be old on another.
+    value, waiting = ("d.domain", "d.domain") if derived else ("s.term", "t.term")
     join = f" JOIN {DOMAINS} d ON d.term = s.term" if derived else ""
-    candidates = f"SELECT {value} FROM name_seen s{join} WHERE s.first BETWEEN ? AND ?{scope}"
+    join_waiting = f" JOIN {DOMAINS} d ON d.term = t.term" if derived else ""
+    candidates = (
+        f"SELECT {value} FROM name_seen s{join} WHERE s.first BETWEEN ? AND ?{scope}"
+        f" UNION SELECT {waiting} FROM tail t{join_waiting} WHERE t.first BETWEEN ? AND ?"
+    )
     return query(
-        f"SELECT {value} AS v, MIN(s.first) AS f FROM name_seen s{join}"
-        f" WHERE {value} IN ({candidates}){scope} GROUP BY {value} HAVING MIN(s.first) >= ?"
-        " ORDER BY f DESC LIMIT ?",
-        [start, end, *scope_params, *scope_params, start, limit],
+        f"WITH tail AS ({tail}) SELECT v, MIN(f) AS f FROM ("
+        f"SELECT {value} AS v, s.first AS f FROM name_seen s{join} WHERE {value} IN ({candidates}){scope}"
+        f" UNION ALL SELECT {waiting} AS v, t.first AS f FROM tail t{join_waiting} WHERE {waiting} IN ({candidates})"
+        ") AS seen GROUP BY v HAVING MIN(f) >= ? ORDER BY f DESC LIMIT ?",
+        [
+            *tail_params,
+            *([start, end, *scope_params, start, end] + scope_params),
+            *[start, end, *scope_params, start, end],
+            start,
+            limit,
+        ],
     ).fetchall()

@@ -5,7 +5,7 @@ from itertools import chain
 
 from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
-from . import domains, first_seen, privacy, rollups
+from . import counting, domains, privacy
 from .database import query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
@@ -68,7 +68,6 @@ def _store(records: list[tuple], in_transaction, first) -> int:
     strings = set(chain.from_iterable(columns[i] for i in _TERMS_AT))
     strings.discard(None)
     questions = set(columns[_QUESTION])
-    seen = first_seen.spans(columns[_ENDPOINT], columns[_QUESTION], columns[_TS])
     strings |= domains.domains_of(questions)
     metadata = _newest_metadata(records, client_keys, columns[_TS])
     with write_transaction():
@@ -87,10 +86,8 @@ def _store(records: list[tuple], in_transaction, first) -> int:
         ]
         query_many(_INSERT_RECORD, list(zip(*stored, strict=True)))
         mapped = domains.map_questions(terms, questions)
-        first_seen.note(seen, endpoints, terms)
-        # Counted into the rollups behind the request (see models/rollups.py), unless the tail
-        # of records not counted yet has grown too long.
-        rollups.catch_up(rollups.behind_limit)
+        # Counted behind the request (models/counting.py), unless too many wait already.
+        counting.catch_up(counting.behind_limit)
         if in_transaction is not None:
             in_transaction()
     domains.remember(mapped)

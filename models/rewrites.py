@@ -13,7 +13,7 @@ crash is simply run again from its cursor.
 
 import json
 
-from . import domains, first_seen, privacy, rollups, unused_terms
+from . import counting, domains, first_seen, privacy, rollups, unused_terms
 from .database import query, query_many, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids, term_values
@@ -140,6 +140,7 @@ def _step(task, on_finished) -> int:
     rules = _detail_rules(detail)
     key = privacy.hash_keys([name])[name] if rules["client_ip"] == privacy.HASH else None
     with write_transaction():
+        counting.catch_up()  # the names' times and counts of every record, before they change
         rows = query(
             "SELECT r.id, r.ts, r.client, c.client_id, " + ", ".join(f"r.{c}" for c in _COLUMNS) + ", r.dst_asn"
             " FROM record r JOIN client c ON c.id = r.client"

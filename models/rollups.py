@@ -1,21 +1,16 @@
-"""Rollups: record counts per (dim, period, endpoint, value), kept exactly in step with the
-records, so that statistics over long windows read thousands of rollup rows instead of
-millions of records.
+"""Rollups: record counts per (dim, period, endpoint, value), so that statistics over long
+windows read thousands of rollup rows instead of millions of records; together with the
+records not counted yet, exactly the records' counts.
 
-Records are counted a little behind their storing (`catch_up`), off the ingest request's
-path: a mark in the store says up to which record id the rollups hold every record's counts,
-and reads count the records past it (the tail) from the records themselves, in the same
-statement (see statistics._grouped), so every answer is exact whatever the tail. The tail is
-counted by a thread in every worker woken by each stored batch (app/jobs/counting.py), by any
-change to stored records before it counts them down (`apply`), and by ingestion itself when
-the tail has grown past `behind_limit` records (no worker counting: a feed writing straight to
-the store, a worker that died).
+Records are counted a little after they are stored (models/counting.py: `add` the counts of
+the records past a mark), and reads count the records past that mark from the records
+themselves (see statistics._grouped).
 
 A dim says what is counted (the record columns that make up `value`; none: plain counts),
 per how long a period, and whether per endpoint or over all endpoints (`endpoint` 0). Every
-change to the records updates the dims in the same transaction: ingestion adds the counts of
-the rows it inserts (`count`, `add`), deletion subtracts those of the rows it
-removes (`apply`); both count with the same code. A query may use a dim for the whole periods
+change to the records updates the dims in the same transaction: counting adds the counts of
+the rows stored (`count`, `add`), deletion subtracts those of the rows it removes (`apply`);
+both count with the same code. A query may use a dim for the whole periods
 of its window when the dim holds every column the query filters or groups by (see `usable`);
 the rest of the window is counted from the records (see statistics._grouped).
 
@@ -33,8 +28,7 @@ from dataclasses import dataclass
 from catalogue import DAY, ENDPOINT, FIELDS, FIELDS_BY_NAME, HOUR, INTEGER, QUARTER
 
 from . import settings
-from .clock import now_ms
-from .database import db, query, query_many, write_transaction
+from .database import query, query_many
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -112,22 +106,12 @@ WITH_RECORDS = tuple(dim for dim in DIMS if not dim.statistics)
 # start-up, and rows of a dim that moved are renumbered (see tables.create_schema).
 LAYOUT = ";".join(f"{dim.id}:{dim.description}" for dim in DIMS)
 # The record columns each dim needs to count a row.
-_COLUMNS = tuple(dict.fromkeys(["ts", "endpoint", *(column for dim in DIMS for column in dim.columns)]))
+COLUMNS = tuple(dict.fromkeys(["ts", "endpoint", *(column for dim in DIMS for column in dim.columns)]))
 for _dim in DIMS:
     if len(_dim.columns) == 2:
         assert FIELDS_BY_NAME[_dim.columns[1]].storage == INTEGER, "a pair's second column must be a small integer"
 
 _MARK = "statistics_from"
-# The highest record id whose counts the rollups hold (every record up to it is counted).
-_COUNTED = "rollups_counted_through"
-# In SQL, read in the statement that reads the rollups, so both come from one snapshot.
-COUNTED_SQL = f"(SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = '{_COUNTED}')"
-# Records stored may wait this many to be counted before ingestion counts them itself: 0,
-# every batch is counted as it is stored (a feed writing to the store); the web app sets
-# ANALYTICS_COUNT_BEHIND, its workers counting behind the requests.
-behind_limit = 0
-# Records counted per statement read by `catch_up` (memory, not correctness).
-_CATCH_UP_CHUNK = 10_000
 # {dim description: the first period of it not summed yet} (see `build`).
 _BUILT_THROUGH = "blocks_built_through"
 _UPSERT = (
@@ -214,70 +198,6 @@ def _encoded(columns: dict[str, list], keyed: tuple, everywhere: list) -> list:
     ]
 
 
-def counted_through() -> int:
-    """The highest record id the rollups have counted."""
-    mark = settings.read(_COUNTED)
-    return int(mark) if mark is not None else 0
-
-
-def start_counting():
-    """Give a database its counting mark: every record stored so far was counted as it was
-    stored (a database made before the mark), or there is none. Call inside a write transaction."""
-    if settings.read(_COUNTED) is None:
-        newest = query("SELECT MAX(id) FROM record").fetchone()[0]
-        settings.write(_COUNTED, str(newest or 0))
-    built_through(write=True)  # so that counting a tail aside never writes them
-
-
-def catch_up(beyond: int = 0) -> int:
-    """Count the records stored past the mark (the tail) into every dim and move the mark,
-    when the tail is longer than `beyond` records; how many were counted. Call inside a write
-    transaction: no record can be stored, changed or deleted between the counting and the mark."""
-    mark = counted_through()
-    newest_id = query("SELECT MAX(id) FROM record").fetchone()[0]
-    if newest_id is None or newest_id - mark <= beyond:
-        return 0
-    return _counted(*_tail_counts(mark))
-
-
-def catch_up_aside() -> int:
-    """catch_up, with the counting done before taking the write lock (which then only writes
-    the counts): for a worker's counting thread, so that ingestion in the other workers waits
-    for it as little as possible. Counts nothing when another process moved the mark meanwhile;
-    so does anything that changes stored records (it catches up first, see `apply`), so the
-    records counted are still as they were read."""
-    mark = counted_through()
-    tail = _tail_counts(mark)
-    if not tail[0]:
-        return 0
-    with write_transaction():
-        return _counted(*tail) if counted_through() == mark else 0
-
-
-def _tail_counts(mark: int) -> tuple[int, int, int | None, dict]:
-    """(records, highest id, newest time, counts) of the records past `mark`, read in one
-    statement (one snapshot)."""
-    cursor = query(f"SELECT id, {', '.join(_COLUMNS)} FROM record WHERE id > ? ORDER BY id", [mark])
-    counts: dict[tuple, int] = {}
-    records, newest_ts = 0, None
-    while rows := cursor.fetchmany(_CATCH_UP_CHUNK):
-        ids, *columns = zip(*rows, strict=True)
-        mark, records = ids[-1], records + len(ids)
-        newest_ts = max(newest_ts or columns[0][0], *columns[0])
-        for key, n in count(dict(zip(_COLUMNS, columns, strict=True))).items():
-            counts[key] = counts.get(key, 0) + n
-    return records, mark, newest_ts, counts
-
-
-def _counted(records: int, through: int, newest_ts: int | None, counts: dict) -> int:
-    """Write a tail's counts and move the mark past it; then sum the blocks that closed."""
-    if records:
-        add(counts)
-        settings.write(_COUNTED, str(through))
-        build(newest_ts, now_ms())
-    return records
-
-
 def add(counts: dict[tuple, int]):
     """Add counts (as stored) of rows being inserted."""
     _upsert(counts, 1)
@@ -341,14 +261,16 @@ def apply(condition: str, params: list, sign: int, dims=None, counted_only=False
 
     The rows are read once and counted in Python: a GROUP BY per column over them cost several
     times more (seconds for a large client's deletion, all of it under the write lock)."""
+    from . import counting  # it counts with this module
+
     if counted_only:
-        condition, params = f"({condition}) AND id <= ?", [*params, counted_through()]
+        condition, params = f"({condition}) AND id <= ?", [*params, counting.counted_through()]
     else:
-        catch_up()
-    cursor = query(f"SELECT {', '.join(_COLUMNS)} FROM record WHERE {condition}", params)
+        counting.catch_up()
+    cursor = query(f"SELECT {', '.join(COLUMNS)} FROM record WHERE {condition}", params)
     counts: dict[tuple, int] = {}
     while rows := cursor.fetchmany(10_000):
-        for key, n in count(dict(zip(_COLUMNS, zip(*rows, strict=True), strict=True)), dims).items():
+        for key, n in count(dict(zip(COLUMNS, zip(*rows, strict=True), strict=True)), dims).items():
             counts[key] = counts.get(key, 0) + n
     _upsert(counts, sign)
     if sign < 0 and counts:
@@ -405,19 +327,17 @@ def statistics_from() -> int | None:
 
 
 def oldest_statistic() -> int | None:
-    """The start (ms) of the oldest period any statistic still counts, None if none: the tail's
-    records are in their days' statistics too once counted."""
-    starts = [
-        row[0] * dim.period_ms
-        for dim in STATISTICS
-        if (row := query("SELECT MIN(period) FROM rollup WHERE dim = ?", [dim.id]).fetchone())[0] is not None
-    ]
-    # The mark read before only tells the planner that the range of ids is short.
-    source = db.obj.dialect.by_id("record", "r")
-    tail = query(f"SELECT MIN(ts) FROM {source} WHERE id > ? AND id > {COUNTED_SQL}", [counted_through()]).fetchone()[0]
-    if tail is not None:
-        starts.append(tail // DAY_MS * DAY_MS)
-    return min(starts, default=None)
+    """The start (ms) of the oldest period any statistic still counts, None if none: records
+    not counted yet are in their days' statistics too."""
+    from . import counting  # it counts with this module
+
+    # One statement, one snapshot: counting in between would move records from one to the other.
+    # Each MIN alone in its SELECT: read from one end of the key.
+    parts = [f"(SELECT MIN(period) FROM rollup WHERE dim = {dim.id}) * {dim.period_ms}" for dim in STATISTICS]
+    waiting, params = counting.waiting_sql("MIN(r.ts)")
+    parts.append(f"({waiting}) / {DAY_MS} * {DAY_MS}")
+    union = " UNION ALL ".join(f"SELECT {part} AS t" for part in parts)
+    return query(f"SELECT MIN(t) FROM ({union}) AS starts", params).fetchone()[0]
 
 
 def relayout(previous: str):

@@ -5,7 +5,7 @@ from collections import namedtuple
 
 from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
 
-from . import first_seen, rollups
+from . import counting, first_seen, rollups
 from .database import db, query
 from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql, derived_in, stored_ids
@@ -160,7 +160,7 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
         # from the records, and the records past the mark (the tail) are counted over the whole
         # window. The mark is read in the statement itself (one snapshot with the rollups); the
         # one read before it only tells the planner how short the tail is.
-        tail = ("tail", rollups.counted_through())
+        tail = ("tail", counting.counted_through())
         selects += [_from_records(resolved, *part, interval_ms, column, only, derived, "counted") for part in parts]
         selects.append(_from_records(resolved, *window[0], interval_ms, column, only, derived, tail))
     else:
@@ -209,10 +209,10 @@ def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, onl
     source = "record r"
     if counted == "counted":
         # `+ 0`: not a range of ids to read by; the part's window is.
-        condition = f"(r.id + 0) <= {rollups.COUNTED_SQL} AND {condition}"
+        condition = f"(r.id + 0) <= {counting.COUNTED_SQL} AND {condition}"
     elif counted is not None:
         source = db.obj.dialect.by_id("record", "r")
-        condition, params = f"r.id > ? AND r.id > {rollups.COUNTED_SQL} AND {condition}", [counted[1], *params]
+        condition, params = f"r.id > ? AND r.id > {counting.COUNTED_SQL} AND {condition}", [counted[1], *params]
     return f"SELECT {keys[0]} AS b, {keys[1]} AS v, COUNT(*) AS n FROM {source} WHERE {condition} GROUP BY 1, 2", params
 
 

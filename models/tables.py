@@ -485,10 +485,11 @@ def create_schema():
                 from .first_seen import note_stored_names
 
                 note_stored_names()  # from the records still stored
-            from . import rollups
+            from . import counting, rollups
 
-            rollups.start_counting()  # before a new layout is counted: it counts up to the mark
+            counting.start()  # before a new layout is counted: it counts up to the mark
             _count_rollups_if_new_layout(fresh=version == 0)
+            rollups.built_through(write=True)  # after: the blocks' rows in their new places
             ensure_token_secret()
             dialect.set_schema_version(query, SCHEMA_VERSION)
 

@@ -57,3 +57,17 @@ def samples(text: str) -> dict:
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     }
+
+
+# The states of the counting behind the records (models/counting.py) a read is checked in: every
+# record counted as it was stored, or every one still waiting (read from the records).
+COUNTING = {"counted": 0, "waiting": 1_000_000}
+
+
+def count_as(app, state: str):
+    """Count records as COUNTING[state] says, as a gunicorn worker's counting thread sets it (for
+    a test module's app fixture; conftest sets it back after each test)."""
+    import models.counting
+
+    models.counting.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"] = COUNTING[state]
+    return app

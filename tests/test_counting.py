@@ -7,6 +7,7 @@ import time
 
 from stores import scalar
 
+import models.counting
 from app import create_app
 from models.clock import now_ms
 from schemas.datetimes import format_ms
@@ -19,6 +20,7 @@ NEWEST = "SELECT COALESCE(MAX(id), 0) FROM record"
 
 
 def app_behind(tmp_path, database, behind: int, **config):
+    models.counting.behind_limit = behind  # as a worker's counting thread sets it (conftest resets it)
     return create_app(
         {
             "TESTING": True,
@@ -89,3 +91,32 @@ def test_the_workers_count_what_they_store(tmp_path, database):
         assert (status, body["count"]) == (200, 200)
     finally:
         server.stop()
+
+
+def test_names_first_seen_read_what_is_counted_and_what_waits_together(tmp_path, database):
+    app = app_behind(tmp_path, database, behind=0)
+    client = app.test_client()
+    week = "startTime=2024-05-08T00:00:00Z&endTime=2024-05-14T23:59:59.999Z"
+
+    def seen(query=""):
+        response = client.get(f"/v2/statistic/first-seen/question?{week}{query}", headers=AUTH)
+        assert response.status_code == 200, response.json
+        return [(item["value"], item["firstSeen"][:19]) for item in response.json["names"]]
+
+    ingest(
+        client,
+        record("e1", "a", "2024-05-10T10:00:00Z", "late.example"),
+        record("e1", "a", "2024-05-11T10:00:00Z", "x.example"),
+    )
+    assert scalar(database, COUNTED) == 2, "counted as stored"
+    models.counting.behind_limit = 1_000_000
+    ingest(
+        client,
+        record("e1", "b", "2024-05-01T10:00:00Z", "late.example"),  # came late: asked before the week
+        record("e2", "b", "2024-05-12T10:00:00Z", "x.example"),  # new on e2, old on e1
+        record("e2", "b", "2024-05-13T10:00:00Z", "new.example"),
+    )
+    assert scalar(database, COUNTED) == 2, "these wait"
+    assert seen() == [("new.example", "2024-05-13T10:00:00"), ("x.example", "2024-05-11T10:00:00")]
+    assert seen("&endpointId=e2") == [("new.example", "2024-05-13T10:00:00"), ("x.example", "2024-05-12T10:00:00")]
+    assert seen("&endpointId=e1") == [("x.example", "2024-05-11T10:00:00")]

@@ -1,13 +1,20 @@
 """GET /v2/statistic/first-seen/{group}: names (questions, registrable domains) whose first
 appearance on the endpoints (or for the clients) asked about falls in the window."""
 
+import pytest
 from stores import as_older_schema, is_postgres, run_sql
 
 from app import create_app
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import AUTH, assert_error, ingest, record
+from helpers import AUTH, COUNTING, assert_error, count_as, ingest, record
+
+
+@pytest.fixture(params=COUNTING)
+def app(request, app):
+    """Each test with the records counted as they are stored, and with all of them waiting."""
+    return count_as(app, request.param)
 
 DAY = 86_400_000
 WEEK = "startTime=2024-05-08T00:00:00Z&endTime=2024-05-14T23:59:59.999Z"

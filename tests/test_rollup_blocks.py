@@ -8,7 +8,6 @@ from collections import Counter
 import pytest
 from stores import run_sql
 
-import models.rollups
 from models.clock import now_ms
 from schemas.datetimes import format_ms, parse_datetime
 
@@ -19,13 +18,6 @@ HOUR = 3_600_000
 BLOCK = 16 * DAY
 START = (now_ms() // BLOCK - 4) * BLOCK  # a 16-day block boundary, 64 to 80 days ago
 NAMES = ["a.example", "b.example", "c.example", "d.example"]
-
-
-@pytest.fixture
-def app(app):
-    """Every batch counted as it is stored: these tests look at the blocks' rows themselves."""
-    models.rollups.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"] = 0
-    return app
 
 
 def day_of_records(day: int) -> list[dict]:

@@ -6,7 +6,13 @@ from catalogue import READ_FIELDS
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import AUTH, assert_error, ingest, record
+from helpers import AUTH, COUNTING, assert_error, count_as, ingest, record
+
+
+@pytest.fixture(params=COUNTING)
+def app(request, app):
+    """Each test with the records counted as they are stored, and with all of them waiting."""
+    return count_as(app, request.param)
 
 DAY = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-01T23:59:59.999Z"
 

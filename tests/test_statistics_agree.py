@@ -5,7 +5,7 @@ the records were counted into the rollups as they were stored, not yet (the tail
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import models.rollups
+import models.counting
 from app import create_app
 
 from helpers import API_KEY, AUTH, ingest, record
@@ -102,11 +102,11 @@ def ingest_counted(client, batches, counted: str):
     """Store `batches`, the rollups counting them as `counted` says (see COUNTED)."""
     try:
         for i, batch in enumerate(batches):
-            models.rollups.behind_limit = 0 if counted == "all" or (counted == "first" and i == 0) else BEHIND
+            models.counting.behind_limit = 0 if counted == "all" or (counted == "first" and i == 0) else BEHIND
             if batch:
                 ingest(client, *batch)
     finally:
-        models.rollups.behind_limit = BEHIND
+        models.counting.behind_limit = 0
 
 
 def log_count(client, query) -> int:

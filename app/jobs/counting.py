@@ -1,5 +1,5 @@
-"""Counting stored records into the statistics' rollups behind the requests that stored them
-(see models/rollups.py): a thread in every worker looks every few tens of milliseconds for
+"""Counting stored records into the statistics behind the requests that stored them (see
+models/counting.py): a thread in every worker looks every few tens of milliseconds for
 records not counted yet and counts them, unless its own worker is storing a batch at that
 moment. So the counting runs beside the next ingest request, in a worker that is not serving
 it: in the same process the two would share one interpreter lock (and one core), and with one
@@ -10,8 +10,8 @@ import threading
 import time
 from contextlib import contextmanager
 
+import models.counting
 import models.database
-import models.rollups
 
 POLL_SECONDS = 0.05
 # After a failed count (the database gone, a disk full): how long before trying again.
@@ -36,7 +36,10 @@ def storing():
 
 
 def start_background(app) -> threading.Thread:
-    """Start this process's counting thread (gunicorn.conf.py starts one in every worker)."""
+    """Start this process's counting thread (gunicorn.conf.py starts one in every worker); from
+    then on, up to ANALYTICS_COUNT_BEHIND records may wait for it (elsewhere: none, every
+    batch is counted as it is stored)."""
+    models.counting.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"]
     thread = threading.Thread(target=_loop, args=(app,), name="counting", daemon=True)
     thread.start()
     return thread
@@ -49,7 +52,7 @@ def _loop(app):
             continue
         try:
             with app.app_context(), models.database.connection():
-                while not _storing and models.rollups.catch_up_aside():
+                while not _storing and models.counting.catch_up_aside():
                     pass
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")

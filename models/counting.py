@@ -1,0 +1,131 @@
+"""What is counted from the records after they are stored: the rollups (models/rollups.py) and
+the names' first and last times (models/first_seen.py). An ingest request commits its records
+and answers; they are counted a moment later, by a thread in a worker that is not storing
+(app/jobs/counting.py), so that the counting runs beside the next request rather than in front
+of it: about a quarter of what storing a record cost.
+
+A mark in the store is the highest record id whose counts are in. Every read counts the records
+past it (the tail) from the records themselves, in the statement that reads the counts (the
+mark read by `COUNTED_SQL` there: one snapshot), so answers are exact whatever the tail. Counts
+and mark move in one write transaction. The tail is bounded: a batch being stored counts it
+itself once it is longer than `behind_limit` records (nothing else counting: a worker killed,
+a feed writing straight to the store), and anything that changes or deletes stored records
+counts it first, in its own transaction (rollups.apply), so it never counts down a record that
+was not counted up.
+"""
+
+from dataclasses import dataclass, field
+
+from . import first_seen, rollups, settings
+from .clock import now_ms
+from .database import db, query, write_transaction
+
+_MARK = "rollups_counted_through"
+# The mark in SQL, read in the statement that reads the counts, so both are one snapshot.
+COUNTED_SQL = f"(SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = '{_MARK}')"
+# Records stored may wait this many to be counted before a batch being stored counts them: 0,
+# every batch is counted as it is stored (a feed or a command writing to the store); a gunicorn
+# worker, whose counting thread counts behind its requests, sets ANALYTICS_COUNT_BEHIND.
+behind_limit = 0
+# Records read per fetch while counting a tail (memory, not correctness).
+_CHUNK = 10_000
+# The record columns counting reads: every rollup's, and the names' (first_seen).
+_COLUMNS = tuple(dict.fromkeys([*rollups.COLUMNS, "question"]))
+
+
+def counted_through() -> int:
+    """The highest record id whose counts are in."""
+    mark = settings.read(_MARK)
+    return int(mark) if mark is not None else 0
+
+
+def start():
+    """Give a database its mark: every record stored so far was counted as it was stored (a
+    database made before the mark), or there is none. Call inside a write transaction, and
+    give the blocks their marks too (rollups.built_through), so that counting a tail aside
+    never writes them."""
+    if settings.read(_MARK) is None:
+        newest = query("SELECT MAX(id) FROM record").fetchone()[0]
+        settings.write(_MARK, str(newest or 0))
+
+
+def catch_up(beyond: int = 0) -> int:
+    """Count the records past the mark (the tail) and move the mark, when the tail is longer
+    than `beyond` records; how many were counted. Call inside a write transaction: no record
+    can be stored, changed or deleted between the counting and the mark."""
+    mark = counted_through()
+    newest_id = query("SELECT MAX(id) FROM record").fetchone()[0]
+    if newest_id is None or newest_id - mark <= beyond:
+        return 0
+    return _write(_tail(mark))
+
+
+def catch_up_aside() -> int:
+    """catch_up, counting before taking the write lock (which then only writes the counts), for
+    a worker's counting thread: ingestion in other workers waits for it as little as possible.
+    Writes nothing when the mark moved meanwhile (another process counted; or stored records
+    changed, which counts first), so the records counted are as they were read."""
+    mark = counted_through()
+    tail = _tail(mark)
+    if not tail.records:
+        return 0
+    with write_transaction():
+        return _write(tail) if counted_through() == mark else 0
+
+
+def waiting_sql(aggregate: str) -> tuple[str, list]:
+    """(SELECT of `aggregate` over the records not counted yet, alias r; params), for a
+    statement that reads the counts too (one snapshot)."""
+    source = db.obj.dialect.by_id("record", "r")
+    # The mark read first only tells the planner that the range of ids is short.
+    return f"SELECT {aggregate} FROM {source} WHERE r.id > ? AND r.id > {COUNTED_SQL}", [counted_through()]
+
+
+@dataclass
+class _Tail:
+    """What the records past a mark add: how many, the highest id and newest time among them,
+    their rollup counts and their names' spans (first_seen.spans)."""
+
+    records: int
+    through: int
+    newest: int | None = None
+    rollups: dict = field(default_factory=dict)
+    spans: dict = field(default_factory=dict)
+
+
+def _tail(mark: int) -> _Tail:
+    """The counts of the records past `mark`, read in one statement (one snapshot)."""
+    cursor = query(f"SELECT id, {', '.join(_COLUMNS)} FROM record WHERE id > ? ORDER BY id", [mark])
+    tail = _Tail(0, mark)
+    while rows := cursor.fetchmany(_CHUNK):
+        ids, *values = zip(*rows, strict=True)
+        columns = dict(zip(_COLUMNS, values, strict=True))
+        stamps = columns["ts"]
+        tail.records += len(ids)
+        tail.through = ids[-1]
+        tail.newest = max(tail.newest or stamps[0], *stamps)
+        for key, n in rollups.count(columns).items():
+            tail.rollups[key] = tail.rollups.get(key, 0) + n
+        for key, (first, last) in first_seen.spans(columns["endpoint"], columns["question"], stamps).items():
+            known = tail.spans.get(key)
+            tail.spans[key] = (first, last) if known is None else (min(first, known[0]), max(last, known[1]))
+    return tail
+
+
+def _write(tail: _Tail) -> int:
+    """Write a tail's counts and move the mark past it; then sum the blocks that closed."""
+    if tail.records:
+        rollups.add(tail.rollups)
+        # A question a privacy setting dropped is stored as '': no name.
+        condition, params = db.obj.dialect.term_in([""])
+        unnamed = query(f"SELECT id FROM term WHERE {condition}", params).fetchone()
+        first_seen.note_spans(
+            [
+                (question, endpoint or 0, first, last)
+                for (endpoint, question), (first, last) in tail.spans.items()
+                if unnamed is None or question != unnamed[0]
+            ]
+        )
+        settings.write(_MARK, str(tail.through))
+        rollups.build(tail.newest, now_ms())
+    return tail.records
