@@ -49,14 +49,20 @@ def start():
         settings.write(_MARK, str(newest or 0))
 
 
-def catch_up(beyond: int = 0) -> int:
+def catch_up(beyond: int = 0, batch: dict | None = None) -> int:
     """Count the records past the mark (the tail) and move the mark, when the tail is longer
     than `beyond` records; how many were counted. Call inside a write transaction: no record
-    can be stored, changed or deleted between the counting and the mark."""
+    can be stored, changed or deleted between the counting and the mark. `batch`: the columns
+    (as stored) of the records just stored in this transaction, counted as they are when they
+    are the whole tail, rather than read back."""
     mark = counted_through()
     newest_id = query("SELECT MAX(id) FROM record").fetchone()[0]
     if newest_id is None or newest_id - mark <= beyond:
         return 0
+    if batch is not None and newest_id - mark == len(batch["ts"]):  # the tail is this batch, no gap
+        tail = _Tail(0, mark)
+        tail.add(newest_id, batch)
+        return _write(tail)
     return _write(_tail(mark))
 
 
@@ -92,6 +98,19 @@ class _Tail:
     rollups: dict = field(default_factory=dict)
     spans: dict = field(default_factory=dict)
 
+    def add(self, through: int, columns: dict):
+        """Count records given column by column (as stored; every column of _COLUMNS), the
+        highest id among them `through`."""
+        stamps = columns["ts"]
+        self.records += len(stamps)
+        self.through = through
+        self.newest = max(self.newest or stamps[0], *stamps)
+        for key, n in rollups.count(columns).items():
+            self.rollups[key] = self.rollups.get(key, 0) + n
+        for key, (first, last) in first_seen.spans(columns["endpoint"], columns["question"], stamps).items():
+            known = self.spans.get(key)
+            self.spans[key] = (first, last) if known is None else (min(first, known[0]), max(last, known[1]))
+
 
 def _tail(mark: int) -> _Tail:
     """The counts of the records past `mark`, read in one statement (one snapshot)."""
@@ -99,16 +118,7 @@ def _tail(mark: int) -> _Tail:
     tail = _Tail(0, mark)
     while rows := cursor.fetchmany(_CHUNK):
         ids, *values = zip(*rows, strict=True)
-        columns = dict(zip(_COLUMNS, values, strict=True))
-        stamps = columns["ts"]
-        tail.records += len(ids)
-        tail.through = ids[-1]
-        tail.newest = max(tail.newest or stamps[0], *stamps)
-        for key, n in rollups.count(columns).items():
-            tail.rollups[key] = tail.rollups.get(key, 0) + n
-        for key, (first, last) in first_seen.spans(columns["endpoint"], columns["question"], stamps).items():
-            known = tail.spans.get(key)
-            tail.spans[key] = (first, last) if known is None else (min(first, known[0]), max(last, known[1]))
+        tail.add(ids[-1], dict(zip(_COLUMNS, values, strict=True)))
     return tail
 
 

@@ -87,7 +87,7 @@ def _store(records: list[tuple], in_transaction, first) -> int:
         query_many(_INSERT_RECORD, list(zip(*stored, strict=True)))
         mapped = domains.map_questions(terms, questions)
         # Counted behind the request (models/counting.py), unless too many wait already.
-        counting.catch_up(counting.behind_limit)
+        counting.catch_up(counting.behind_limit, {"ts": columns[_TS], **dict(zip(_INSERTED, stored, strict=True))})
         if in_transaction is not None:
             in_transaction()
     domains.remember(mapped)
