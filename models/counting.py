@@ -66,6 +66,12 @@ def catch_up(beyond: int = 0, batch: dict | None = None) -> int:
     return _write(_tail(mark))
 
 
+def waiting() -> int:
+    """About how many records wait to be counted (ids past the mark)."""
+    newest_id = query("SELECT MAX(id) FROM record").fetchone()[0]
+    return max(0, (newest_id or 0) - counted_through())
+
+
 def catch_up_aside() -> int:
     """catch_up, counting before taking the write lock (which then only writes the counts), for
     a worker's counting thread: ingestion in other workers waits for it as little as possible.

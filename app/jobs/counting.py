@@ -1,7 +1,9 @@
 """Counting stored records into the statistics behind the requests that stored them (see
 models/counting.py): a thread in every worker looks every few tens of milliseconds for
 records not counted yet and counts them, unless its own worker is storing a batch at that
-moment. So the counting runs beside the next ingest request, in a worker that is not serving
+moment (and fewer than a fifth of ANALYTICS_COUNT_BEHIND wait: with every worker storing, it
+counts all the same rather than leave them all to the request that passes the bound). So the
+counting runs beside the next ingest request, in a worker that is not serving
 it: in the same process the two would share one interpreter lock (and one core), and with one
 sender that halved what the counting saved the request."""
 
@@ -48,11 +50,13 @@ def start_background(app) -> threading.Thread:
 def _loop(app):
     while True:
         time.sleep(POLL_SECONDS)
-        if _storing:
-            continue
         try:
             with app.app_context(), models.database.connection():
-                while not _storing and models.counting.catch_up_aside():
+                # Every worker storing (several senders): counted here all the same once a fifth
+                # of the bound waits, rather than all at once in a request that passes the bound.
+                if _storing and models.counting.waiting() <= models.counting.behind_limit // 5:
+                    continue
+                while models.counting.catch_up_aside():
                     pass
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
