@@ -8,20 +8,28 @@ it: in the same process the two would share one interpreter lock (and one core),
 sender that halved what the counting saved the request."""
 
 import logging
+import os
+import socket
 import threading
 import time
 from contextlib import contextmanager
 
 import models.counting
 import models.database
+import models.jobs
+from models.clock import now_ms
 
 POLL_SECONDS = 0.05
+JOB = "counting"
+# A worker that dies counting holds the others back this long (ingestion's bound still holds).
+LEASE_MS = 30_000
 # After a failed count (the database gone, a disk full): how long before trying again.
 RETRY_SECONDS = 5.0
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _storing = 0  # ingest requests this process is serving
+_holder = f"{socket.gethostname()}:{os.getpid()}"
 
 
 @contextmanager
@@ -54,10 +62,17 @@ def _loop(app):
             with app.app_context(), models.database.connection():
                 # Every worker storing (several senders): counted here all the same once a fifth
                 # of the bound waits, rather than all at once in a request that passes the bound.
-                if _storing and models.counting.waiting() <= models.counting.behind_limit // 5:
+                waiting = models.counting.waiting()
+                if not waiting or (_storing and waiting <= models.counting.behind_limit // 5):
                     continue
-                while models.counting.catch_up_aside():
-                    pass
+                # One worker counts at a time: the others' counts would all be thrown away.
+                if not models.jobs.claim(JOB, _holder, now_ms(), 0, LEASE_MS):
+                    continue
+                try:
+                    while models.counting.catch_up_aside():
+                        pass
+                finally:
+                    models.jobs.finish(JOB, _holder, now_ms())
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)
