@@ -74,7 +74,7 @@ def post_worker_init(worker):
     service_log.propagate = False
     start_background(worker.wsgi)
     delivery.start_background(worker.wsgi)
-    counting.start_background(worker.wsgi)  # and sets how many records may wait for it
+    counting.start_background(worker.wsgi, worker.cfg.workers)  # and how many records may wait
 
 
 def worker_exit(server, worker):

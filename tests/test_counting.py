@@ -5,6 +5,7 @@ go. That every answer is exact whatever is waiting: tests/test_statistics_agree.
 
 import time
 
+import pytest
 from stores import scalar
 
 import models.counting
@@ -73,10 +74,11 @@ def test_records_that_expire_are_counted_into_the_statistics_first(tmp_path, dat
     assert scalar(database, COUNTED) == scalar(database, NEWEST)
 
 
-def test_the_workers_count_what_they_store(tmp_path, database):
+@pytest.mark.parametrize("workers", [2, 3])  # 3: they take turns (a lease)
+def test_the_workers_count_what_they_store(tmp_path, database, workers):
     from servers import Gunicorn
 
-    server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
+    server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=workers)
     try:
         for i in range(20):
             status, body = server.call("POST", "/v2/ingest", batch(i, 10), AUTH)
@@ -87,6 +89,8 @@ def test_the_workers_count_what_they_store(tmp_path, database):
             time.sleep(0.1)
         assert scalar(database, COUNTED) == scalar(database, NEWEST) == 200, server.log_path.read_text()
         assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == 200
+        leases = scalar(database, "SELECT COUNT(*) FROM job_lease WHERE name = 'counting'")
+        assert leases == (1 if workers > 2 else 0), "more than two workers take turns"
         status, body = server.call("GET", "/v2/statistic/count?startTime=2024-05-01T00:00:00Z", headers=AUTH)
         assert (status, body["count"]) == (200, 200)
     finally:

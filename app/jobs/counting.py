@@ -45,17 +45,20 @@ def storing():
             _storing -= 1
 
 
-def start_background(app) -> threading.Thread:
-    """Start this process's counting thread (gunicorn.conf.py starts one in every worker); from
-    then on, up to ANALYTICS_COUNT_BEHIND records may wait for it (elsewhere: none, every
-    batch is counted as it is stored)."""
+def start_background(app, workers: int) -> threading.Thread:
+    """Start this process's counting thread (gunicorn.conf.py starts one in each of the
+    `workers`); from then on, up to ANALYTICS_COUNT_BEHIND records may wait for it (elsewhere:
+    none, every batch is counted as it is stored)."""
     models.counting.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"]
-    thread = threading.Thread(target=_loop, args=(app,), name="counting", daemon=True)
+    # With two workers at most one is idle while the other stores: taking turns would only add
+    # two writes to every round.
+    leased = workers > 2
+    thread = threading.Thread(target=_loop, args=(app, leased), name="counting", daemon=True)
     thread.start()
     return thread
 
 
-def _loop(app):
+def _loop(app, leased: bool):
     while True:
         time.sleep(POLL_SECONDS)
         try:
@@ -66,13 +69,14 @@ def _loop(app):
                 if not waiting or (_storing and waiting <= models.counting.behind_limit // 5):
                     continue
                 # One worker counts at a time: the others' counts would all be thrown away.
-                if not models.jobs.claim(JOB, _holder, now_ms(), 0, LEASE_MS):
+                if leased and not models.jobs.claim(JOB, _holder, now_ms(), 0, LEASE_MS):
                     continue
                 try:
                     while models.counting.catch_up_aside():
                         pass
                 finally:
-                    models.jobs.finish(JOB, _holder, now_ms())
+                    if leased:
+                        models.jobs.finish(JOB, _holder, now_ms())
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)
