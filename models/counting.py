@@ -45,8 +45,7 @@ def start():
     give the blocks their marks too (rollups.built_through), so that counting a tail aside
     never writes them."""
     if settings.read(_MARK) is None:
-        newest = query("SELECT MAX(id) FROM record").fetchone()[0]
-        settings.write(_MARK, str(newest or 0))
+        settings.write(_MARK, str(_newest_id()))
 
 
 def catch_up(beyond: int = 0, batch: dict | None = None) -> int:
@@ -56,8 +55,8 @@ def catch_up(beyond: int = 0, batch: dict | None = None) -> int:
     (as stored) of the records just stored in this transaction, counted as they are when they
     are the whole tail, rather than read back."""
     mark = counted_through()
-    newest_id = query("SELECT MAX(id) FROM record").fetchone()[0]
-    if newest_id is None or newest_id - mark <= beyond:
+    newest_id = _newest_id()
+    if newest_id - mark <= beyond:
         return 0
     if batch is not None and newest_id - mark == len(batch["ts"]):  # the tail is this batch, no gap
         tail = _Tail(0, mark)
@@ -68,8 +67,7 @@ def catch_up(beyond: int = 0, batch: dict | None = None) -> int:
 
 def waiting() -> int:
     """About how many records wait to be counted (ids past the mark)."""
-    newest_id = query("SELECT MAX(id) FROM record").fetchone()[0]
-    return max(0, (newest_id or 0) - counted_through())
+    return max(0, _newest_id() - counted_through())
 
 
 def catch_up_aside() -> int:
@@ -85,12 +83,16 @@ def catch_up_aside() -> int:
         return _write(tail) if counted_through() == mark else 0
 
 
-def waiting_sql(aggregate: str) -> tuple[str, list]:
-    """(SELECT of `aggregate` over the records not counted yet, alias r; params), for a
-    statement that reads the counts too (one snapshot)."""
-    source = db.obj.dialect.by_id("record", "r")
-    # The mark read first only tells the planner that the range of ids is short.
-    return f"SELECT {aggregate} FROM {source} WHERE r.id > ? AND r.id > {COUNTED_SQL}", [counted_through()]
+def waiting_records(alias: str = "r") -> tuple[str, str, list]:
+    """(FROM item of the record table as `alias`, condition, params) of the records not counted
+    yet, for a statement that reads the counts too: it reads the mark itself (one snapshot); the
+    mark read here first only tells the planner that the range of ids is short."""
+    condition = f"{alias}.id > ? AND {alias}.id > {COUNTED_SQL}"
+    return db.obj.dialect.by_id("record", alias), condition, [counted_through()]
+
+
+def _newest_id() -> int:
+    return query("SELECT MAX(id) FROM record").fetchone()[0] or 0
 
 
 @dataclass

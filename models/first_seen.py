@@ -134,13 +134,13 @@ def newly_seen(resolved: Resolved, column, limit: int) -> list[tuple]:
     # in this statement, as the table is (one snapshot). A name a privacy setting dropped is none.
     everywhere = endpoints == [0]
     unnamed, unnamed_params = db.obj.dialect.term_in([""])
+    source, condition, mark = counting.waiting_records()
     tail = (
-        f"SELECT r.question AS term, r.ts AS first FROM {db.obj.dialect.by_id('record', 'r')}"
-        f" WHERE r.id > ? AND r.id > {counting.COUNTED_SQL}"
+        f"SELECT r.question AS term, r.ts AS first FROM {source} WHERE {condition}"
         f" AND r.question NOT IN (SELECT id FROM term WHERE {unnamed})"
         + ("" if everywhere else f" AND r.endpoint IN ({placeholders(len(endpoints))})")
     )
-    tail_params = [counting.counted_through(), *unnamed_params, *([] if everywhere else endpoints)]
+    tail_params = [*mark, *unnamed_params, *([] if everywhere else endpoints)]
     # Candidates first (the scope's names first seen in the window), then their earliest time
     # anywhere in scope: a name new on one endpoint may be old on another.
     value, waiting = ("d.domain", "d.domain") if derived else ("s.term", "t.term")

@@ -334,8 +334,8 @@ def oldest_statistic() -> int | None:
     # One statement, one snapshot: counting in between would move records from one to the other.
     # Each MIN alone in its SELECT: read from one end of the key.
     parts = [f"(SELECT MIN(period) FROM rollup WHERE dim = {dim.id}) * {dim.period_ms}" for dim in STATISTICS]
-    waiting, params = counting.waiting_sql("MIN(r.ts)")
-    parts.append(f"({waiting}) / {DAY_MS} * {DAY_MS}")
+    source, waiting, params = counting.waiting_records()
+    parts.append(f"(SELECT MIN(r.ts) FROM {source} WHERE {waiting}) / {DAY_MS} * {DAY_MS}")
     union = " UNION ALL ".join(f"SELECT {part} AS t" for part in parts)
     return query(f"SELECT MIN(t) FROM ({union}) AS starts", params).fetchone()[0]
 

@@ -6,7 +6,7 @@ from collections import namedtuple
 from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
 
 from . import counting, first_seen, rollups
-from .database import db, query
+from .database import query
 from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql, derived_in, stored_ids
 from .names import BOOLEAN_TEXT, value_texts
@@ -160,9 +160,8 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
         # from the records, and the records past the mark (the tail) are counted over the whole
         # window. The mark is read in the statement itself (one snapshot with the rollups); the
         # one read before it only tells the planner how short the tail is.
-        tail = ("tail", counting.counted_through())
         selects += [_from_records(resolved, *part, interval_ms, column, only, derived, "counted") for part in parts]
-        selects.append(_from_records(resolved, *window[0], interval_ms, column, only, derived, tail))
+        selects.append(_from_records(resolved, *window[0], interval_ms, column, only, derived, "waiting"))
     else:
         selects = [_from_records(resolved, *part, interval_ms, column, only, derived) for part in parts]
     if not selects:
@@ -200,8 +199,7 @@ def _usable_rollups(filters: Filters, interval_ms, column) -> list[rollups.Dim]:
 
 def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only, derived, counted=None):
     """(SELECT of (b: bucket, v: value, n: count) rows, params) counting the records of a part:
-    all of them; or (`counted` "counted") those the rollups counted; or (`counted` ("tail",
-    the mark as last read)) those past the counting mark."""
+    all of them, or (`counted`) those the rollups hold ("counted") or not yet ("waiting")."""
     condition, params = resolved.where(start_ms, end_ms)
     keys = [_bucket_sql(interval_ms) if interval_ms else "NULL", f"r.{column.sql}" if column else "NULL"]
     if only is not None:
@@ -210,9 +208,9 @@ def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, onl
     if counted == "counted":
         # `+ 0`: not a range of ids to read by; the part's window is.
         condition = f"(r.id + 0) <= {counting.COUNTED_SQL} AND {condition}"
-    elif counted is not None:
-        source = db.obj.dialect.by_id("record", "r")
-        condition, params = f"r.id > ? AND r.id > {counting.COUNTED_SQL} AND {condition}", [counted[1], *params]
+    elif counted == "waiting":
+        source, waiting, mark = counting.waiting_records()
+        condition, params = f"{waiting} AND {condition}", [*mark, *params]
     return f"SELECT {keys[0]} AS b, {keys[1]} AS v, COUNT(*) AS n FROM {source} WHERE {condition} GROUP BY 1, 2", params
 
 

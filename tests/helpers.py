@@ -1,5 +1,7 @@
 """Helpers the tests share: records, ingestion, the ErrorResponse check, API keys made on the
-command line, and metrics scrapes parsed."""
+command line, metrics scrapes parsed, and waiting for a condition."""
+
+import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -57,6 +59,16 @@ def samples(text: str) -> dict:
         for family in text_string_to_metric_families(text)
         for sample in family.samples
     }
+
+
+def wait_for(condition, timeout=30.0, what="the condition"):
+    """Return once `condition()` is true; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
 # The states of the counting behind the records (models/counting.py) a read is checked in: every

@@ -130,12 +130,3 @@ def first_arrivals(records: list[dict], key="recordId") -> list[dict]:
             seen.add(record[key])
             first.append(record)
     return first
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")

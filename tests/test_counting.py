@@ -3,8 +3,6 @@ workers' counting threads catch up with what was stored, a batch counts the wait
 itself once they pass ANALYTICS_COUNT_BEHIND, and records that expire are counted before they
 go. That every answer is exact whatever is waiting: tests/test_statistics_agree.py."""
 
-import time
-
 import pytest
 from stores import scalar
 
@@ -13,7 +11,7 @@ from app import create_app
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, ingest, record
+from helpers import API_KEY, AUTH, ingest, record, wait_for
 
 DAY = 86_400_000
 COUNTED = "SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = 'rollups_counted_through'"
@@ -84,9 +82,7 @@ def test_the_workers_count_what_they_store(tmp_path, database, workers):
             status, body = server.call("POST", "/v2/ingest", batch(i, 10), AUTH)
             assert (status, body["accepted"]) == (200, 10)
         # Far under ANALYTICS_COUNT_BEHIND: only the workers' counting threads count them.
-        deadline = time.monotonic() + 20
-        while scalar(database, COUNTED) < 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_for(lambda: scalar(database, COUNTED) >= 200, 20, "the workers to count 200 records")
         assert scalar(database, COUNTED) == scalar(database, NEWEST) == 200, server.log_path.read_text()
         assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == 200
         leases = scalar(database, "SELECT COUNT(*) FROM job_lease WHERE name = 'counting'")

@@ -13,7 +13,7 @@ import pytest
 
 from app import create_app
 
-from helpers import API_KEY, AUTH
+from helpers import API_KEY, AUTH, wait_for
 from importing import T0, add_row, entry, make_ftl_db, write_log
 from servers import ROOT, Gunicorn
 
@@ -49,15 +49,6 @@ def questions_in(database: str) -> list[str]:
         if len(body["queries"]) < 500:
             return found
         page += 1
-
-
-def wait_for(condition, timeout=30.0, what="the condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def stop(process: subprocess.Popen, sig=signal.SIGTERM) -> int:

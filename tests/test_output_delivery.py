@@ -8,9 +8,9 @@ import time
 import pytest
 import rsyslog
 import stores
-from receivers import HttpReceiver, file_records, first_arrivals, wait_for
+from receivers import HttpReceiver, file_records, first_arrivals
 
-from helpers import API_KEY, AUTH, samples
+from helpers import API_KEY, AUTH, samples, wait_for
 from servers import Gunicorn, stop_process
 
 
