@@ -149,8 +149,16 @@ def limit_queries(seconds: float | None, stop=None):
     db.obj.dialect.limit_queries(db.connection(), query, seconds, stop)
 
 
+# PostgreSQL's SQLSTATEs of a stopped statement: the statement cancelled, and any statement
+# after it in the same transaction (which the server refuses until the transaction ends).
+_STOPPED_STATES = ("57014", "25P02")
+
+
 def is_stopped_query(error: Exception) -> bool:
     """Whether `error` is a statement stopped by limit_queries."""
+    cause = error.args[0] if error.args else None  # peewee keeps the driver's own error first
+    if getattr(cause, "sqlstate", None) in _STOPPED_STATES:
+        return True
     text = str(error).lower()
     return "interrupted" in text or "statement timeout" in text
 

@@ -4,7 +4,7 @@ so; a read whose client has gone is stopped too (on SQLite), instead of running 
 import time
 
 from flask import current_app, g, request
-from peewee import OperationalError
+from peewee import DatabaseError
 from werkzeug.exceptions import InternalServerError
 
 import models.database
@@ -18,7 +18,9 @@ STREAMED = {"activity_log.export_csv", "activity_log.stream"}
 def init_app(app):
     app.before_request(_start)
     app.teardown_request(_end)
-    app.register_error_handler(OperationalError, _stopped)
+    # Every database error: on PostgreSQL a statement after a cancelled one in the same
+    # transaction fails with an InternalError, not an OperationalError.
+    app.register_error_handler(DatabaseError, _stopped)
 
 
 def _start():
@@ -35,8 +37,9 @@ def _end(exc):
         models.database.limit_queries(None)
 
 
-def _stopped(error: OperationalError):
+def _stopped(error: DatabaseError):
     if not models.database.is_stopped_query(error):
+        current_app.logger.error("database error in %s %s", request.method, request.path, exc_info=error)
         return error_response(InternalServerError())
     seconds = current_app.config["ANALYTICS_QUERY_SECONDS"]
     return error_response(
