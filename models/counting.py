@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from . import first_seen, rollups, settings
 from .clock import now_ms
-from .database import db, query, write_transaction
+from .database import db, query, write_transaction, yield_to_storing
 
 _MARK = "rollups_counted_through"
 # The mark in SQL, read in the statement that reads the counts, so both are one snapshot.
@@ -79,6 +79,7 @@ def catch_up_aside() -> int:
     tail = _tail(mark)
     if not tail.records:
         return 0
+    yield_to_storing()
     with write_transaction():
         return _write(tail) if counted_through() == mark else 0
 

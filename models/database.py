@@ -95,7 +95,7 @@ def _sqlite(path: str, wal_limit: int) -> SqliteDatabase:
     database = _SqlitePool(
         path, pragmas=SQLITE_PRAGMAS, max_connections=128, stale_timeout=600, check_same_thread=False
     )
-    database.dialect = SQLite(wal_limit)
+    database.dialect = SQLite(wal_limit, path, SQLITE_PRAGMAS["busy_timeout"] / 1000)
     return database
 
 
@@ -130,6 +130,18 @@ def write_transaction():
         yield transaction
     if not db.in_transaction():
         dialect.after_write(db.obj.database, query)
+
+
+def storing():
+    """A block that reads and writes a batch of records: background writes let it go first."""
+    return db.obj.dialect.storing()
+
+
+def yield_to_storing(seconds: float = 1.0):
+    """Wait (at most `seconds`) until a write begun now would hold back no batch being stored:
+    for writes that can come at any moment, such as the counting thread's (see
+    models/write_turns.py)."""
+    db.obj.dialect.yield_to_storing(seconds)
 
 
 @contextmanager

@@ -11,6 +11,7 @@ import time
 from contextlib import contextmanager, nullcontext
 
 from .utils import placeholders
+from .write_turns import WriteTurns
 
 _ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # The key of the PostgreSQL advisory lock that serialises writers (see Postgres.lock_writes).
@@ -39,19 +40,37 @@ class SQLite:
     # The terms looked for by models/unused_terms.py.
     term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id INTEGER PRIMARY KEY)"
 
-    def __init__(self, wal_limit: int = 256 << 20):
+    def __init__(self, wal_limit: int = 256 << 20, path: str | None = None, busy_seconds: float = 30.0):
         self.wal_limit = wal_limit
+        # Writers queue for their turn before BEGIN (see models/write_turns.py).
+        self._turns = WriteTurns(path) if path and path != ":memory:" else None
+        self._busy_seconds = busy_seconds
         self._next_wal_check = 0.0
         self._wal_lock = threading.Lock()
 
     def driver_sql(self, sql: str) -> str:
         return sql  # sqlite3 takes `?` placeholders as they are
 
+    @contextmanager
     def begin_write(self, db):
         # Take the write lock at BEGIN: a deferred transaction that reads first and writes later
         # fails at once with "database is locked" when another writer got in between, while
-        # IMMEDIATE waits its turn (busy_timeout).
-        return db.atomic("IMMEDIATE")
+        # IMMEDIATE waits its turn (busy_timeout); queued for it first, unless nested.
+        if self._turns is None or db.in_transaction():
+            with db.atomic("IMMEDIATE") as transaction:
+                yield transaction
+            return
+        with self._turns.turn(self._busy_seconds), db.atomic("IMMEDIATE") as transaction:
+            yield transaction
+
+    def storing(self):
+        """A block that reads and writes a batch of records: writes that yield_to_storing let it
+        go first (see models/write_turns.py)."""
+        return nullcontext() if self._turns is None else self._turns.storing()
+
+    def yield_to_storing(self, seconds: float):
+        if self._turns is not None:
+            self._turns.yield_to_storing(seconds)
 
     def lock_writes(self, query):
         pass  # BEGIN IMMEDIATE already holds the database's one write lock
@@ -184,6 +203,12 @@ class Postgres(SQLite):
 
     def begin_write(self, db):
         return db.atomic()
+
+    def storing(self):
+        return nullcontext()  # writers wait on the advisory lock, woken as it is released
+
+    def yield_to_storing(self, seconds: float):
+        pass
 
     def after_write(self, path: str, query):
         pass  # PostgreSQL recycles its write-ahead log by itself

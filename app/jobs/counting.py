@@ -39,7 +39,8 @@ def storing():
     with _lock:
         _storing += 1
     try:
-        yield
+        with models.database.storing():  # and the other workers' counting writes wait for it
+            yield
     finally:
         with _lock:
             _storing -= 1

@@ -1,0 +1,118 @@
+"""Writers of a SQLite store taking turns (models/write_turns.py), between real processes: the
+counting's writes let a batch being stored go first, and wait for its commit."""
+
+import multiprocessing
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from helpers import wait_for
+
+pytestmark = pytest.mark.sqlite_only
+
+
+def _events(path):
+    try:
+        with open(path) as file:
+            return file.read().split()
+    except FileNotFoundError:
+        return []
+
+
+def _note(path, event):
+    with open(path, "a") as file:
+        file.write(event + "\n")
+
+
+def _open(database):
+    import models.database
+    import models.tables
+
+    models.database.open_database(database)
+    with models.database.connection():
+        models.tables.create_schema()
+    return models.database
+
+
+def _storer(database, log, write, commit):
+    """A batch being stored: read (storing, no write yet), then written, then committed."""
+    store = _open(database)
+    with store.connection(), store.storing():
+        _note(log, "storer-reading")
+        write.wait(30)
+        with store.write_transaction():
+            store.query("INSERT INTO store_setting (name, value) VALUES ('storer', '1')")
+            _note(log, "storer-writing")
+            commit.wait(30)
+            _note(log, "storer-committing")
+
+
+def _counter(database, log, seconds):
+    """A background writer: yields to the batch being stored, then writes."""
+    store = _open(database)
+    with store.connection():
+        store.yield_to_storing(seconds)
+        _note(log, "counter-yielded")
+        with store.write_transaction():
+            store.query("INSERT INTO store_setting (name, value) VALUES ('counter', '1')")
+            _note(log, "counter-writing")
+
+
+@pytest.fixture
+def storing(tmp_path):
+    """A process storing a batch, read (not written yet): its events' log, and how to start a
+    background writer waiting at most some seconds, write the batch, and commit it."""
+    database, log = str(tmp_path / "turns.db"), str(tmp_path / "events")
+    _open(database)
+    forked = multiprocessing.get_context("fork")
+    write, commit = forked.Event(), forked.Event()
+    processes = [forked.Process(target=_storer, args=(database, log, write, commit))]
+    processes[0].start()
+
+    def counter(seconds):
+        processes.append(forked.Process(target=_counter, args=(database, log, seconds)))
+        processes[-1].start()
+        return processes[-1]
+
+    try:
+        wait_for(lambda: "storer-reading" in _events(log), what="the batch being read")
+        yield SimpleNamespace(log=log, counter=counter, write=write, commit=commit, storer=processes[0])
+    finally:
+        write.set()
+        commit.set()
+        for process in processes:
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+    assert os.path.exists(database + "-writers") and os.path.exists(database + "-storing")
+
+
+def test_a_background_write_waits_for_the_batch_being_read_and_follows_its_commit(storing):
+    counter = storing.counter(30)
+    # While the batch is being read, the background write does not begin.
+    counter.join(1.0)
+    assert _events(storing.log) == ["storer-reading"], "a background write began while a batch was being read"
+    storing.write.set()
+    # Once the batch is being written, the background write queues behind it ...
+    wait_for(lambda: "counter-yielded" in _events(storing.log), what="the background write to queue")
+    assert _events(storing.log) == ["storer-reading", "storer-writing", "counter-yielded"]
+    # ... and is written once the batch is committed.
+    storing.commit.set()
+    storing.storer.join(30)
+    counter.join(30)
+    assert _events(storing.log) == [
+        "storer-reading",
+        "storer-writing",
+        "counter-yielded",
+        "storer-committing",
+        "counter-writing",
+    ]
+    assert storing.storer.exitcode == 0 and counter.exitcode == 0
+
+
+def test_a_background_write_waits_no_longer_than_its_bound(storing):
+    counter = storing.counter(0.2)
+    counter.join(30)
+    assert counter.exitcode == 0
+    assert _events(storing.log) == ["storer-reading", "counter-yielded", "counter-writing"]
