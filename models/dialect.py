@@ -63,6 +63,9 @@ class SQLite:
         with self._turns.turn(self._busy_seconds), db.atomic("IMMEDIATE") as transaction:
             yield transaction
 
+    def checkpoint(self, query):
+        query("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def storing(self):
         """A block that reads and writes a batch of records: writes that yield_to_storing let it
         go first (see models/write_turns.py)."""
@@ -203,6 +206,9 @@ class Postgres(SQLite):
 
     def begin_write(self, db):
         return db.atomic()
+
+    def checkpoint(self, query):
+        pass  # the server checkpoints by itself
 
     def storing(self):
         return nullcontext()  # writers wait on the advisory lock, woken as it is released

@@ -75,6 +75,8 @@ def _loop(app, leased: bool):
                 try:
                     while models.counting.catch_up_aside():
                         pass
+                    # Here, beside the requests: past wal_autocheckpoint, one would do it.
+                    models.database.checkpoint()
                 finally:
                     if leased:
                         models.jobs.finish(JOB, _holder, now_ms())
