@@ -116,7 +116,7 @@ def waiting(now: int) -> list[int]:
     """Ids of the outputs that are not paused and that no process delivers now (no live lease)."""
     rows = query(
         "SELECT o.id FROM output o LEFT JOIN job_lease l ON l.name = ? || CAST(o.id AS TEXT)"
-        " WHERE o.paused = 0 AND (l.holder IS NULL OR l.expires < ? - 3600000) ORDER BY o.id",
+        " WHERE o.paused = 0 AND (l.holder IS NULL OR l.expires < ?) ORDER BY o.id",
         [LEASE_PREFIX, now],
     )
     return [row[0] for row in rows]
