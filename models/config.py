@@ -42,6 +42,9 @@ DEFAULTS = {
     # Records an output may fall behind by (a receiver down, too slow) before it skips ahead to
     # its newest this many (docs/outputs.md).
     "ANALYTICS_OUTPUT_BACKLOG": 1_000_000,
+    # Seconds a process's lease on an output lasts unrenewed (it renews every third of it): how
+    # long one that dies holding it (SIGKILL, a power cut) holds the others back (docs/outputs.md).
+    "ANALYTICS_OUTPUT_LEASE_SECONDS": 30,
     # Records stored that may wait to be counted into the statistics' rollups by the workers'
     # counting threads before a batch being stored counts them itself (0: each batch is
     # counted as it is stored). Reads are exact either way: they count the waiting ones.
@@ -65,6 +68,7 @@ _INTEGERS = (
     "ANALYTICS_COUNT_BEHIND",
     "ANALYTICS_ACCESS_LOG_RETENTION_DAYS",
     "ANALYTICS_OUTPUT_BACKLOG",
+    "ANALYTICS_OUTPUT_LEASE_SECONDS",
 )
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
@@ -83,6 +87,9 @@ def read(instance_path: str = INSTANCE_PATH, overrides: dict | None = None) -> d
             settings[name] = int(settings[name])
         except (TypeError, ValueError):
             raise RuntimeError(f"{name} must be an integer, got {settings[name]!r}") from None
+    lease = settings["ANALYTICS_OUTPUT_LEASE_SECONDS"]
+    if lease < 1:
+        raise RuntimeError(f"ANALYTICS_OUTPUT_LEASE_SECONDS must be at least 1, got {lease}")
     flag = settings["ANALYTICS_ACCESS_LOG"]
     if not isinstance(flag, bool):
         if str(flag).strip().lower() not in _BOOLEANS:

@@ -158,7 +158,8 @@ class Chromium:
         )
 
     def resize(self, width: int, height: int, mobile: bool = False):
-        """Make the tab a screen of this size (a phone's with mobile: touch, small viewport)."""
+        """Make the tab a screen of this size (a phone's with mobile: touch, small viewport); on
+        return the page has seen it and its resize handlers have run."""
         self.call(
             "Emulation.setDeviceMetricsOverride",
             width=width,
@@ -166,10 +167,19 @@ class Chromium:
             deviceScaleFactor=2 if mobile else 1,
             mobile=mobile,
         )
+        self._settle(f"innerWidth === {width} && innerHeight === {height}")
 
     def color_scheme(self, scheme: str):
-        """Make the page see the user's preference for a "light" or "dark" colour scheme."""
+        """Make the page see the user's preference for a "light" or "dark" colour scheme; on
+        return its handlers of the change have run."""
         self.call("Emulation.setEmulatedMedia", features=[{"name": "prefers-color-scheme", "value": scheme}])
+        self._settle(f"matchMedia('(prefers-color-scheme: {scheme})').matches")
+
+    def _settle(self, seen: str):
+        """Wait until the page sees a change (`seen` is true), then two frames: a frame
+        dispatches the resize and media-change events before its animation-frame callbacks."""
+        frames = "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+        self.wait_for(f"({seen}) && {frames}")
 
     def screenshot(self, path, full_page: bool = False):
         """Save what the tab shows as a PNG file (the whole page with full_page)."""

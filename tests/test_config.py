@@ -43,3 +43,10 @@ def test_other_database_engines_are_refused_clearly(tmp_path):
 
     with pytest.raises(RuntimeError, match="'mysql' is not supported"):
         create_app({"INSTANCE_PATH": str(tmp_path), "ANALYTICS_DATABASE": "mysql://u@localhost/x"})
+
+
+def test_an_output_lease_under_a_second_is_refused(tmp_path):
+    import pytest
+
+    with pytest.raises(RuntimeError, match="ANALYTICS_OUTPUT_LEASE_SECONDS must be at least 1, got 0"):
+        create_app({"INSTANCE_PATH": str(tmp_path), "ANALYTICS_OUTPUT_LEASE_SECONDS": "0"})

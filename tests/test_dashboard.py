@@ -117,8 +117,7 @@ def screenshots(browser, shots, name, dark=False):
         sizes += [("desktop-dark", DESKTOP, False), ("phone-dark", PHONE, True)]
     for label, (width, height), mobile in sizes:
         browser.color_scheme("dark" if label.endswith("dark") else "light")
-        browser.resize(width, height, mobile)
-        time.sleep(0.3)  # the chart follows the window's resize event
+        browser.resize(width, height, mobile)  # returns once the charts followed the resize event
         path = browser.screenshot(shots / f"{name}-{label}.png", full_page=mobile)
         print(f"screenshot: {path}")
     browser.color_scheme("light")

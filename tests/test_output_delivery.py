@@ -127,17 +127,24 @@ def test_http_and_file_outputs_receive_every_record_in_order(server, receiver, t
     assert [r["question"] for r in first_arrivals(file_records(path))] == later
 
 
-def test_a_killed_service_and_a_receiver_that_was_down_lose_nothing(server, receiver):
-    gunicorn = server()
+def test_a_killed_service_and_a_receiver_that_was_down_lose_nothing(server, receiver, database):
+    # A 3 s lease (the output's send timeout short enough for it: a lease outlasts any send), so
+    # that the killed processes' lease runs out in seconds rather than the default 30.
+    gunicorn = server(ANALYTICS_OUTPUT_LEASE_SECONDS="3")
     receiver.delay = 0.05  # slow enough that the kill lands mid-delivery
-    made = create(gunicorn, {"kind": "http", "url": receiver.url, "batchSize": 50})
+    made = create(gunicorn, {"kind": "http", "url": receiver.url, "batchSize": 50, "timeoutSeconds": 1})
     questions = ingest(gunicorn, 0, 2000)
     wait_for(lambda: len(receiver.records) >= 300, 60, "delivery to be under way")
     gunicorn.kill_all()
     assert len(receiver.records) < 2000, "the kill came after the end: slow the receiver"
+    lease = "SELECT holder FROM job_lease WHERE name LIKE 'output:%'"
+    [(dead,)] = stores.run_sql(database, lease)
+    assert dead is not None, "a kill hands nothing over: the dead process's lease is left to run out"
     gunicorn.start()
-    # The dead processes' lease runs out first (app.outputs.delivery.LEASE_MS), then one takes over.
+    # The dead process's lease runs out first, then a new worker takes it over from the cursor.
     wait_for(lambda: set(questions) <= {r["question"] for r in receiver.records}, 120, "every record after the kill")
+    [(holder,)] = stores.run_sql(database, lease)
+    assert holder not in (None, dead)
 
     receiver.stop()
     questions += ingest(gunicorn, 2000, 500)

@@ -3,7 +3,8 @@ for outputs nobody delivers and takes the lease of each it can; for each output 
 thread of its own sends the records after the output's cursor, in id order, batch by batch,
 and moves the cursor once the receiver accepted a batch. A lease in the store (models.jobs)
 lets one process at a time deliver each output, across workers and hosts; a process that dies
-holding one loses it when it expires (LEASE_MS), and another takes over from the cursor.
+holding one loses it when it expires (ANALYTICS_OUTPUT_LEASE_SECONDS), and another takes over
+from the cursor.
 
 Ingest never waits for an output: delivery only reads records already committed. A receiver
 that fails is tried again with a growing pause (up to MAX_PAUSE_SECONDS); meanwhile records
@@ -29,8 +30,6 @@ from schemas.siem import encode, shaped
 
 from . import OutputError, make_sender
 
-LEASE_MS = 30_000
-RENEW_SECONDS = 10
 WATCH_SECONDS = 2.0
 POLL_SECONDS = 0.5
 BACKLOG_CHECK_SECONDS = 10
@@ -67,6 +66,7 @@ def stop(app):
 
 def _watch(app, holder: str):
     delivering: dict[int, threading.Thread] = {}
+    lease_seconds = app.config["ANALYTICS_OUTPUT_LEASE_SECONDS"]
     time.sleep(random.uniform(0, WATCH_SECONDS))  # workers start together: spread their first look
     while not _stopping.is_set():
         try:
@@ -76,7 +76,7 @@ def _watch(app, holder: str):
                     thread = delivering.get(output_id)
                     if thread is not None and thread.is_alive():
                         continue
-                    if models.outputs.claim(output_id, holder, now_ms(), LEASE_MS):
+                    if models.outputs.claim(output_id, holder, now_ms(), lease_seconds * 1000):
                         delivering[output_id] = thread = threading.Thread(
                             target=Delivery(app, output_id, holder).run, name=f"output-{output_id}", daemon=True
                         )
@@ -94,7 +94,10 @@ class Delivery:
         self.sender = None
         self.settings = None  # the (kind, url, options) the sender was made for
         self.renewed = 0.0  # the first step sets the lease to this output's own length
-        self.lease_ms = LEASE_MS
+        self.lease_seconds = app.config["ANALYTICS_OUTPUT_LEASE_SECONDS"]
+        # Renewed every third of its length (10 s by default), so that a renewal a step or a
+        # slow database delays still comes long before the lease runs out.
+        self.renew_seconds = self.lease_seconds / 3
         self.backlog_checked = 0.0
         self.pause = 1.0
 
@@ -141,13 +144,14 @@ class Delivery:
     def _keep_lease(self, output) -> bool:
         if _stopping.is_set():
             return False
-        if time.monotonic() - self.renewed < RENEW_SECONDS:
+        if time.monotonic() - self.renewed < self.renew_seconds:
             return True
         self.renewed = time.monotonic()
-        # Longer than a send can take (connect, then answer, each up to the timeout), so that the
-        # lease never runs out while this process is still sending.
-        self.lease_ms = max(LEASE_MS, (2 * output.options.get("timeoutSeconds", 10) + RENEW_SECONDS) * 1000)
-        return models.outputs.claim(self.output_id, self.holder, now_ms(), self.lease_ms)
+        # Longer than a send can take (connect, then answer, each up to the timeout) after the
+        # last renewal, so that the lease never runs out while this process is still sending.
+        send_seconds = 2 * output.options.get("timeoutSeconds", 10)
+        lease_ms = int(max(self.lease_seconds, send_seconds + self.renew_seconds) * 1000)
+        return models.outputs.claim(self.output_id, self.holder, now_ms(), lease_ms)
 
     def _sender(self, output):
         settings = (output.kind, output.url, output.options)
