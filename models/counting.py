@@ -70,16 +70,17 @@ def waiting() -> int:
     return max(0, _newest_id() - counted_through())
 
 
-def catch_up_aside() -> int:
+def catch_up_aside(storing=lambda: False) -> int:
     """catch_up, counting before taking the write lock (which then only writes the counts), for
-    a worker's counting thread: ingestion in other workers waits for it as little as possible.
+    a worker's counting thread: ingestion in other workers waits for it as little as possible
+    (it yields to a batch being stored, unless `storing()` says its own process stores one).
     Writes nothing when the mark moved meanwhile (another process counted; or stored records
     changed, which counts first), so the records counted are as they were read."""
     mark = counted_through()
     tail = _tail(mark)
     if not tail.records:
         return 0
-    yield_to_storing()
+    yield_to_storing(storing)
     with write_transaction():
         return _write(tail) if counted_through() == mark else 0
 

@@ -148,11 +148,11 @@ def storing():
     return db.obj.dialect.storing()
 
 
-def yield_to_storing(seconds: float = 1.0):
-    """Wait (at most `seconds`) until a write begun now would hold back no batch being stored:
-    for writes that can come at any moment, such as the counting thread's (see
-    models/write_turns.py)."""
-    db.obj.dialect.yield_to_storing(seconds)
+def yield_to_storing(stop=lambda: False, seconds: float = 1.0):
+    """Wait (at most `seconds`, and no longer once `stop()` is true) until a write begun now
+    would hold back no batch being stored: for writes that can come at any moment, such as the
+    counting thread's (see models/write_turns.py)."""
+    db.obj.dialect.yield_to_storing(seconds, stop)
 
 
 @contextmanager

@@ -71,9 +71,9 @@ class SQLite:
         go first (see models/write_turns.py)."""
         return nullcontext() if self._turns is None else self._turns.storing()
 
-    def yield_to_storing(self, seconds: float):
+    def yield_to_storing(self, seconds: float, stop):
         if self._turns is not None:
-            self._turns.yield_to_storing(seconds)
+            self._turns.yield_to_storing(seconds, stop)
 
     def lock_writes(self, query):
         pass  # BEGIN IMMEDIATE already holds the database's one write lock
@@ -215,7 +215,7 @@ class Postgres(SQLite):
     def storing(self):
         return nullcontext()  # writers wait on the advisory lock, woken as it is released
 
-    def yield_to_storing(self, seconds: float):
+    def yield_to_storing(self, seconds: float, stop):
         pass
 
     def after_write(self, path: str, query):

@@ -80,12 +80,13 @@ class WriteTurns:
                     os.close(self._storing)
                     self._storing = None
 
-    def yield_to_storing(self, seconds: float):
-        """Wait, at most `seconds`, for a moment when a write begun now holds no batch back: none
-        is being stored, or one is being written (a write queued now follows its commit)."""
+    def yield_to_storing(self, seconds: float, stop):
+        """Wait, at most `seconds` and while `stop()` is false, for a moment when a write begun
+        now holds no batch back: none is being stored, or one is being written (a write queued
+        now follows its commit)."""
         deadline = time.monotonic() + seconds
         pause = _FIRST_LOOK
-        while _held(self.storing_path) and not _held(self.writers) and time.monotonic() < deadline:
+        while _held(self.storing_path) and not _held(self.writers) and time.monotonic() < deadline and not stop():
             time.sleep(pause)
             pause = min(pause * 2, _LAST_LOOK)
 

@@ -52,7 +52,7 @@ def _counter(database, log, seconds):
     """A background writer: yields to the batch being stored, then writes."""
     store = _open(database)
     with store.connection():
-        store.yield_to_storing(seconds)
+        store.yield_to_storing(seconds=seconds)
         _note(log, "counter-yielded")
         with store.write_transaction():
             store.query("INSERT INTO store_setting (name, value) VALUES ('counter', '1')")

@@ -67,13 +67,16 @@ def _loop(app, leased: bool):
                 # Every worker storing (several senders): counted here all the same once a fifth
                 # of the bound waits, rather than all at once in a request that passes the bound.
                 waiting = models.counting.waiting()
-                if not waiting or (_storing and waiting <= models.counting.behind_limit // 5):
+                urgent = waiting > models.counting.behind_limit // 5
+                if not waiting or (_storing and not urgent):
                     continue
                 # One worker counts at a time: the others' counts would all be thrown away.
                 if leased and not models.jobs.claim(JOB, _holder, now_ms(), 0, LEASE_MS):
                     continue
                 try:
-                    while models.counting.catch_up_aside():
+                    # Yielding to a batch this worker reads would only keep the counting beside
+                    # it longer (one interpreter lock): then it writes at once.
+                    while models.counting.catch_up_aside(lambda: _storing > 0):
                         pass
                     # Here, beside the requests: past wal_autocheckpoint, one would do it.
                     models.database.checkpoint()
