@@ -472,6 +472,10 @@ def create_schema():
             db.create_tables(TABLES, safe=True)  # IF NOT EXISTS: new tables appear on upgrade
             _term_ids_never_reused()
             query(dialect.term_index())
+            if version == 0:
+                from .terms import seed
+
+                seed()
             query("DROP INDEX IF EXISTS record_client_ts")  # before (client, ts, question)
             _add_missing_columns(Record)
             _add_missing_columns(Client)

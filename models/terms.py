@@ -20,6 +20,28 @@ _ENTRY_OVERHEAD = 250
 GENERATION = "term_generation"
 
 
+# Strings nearly every record holds some of (record types, answer statuses, protocols, the
+# filtering triggers, DNSSEC states): interned first in a new database, in this order, so that
+# their ids are under 128 and SQLite stores each in one byte rather than two. Measured at 1M
+# records: 4 bytes a record. Any other string is interned as it comes, as these are in an older
+# database.
+COMMON = (
+    "",
+    *("A", "AAAA", "HTTPS", "CNAME", "PTR", "TXT", "MX", "SRV", "SOA", "NS", "SVCB", "DS", "DNSKEY"),
+    *("CAA", "NAPTR", "ANY", "NULL"),
+    *("NOERROR", "NXDOMAIN", "SERVFAIL", "REFUSED", "FORMERR", "NOTIMP", "YXDOMAIN", "NOTAUTH"),
+    *("legacy", "doh", "doh3", "dot", "doq"),
+    *("default", "filter", "service", "custom", "grule", "rebind"),
+    *("secure", "insecure", "bogus", "indeterminate"),
+)
+
+
+def seed():
+    """Intern COMMON in a new database, first (call inside the write transaction creating it)."""
+    for value in COMMON:  # one by one: a multi-row INSERT need not number its rows in order
+        query("INSERT INTO term (value) VALUES (?) ON CONFLICT DO NOTHING", [value])
+
+
 def term_ids(values) -> dict[str, int]:
     """Ids for `values`, creating the missing terms. Call inside a write transaction.
 
