@@ -71,7 +71,10 @@ class RawLoader:
         columns = ", ".join(["ts", *(f["sql"] for f in terms + plain)])
         marks = ", ".join(["?"] * (3 + len(fields)))
         self.insert = f"INSERT INTO record (endpoint, client, {columns}) VALUES ({marks})"
-        self.term_ids: dict[str, int] = {}
+        # The strings a new database interns first (models/terms.COMMON), with their ids.
+        stored = self.conn.execute("SELECT id, value FROM term")
+        self.term_ids: dict[str, int] = {value: ident for ident, value in stored}
+        self.next_term = max(self.term_ids.values(), default=0) + 1
         self.endpoints: dict[str, int] = {}
         self.clients: dict[tuple[int, str], int] = {}
 
@@ -84,7 +87,8 @@ class RawLoader:
                 return None
             ident = terms.get(value)
             if ident is None:
-                ident = terms[value] = len(terms) + 1
+                ident = terms[value] = self.next_term
+                self.next_term += 1
                 new_terms.append((ident, value))
             return ident
 
