@@ -298,6 +298,29 @@ def expire(before_ms: int) -> int:
     return query("DELETE FROM alert WHERE ts < ?", [before_ms]).rowcount
 
 
+def forget_clients(clients) -> int:
+    """Delete the alerts that name any of `clients` ((endpoint, client id) pairs: those about
+    it, or naming it as the one that asked), their deliveries, and when a rule last told of it:
+    a client deleted, or marked not logged, leaves nothing of its own in the history. How many
+    alerts. Call inside a write transaction."""
+    wanted = {}
+    for endpoint, client in clients:
+        wanted.setdefault(endpoint, set()).add(client)
+    gone = [
+        ident
+        for endpoint, names in wanted.items()
+        for ident, detail in query("SELECT id, detail FROM alert WHERE endpoint = ?", [endpoint]).fetchall()
+        if json.loads(detail).get("clientId") in names
+    ]
+    for part in chunks(gone, 500):
+        query(f"DELETE FROM alert_delivery WHERE alert IN ({placeholders(len(part))})", part)
+        query(f"DELETE FROM alert WHERE id IN ({placeholders(len(part))})", part)
+    subjects = [f"{endpoint}/{client}" for endpoint, client in clients]  # new-client's subjects
+    for part in chunks(subjects, 500):
+        query(f"DELETE FROM alert_told WHERE subject IN ({placeholders(len(part))})", part)
+    return len(gone)
+
+
 def list_alerts(start_ms, end_ms, rule_id=None, endpoint_limit=None, page=0, page_size=100) -> list[AlertRow]:
     """Firings in the window, newest first, each with its deliveries; an endpoint-limited
     reader sees those of its endpoints."""

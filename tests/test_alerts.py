@@ -9,6 +9,7 @@ import json
 import time
 
 import pytest
+import stores
 from alert_receivers import HttpReceiver, SmtpReceiver
 
 import models.alerts
@@ -379,6 +380,38 @@ def test_the_history_is_kept_as_long_as_the_records(app, client):
     assert len(history(client)) == 1, "within ANALYTICS_RETENTION_DAYS (33)"
     run_job(app, now + 34 * 86_400_000)
     assert history(client) == []
+
+
+def test_a_deleted_or_unlogged_client_leaves_no_alert_naming_it(app, client):
+    nobody = f"http://127.0.0.1:{free_port()}/hook"
+    names = ("laptop", "phone", "tv")
+    watch = [{"match": "exact", "value": f"{name}.watched.example"} for name in names]  # an alert each
+    make_rule(client, {"kind": "new-client", "endpointIds": ["home"], "destinations": [nobody]})
+    make_rule(client, {"kind": "watched-domain", "endpointIds": ["home"], "destinations": [nobody], "watch": watch})
+    for name in names:
+        ingest(client, record("home", name, ago(MINUTE), f"{name}.watched.example", client={"host": f"{name}-host"}))
+    now = now_ms()
+    run_job(app, now)
+
+    def named() -> dict:
+        kinds = {}
+        for alert in history(client):
+            kinds.setdefault(alert["detail"]["clientId"], set()).add(alert["kind"])
+        return kinds
+
+    both = {"new-client", "watched-domain"}
+    assert named() == {"laptop": both, "phone": both, "tv": both}
+    deleted = client.delete("/v2/client", json={"endpointIds": ["home"], "clientIds": ["laptop"]}, headers=AUTH)
+    assert deleted.status_code == 200 and deleted.json["deletedCount"] == 1
+    assert named() == {"phone": both, "tv": both}, "a deleted client's alerts go with it"
+    unlogged = client.put("/v2/client/logging/home/phone", json={"logged": False}, headers=AUTH)
+    assert unlogged.status_code == 200, unlogged.json
+    assert named() == {"tv": both}, "so do those of a client marked not logged"
+    assert "laptop-host" not in stores.stored_rows(app.config["ANALYTICS_DATABASE"])
+    # Deleted, it is a new client when it comes back: nothing remembers having told of it.
+    ingest(client, record("home", "laptop", ago(0)))
+    run_job(app, now + MINUTE)
+    assert named()["laptop"] == {"new-client"}
 
 
 def test_a_silence_outlasting_the_history_is_told_once(app, client):
