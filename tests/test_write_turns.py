@@ -1,5 +1,6 @@
 """Writers of a SQLite store taking turns (models/write_turns.py), between real processes: the
-counting's writes let a batch being stored go first, and wait for its commit."""
+counting's writes let a batch being stored go first, and wait for its commit; a count made
+aside while the mark moved is thrown away (models/counting.py)."""
 
 import multiprocessing
 import os
@@ -7,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import wait_for
+from helpers import API_KEY, AUTH, ingest, record, wait_for
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -70,14 +71,22 @@ def storing(tmp_path):
     processes = [forked.Process(target=_storer, args=(database, log, write, commit))]
     processes[0].start()
 
-    def counter(seconds):
-        processes.append(forked.Process(target=_counter, args=(database, log, seconds)))
+    def start(target, *args):
+        processes.append(forked.Process(target=target, args=(database, log, *args)))
         processes[-1].start()
         return processes[-1]
 
     try:
         wait_for(lambda: "storer-reading" in _events(log), what="the batch being read")
-        yield SimpleNamespace(log=log, counter=counter, write=write, commit=commit, storer=processes[0])
+        yield SimpleNamespace(
+            database=database,
+            log=log,
+            counter=lambda seconds: start(_counter, seconds),
+            start=start,
+            write=write,
+            commit=commit,
+            storer=processes[0],
+        )
     finally:
         write.set()
         commit.set()
@@ -116,3 +125,42 @@ def test_a_background_write_waits_no_longer_than_its_bound(storing):
     counter.join(30)
     assert counter.exitcode == 0
     assert _events(storing.log) == ["storer-reading", "counter-yielded", "counter-writing"]
+
+
+def _counting_aside(database, log):
+    """The counting thread's count: read aside, then written (unless the mark moved)."""
+    store = _open(database)
+    import models.counting
+
+    read = models.counting.yield_to_storing
+
+    def noted(*args, **kwargs):  # the tail is read by now: say so, then wait as it would
+        _note(log, "counter-read")
+        return read(*args, **kwargs)
+
+    models.counting.yield_to_storing = noted
+    with store.connection():
+        _note(log, f"counter-counted-{models.counting.catch_up_aside()}")
+
+
+def test_a_count_made_aside_is_thrown_away_when_the_mark_moved_meanwhile(storing):
+    import models.counting
+    import models.database
+    from app import create_app
+
+    models.counting.behind_limit = 10**9  # stored records wait to be counted
+    app = create_app({"TESTING": True, "ANALYTICS_DATABASE": storing.database, "ANALYTICS_API_KEY": API_KEY})
+    client = app.test_client()
+    ingest(client, *[record(client_id=f"c{i % 7}", question=f"q{i}.example") for i in range(100)])
+    counter = storing.start(_counting_aside)
+    # It has read the 100 records and waits for the batch being read; meanwhile they are counted
+    # here (as a deletion or a batch past the bound would count them first).
+    wait_for(lambda: "counter-read" in _events(storing.log), what="the count aside to read its tail")
+    with app.app_context(), models.database.connection(), models.database.write_transaction():
+        assert models.counting.catch_up() == 100
+    storing.write.set()
+    storing.commit.set()
+    counter.join(30)
+    assert "counter-counted-0" in _events(storing.log), _events(storing.log)
+    day = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-01T23:59:59.999Z"
+    assert client.get(f"/v2/statistic/count?{day}", headers=AUTH).json["count"] == 100, "counted once"
