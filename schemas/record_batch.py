@@ -21,6 +21,7 @@ from .fields import TRIGGERS, normalize_domain
 from .geoip import fill as fill_geography
 from .records import (
     ACTIONS,
+    GEOGRAPHY,
     MAX_DURATION_MS,
     MAX_TEXT_LENGTH,
     TEXT_LIMITS,
@@ -35,16 +36,6 @@ from .records import (
 # Wire fields that are objects: kept as their JSON text, validated (and memoised by it) in Python.
 _OBJECTS = ("sourceGeoip", "answers", "client")
 _NULL = msgspec.Raw(b"null")
-# Where the catalogue's geography fields come from: (the object's validated parts, its key).
-_GEOGRAPHY = {
-    "srcCountry": ("src", "countryCode"),
-    "sourceCity": ("src", "city"),
-    "srcIsp": ("src", "isp"),
-    "srcAsn": ("src", "asn"),
-    "dstCountry": ("dst", "countryCode"),
-    "dstIsp": ("dst", "isp"),
-    "dstAsn": ("dst", "asn"),
-}
 # Taken from what Python checked rather than from the decoded record.
 _CHECKED = {
     "timestamp": "ts",
@@ -93,8 +84,8 @@ def _value_source() -> str:
     for field in FIELDS:
         if field.name in _CHECKED:
             parts.append(_CHECKED[field.name])
-        elif field.name in _GEOGRAPHY:
-            source, key = _GEOGRAPHY[field.name]
+        elif field.name in GEOGRAPHY:
+            source, key = GEOGRAPHY[field.name]
             parts.append(f"{source}[{key!r}]" + (" or None" if field.storage == TERM else ""))
         elif field.storage == TERM and not field.required:
             parts.append(f"r.{field.name} or None")

@@ -13,7 +13,7 @@ import marshmallow as ma
 import orjson
 from marshmallow import fields
 
-from catalogue import BOOLEAN, FIELDS, INTEGER, NUMBER, READ_FIELDS, TERM, TIME
+from catalogue import BOOLEAN, FIELDS, FIELDS_BY_NAME, INTEGER, NUMBER, READ_FIELDS, TERM, TIME
 
 from .datetimes import format_ms, parse_datetime
 from .fields import (
@@ -244,17 +244,29 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
             "cached": _flag(raw, "cached"),
             "dnssec": _text(raw, "dnssec", limit=TEXT_LIMITS["dnssec"]) or None,
             "sourceIp": source_ip,
-            "srcCountry": src["countryCode"] or None,
-            "sourceCity": src["city"] or None,
-            "srcIsp": src["isp"] or None,
-            "srcAsn": src["asn"],
-            "dstCountry": dst["countryCode"] or None,
-            "dstIsp": dst["isp"] or None,
-            "dstAsn": dst["asn"],
+            **{name: _geography_value(name, (src, dst)[side == "dst"][key]) for name, (side, key) in GEOGRAPHY.items()},
             "answers": answers,
         }
     )
     return fill_geography(values), _memoized(_client_meta, raw.get("client"), "client")
+
+
+# Where the catalogue's geography fields come from: the source's geoip ("src") or the first
+# answer's ("dst"), validated, and the key in it.
+GEOGRAPHY = {
+    "srcCountry": ("src", "countryCode"),
+    "sourceCity": ("src", "city"),
+    "srcIsp": ("src", "isp"),
+    "srcAsn": ("src", "asn"),
+    "dstCountry": ("dst", "countryCode"),
+    "dstIsp": ("dst", "isp"),
+    "dstAsn": ("dst", "asn"),
+}
+
+
+def _geography_value(name: str, value):
+    """A geography field's value as stored: an empty string is no value."""
+    return (value or None) if FIELDS_BY_NAME[name].storage == TERM else value
 
 
 # Values by field name -> the tuple of catalogue.FIELDS the store takes (in C).
