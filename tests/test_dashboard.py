@@ -1179,3 +1179,29 @@ def test_over_http2_the_page_keeps_six_calls_in_flight(server, tmp_path_factory)
     finally:
         chromium.close()
         front.stop()
+
+
+def test_a_client_id_with_a_comma_is_one_client_in_the_log_filter(server, browser):
+    # Last in the module: the clients it adds are not in the data the other tests expect.
+    when = iso(datetime.now(UTC) - timedelta(minutes=3))
+    records = [
+        record("home", "Smith, John", when, "comma.example"),
+        record("home", "Smith", when, "smith.example"),
+        record("home", 'say "hi"', when, "quote.example"),
+    ]
+    assert server.call("POST", "/v2/ingest", records, AUTH)[0] == 200
+    # The client page's link to its query log quotes the id, and the log shows that client only.
+    show_client = "client?window=24h&endpoint=home&clientId=" + urllib.parse.quote("Smith, John")
+    sign_in(browser, server, API_KEY, show_client)
+    loaded(browser, "client")
+    browser.evaluate("document.getElementById('client-log').click()")
+    loaded(browser, "log")
+    assert browser.evaluate("document.getElementById('f-client').value") == '"Smith, John"'
+    assert {(r[2], r[3]) for r in log_rows(browser)} == {("Smith, John", "comma.example")}
+    # Typed: quoted items (a quote in one doubled) and plain ones.
+    control(browser, "f-client", '"say ""hi""", Smith', event="input")
+    browser.evaluate("document.getElementById('log-filters').requestSubmit()")
+    browser.wait_for(
+        "Array.from(document.querySelectorAll('#log tbody tr'), (tr) => tr.cells[3].textContent).sort().join()"
+        " === 'quote.example,smith.example'"
+    )

@@ -543,7 +543,7 @@
     $("client-scope").textContent = rows.length
       ? `${where}${endpoint ? "" : ": " + rows.map((c) => c.endpoint).join(", ")}`
       : `${where} (no client entry: never seen there, or deleted)`;
-    $("client-log").href = viewHash("log", { keepFilters: false, clientId: id });
+    $("client-log").href = viewHash("log", { keepFilters: false, clientId: listItem(id) });
     const body = document.querySelector("#client-entries tbody");
     body.replaceChildren(...labelled(body, rows.map(clientRow)));
 
@@ -611,16 +611,43 @@
 
   // ---- query log -----------------------------------------------------------------------------
 
+  // A list typed into one field: comma-separated, and an item that holds a comma or a quote in
+  // double quotes, a quote inside them doubled ("Smith, John", "say ""hi"""); a client id may
+  // hold either. Unquoted items are trimmed.
+  function listItems(text) {
+    const items = [];
+    let item = "";
+    let quoted = false; // inside quotes
+    let closed = false; // the item was quoted: taken as it is
+    for (let i = 0; i < text.length; i++) {
+      const c = text[i];
+      if (quoted) {
+        if (c === '"' && text[i + 1] === '"') (item += '"'), i++;
+        else if (c === '"') quoted = false;
+        else item += c;
+      } else if (c === ",") {
+        items.push(closed ? item : item.trim());
+        item = "";
+        closed = false;
+      } else if (c === '"' && !closed && !item.trim()) {
+        quoted = closed = true;
+        item = "";
+      } else if (!closed) item += c;
+    }
+    items.push(closed ? item : item.trim());
+    return items.filter((v) => v !== "");
+  }
+  const listItem = (value) => (/[",]/.test(value) ? `"${value.replaceAll('"', '""')}"` : value);
+
   // The log's filters (no window): the realtime stream takes exactly these.
   function filterParams() {
     const params = endpointParams();
-    const list = (value) => value.split(",").map((v) => v.trim()).filter(Boolean);
-    for (const id of list($("f-client").value)) params.append("clientId[]", id);
+    for (const id of listItems($("f-client").value)) params.append("clientId[]", id);
     for (const [name, control] of [["action[]", "f-action"], ["trigger[]", "f-trigger"], ["protocol[]", "f-protocol"]]) {
       if ($(control).value) params.append(name, $(control).value);
     }
     for (const name of ["rrType", "statusCode"]) {
-      for (const value of list($(`f-${name}`).value)) params.append(`${name}[]`, value.toUpperCase());
+      for (const value of listItems($(`f-${name}`).value)) params.append(`${name}[]`, value.toUpperCase());
     }
     const search = $("f-search").value.trim();
     if (search) {
@@ -798,7 +825,6 @@
 
   // ---- forms of the API's objects (alert rules, outputs) -------------------------------------
 
-  const commaList = (text) => text.split(",").map((v) => v.trim()).filter(Boolean);
   const lineList = (text) => text.split("\n").map((v) => v.trim()).filter(Boolean);
 
   // Each kind of control: its element, read() its value as the API takes it (undefined: not
@@ -831,15 +857,17 @@
       el.type = "checkbox";
       return { el, read: () => el.checked, fill: (value) => (el.checked = !!value) };
     },
-    // Names separated by commas (`lines`: one a line); none is `field.empty` (null: all).
+    // Names separated by commas, quoted when one holds a comma (`lines`: one a line); none is
+    // `field.empty` (null: all).
     list(field) {
       const el = element(field.lines ? "textarea" : "input");
-      const split = field.lines ? lineList : commaList;
+      const split = field.lines ? lineList : listItems;
       const read = () => {
         const values = split(el.value);
         return values.length ? values : field.empty;
       };
-      return { el, read, fill: (value) => (el.value = (value || []).join(field.lines ? "\n" : ", ")) };
+      const shown = (value) => (value || []).map(field.lines ? String : listItem);
+      return { el, read, fill: (value) => (el.value = shown(value).join(field.lines ? "\n" : ", ")) };
     },
     // "Name: value" a line. The API never shows the values again, so a change of an output
     // shows the names only, sends nothing unless something is typed, and then all of them.
