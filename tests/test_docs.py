@@ -2,6 +2,7 @@
 
 import pathlib
 import re
+import subprocess
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
@@ -96,3 +97,17 @@ def test_the_readme_fits_a_few_screens_and_opens_with_the_two_commands():
     assert "scripts/serve" in first_screen and "scripts/test" in first_screen
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "exec scripts/test\n" in ci, "CI runs exactly the README's test command"
+
+
+def test_sourcing_the_venv_script_leaves_a_persons_shell_as_it_was():
+    """docs/feeding.md has people `source scripts/venv.sh`: their shell must not come out of it
+    with `set -e` on (their next failing command would close it)."""
+    done = subprocess.run(
+        ["bash", "--norc", "-i", "-c", "source scripts/venv.sh; false; echo still-here; echo options=$-"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert "still-here" in done.stdout, done.stderr[-2000:]
+    assert "e" not in done.stdout.split("options=")[1].strip()
