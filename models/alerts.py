@@ -298,11 +298,11 @@ def expire(before_ms: int) -> int:
     return query("DELETE FROM alert WHERE ts < ?", [before_ms]).rowcount
 
 
-def forget_clients(clients) -> int:
-    """Delete the alerts that name any of `clients` ((endpoint, client id) pairs: those about
-    it, or naming it as the one that asked), their deliveries, and when a rule last told of it:
-    a client deleted, or marked not logged, leaves nothing of its own in the history. How many
-    alerts. Call inside a write transaction."""
+def forget_clients(clients, key: str) -> int:
+    """Delete the alerts that name any of `clients` ((endpoint, client id) pairs) under `key`
+    of their detail (about it, or naming it as the one that asked), their deliveries, and when a
+    rule last told of it (the subject endpoint/client). How many alerts. Call inside a write
+    transaction."""
     wanted = {}
     for endpoint, client in clients:
         wanted.setdefault(endpoint, set()).add(client)
@@ -310,7 +310,7 @@ def forget_clients(clients) -> int:
         ident
         for endpoint, names in wanted.items()
         for ident, detail in query("SELECT id, detail FROM alert WHERE endpoint = ?", [endpoint]).fetchall()
-        if json.loads(detail).get("clientId") in names
+        if json.loads(detail).get(key) in names
     ]
     for part in chunks(gone, 500):
         query(f"DELETE FROM alert_delivery WHERE alert IN ({placeholders(len(part))})", part)

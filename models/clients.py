@@ -93,7 +93,6 @@ def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, 
                 deleted = delete_records([endpoint], [client_id])
             cleared = ", ".join(f"{field} = '', {field}_ts = NULL" for field in CLIENT_META_FIELDS)
             query(f"UPDATE client SET {cleared} WHERE endpoint = ? AND client_id = ?", [endpoint_id, client_id])
-            _forget_alerts([(endpoint, client_id)])
         return get_client(endpoint, client_id), deleted
 
 
@@ -116,11 +115,4 @@ def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_li
             # Counts past the records' horizon that still name the entry go with it.
             rollups.forget(None, client_ids=placeholders(len(part)), params=part)
             query(f"DELETE FROM client WHERE id IN ({placeholders(len(part))})", part)
-        _forget_alerts([(name, client) for _, name, client in gone])
     return sorted((name, client) for _, name, client in gone)
-
-
-def _forget_alerts(clients):
-    from .alerts import forget_clients  # alerts reads client entries: imported when used
-
-    forget_clients(clients)

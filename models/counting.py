@@ -82,7 +82,7 @@ def catch_up_aside(storing=lambda: False) -> int:
         return 0
     yield_to_storing(storing)
     with write_transaction():
-        return _write(tail)
+        return _write(tail) if counted_through() == mark else 0
 
 
 def waiting_records(alias: str = "r") -> tuple[str, str, list]:

@@ -7,6 +7,7 @@ import models.database
 from app.auth import endpoint_limit
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint, prebuilt
+from app.jobs import alerts
 from app.requests import json_body
 from models.clock import request_now_ms
 from schemas.clients import (
@@ -65,6 +66,7 @@ def delete_clients(body):
         deleted = models.clients.delete_clients(
             endpoints, client_ids, body.get("endTime", request_now_ms()), endpoint_limit()
         )
+        alerts.forget_clients(deleted)
         result = {
             "deletedCount": len(deleted),
             "deletedClients": [{"endpointId": e, "clientId": c} for e, c in deleted],
@@ -112,6 +114,8 @@ def set_logging(body, endpointId, clientId):  # noqa: N803 (the API's names)
             raise ApiError(ErrorCode.INVALID_PARAMETER, f"Invalid '{name}': 1 to 256 characters.")
     with models.database.write_transaction():
         entry, deleted = models.clients.set_logged(endpointId, clientId, body["logged"])
+        if not body["logged"]:
+            alerts.forget_clients([(endpointId, clientId)])
         admin_actions.record("client.logging.set", {"logged": body["logged"], "deletedCount": deleted}, [endpointId])
     return prebuilt(client_activity(entry))
 

@@ -60,6 +60,13 @@ def run_alerts(actor: dict | None = None, now: int | None = None, seconds: float
     return fired
 
 
+def forget_clients(clients) -> int:
+    """Delete every alert naming one of `clients` ((endpoint, client id) pairs) as its detail's
+    clientId, as the kinds here write it: a client deleted, or marked not logged, leaves nothing
+    of its own in the history (call in the transaction that deletes it)."""
+    return models.alerts.forget_clients(clients, "clientId")
+
+
 def judge_rule(rule, now: int, stopped=lambda: False) -> int:
     """Judge one rule (as read from the store) at `now`; the firings made. Safe also when two
     processes judge the same rule at once: the rows past a cursor fire only for the process that
