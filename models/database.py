@@ -91,6 +91,16 @@ class _SqlitePool(PooledSqliteDatabase):
     def _can_reuse(self, conn):
         return len(self._connections) < MAX_IDLE_SQLITE and super()._can_reuse(conn)
 
+    def _set_pragmas(self, conn):
+        # auto_vacuum only counts on a file without pages yet; asked again of one that has
+        # them, it waits for the write lock, so a connection opened while another process
+        # wrote for longer than the connect timeout failed ("database is locked": a 10M
+        # benchmark's counting thread, during an 8 s retention run). Reading is never held up.
+        fresh = conn.execute("PRAGMA page_count").fetchone()[0] == 0
+        for name, value in self._pragmas:
+            if name != "auto_vacuum" or fresh:
+                conn.execute(f"PRAGMA {name} = {value}")
+
 
 def _sqlite(path: str, wal_limit: int) -> SqliteDatabase:
     # Pooled: a request's close() hands the connection back instead of closing it. Closing the

@@ -164,3 +164,36 @@ def test_a_count_made_aside_is_thrown_away_when_the_mark_moved_meanwhile(storing
     assert "counter-counted-0" in _events(storing.log), _events(storing.log)
     day = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-01T23:59:59.999Z"
     assert client.get(f"/v2/statistic/count?{day}", headers=AUTH).json["count"] == 100, "counted once"
+
+
+def test_a_new_connection_opens_and_reads_while_another_process_writes(tmp_path):
+    """Opening a connection asks nothing that waits for the write lock (auto_vacuum did: past
+    the connect timeout it failed with "database is locked" while another process wrote)."""
+    import sqlite3
+
+    import models.database
+    from app import create_app
+
+    database = str(tmp_path / "open.db")
+    client = create_app({"TESTING": True, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}).test_client()
+    ingest(client, record())
+    assert stores_auto_vacuum(database) == 2, "a new database still gets incremental auto_vacuum"
+    writer = sqlite3.connect(database, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("INSERT INTO store_setting (name, value) VALUES ('held', '1')")
+    try:
+        models.database.db.close_all()  # the next request opens a new connection
+        day = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-01T23:59:59.999Z"
+        response = client.get(f"/v2/activity-log?{day}", headers=AUTH)
+        assert response.status_code == 200, response.json
+        assert len(response.json["queries"]) == 1
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def stores_auto_vacuum(database):
+    import sqlite3
+
+    with sqlite3.connect(database) as conn:
+        return conn.execute("PRAGMA auto_vacuum").fetchone()[0]
