@@ -107,8 +107,15 @@ def _sqlite(path: str, wal_limit: int) -> SqliteDatabase:
     # last connection to a WAL database checkpoints and removes the WAL (~5 ms), and a new one
     # runs every pragma again (~4 ms): far more than most requests take.
     # A pooled connection serves one thread at a time, but not always the thread that opened it.
+    # Commits copy the log back past a sixteenth of its bound at most: a small bound
+    # (ANALYTICS_WAL_LIMIT_MB) must not be mostly log that no commit copies back.
+    pages = min(SQLITE_PRAGMAS["wal_autocheckpoint"], max(100, wal_limit // 4096 // 16))
     database = _SqlitePool(
-        path, pragmas=SQLITE_PRAGMAS, max_connections=128, stale_timeout=600, check_same_thread=False
+        path,
+        pragmas={**SQLITE_PRAGMAS, "wal_autocheckpoint": pages},
+        max_connections=128,
+        stale_timeout=600,
+        check_same_thread=False,
     )
     database.dialect = SQLite(wal_limit, path, SQLITE_PRAGMAS["busy_timeout"] / 1000)
     return database
