@@ -116,3 +116,18 @@ def test_one_key_cannot_take_every_thread_with_expensive_requests(tmp_path):
         for sock in held:
             sock.close()
         server.stop()
+
+
+def test_a_finished_export_has_given_its_share_back_when_its_client_has_read_it(tmp_path):
+    # The client of a streamed answer reads its end before the server has closed the response;
+    # a key exporting one file after another must not find its own last export still counted.
+    server = single_worker(tmp_path, "sequential", ANALYTICS_MAX_EXPENSIVE_PER_KEY="1")
+    try:
+        assert server.call("POST", "/v2/ingest", [record(client_id=f"c{i}") for i in range(50)], AUTH)[0] == 200
+        statuses = []
+        for _ in range(100):
+            statuses.append(get(server, f"/v2/activity-log/csv?{WINDOW}", AUTH)[0])
+            statuses.append(get(server, f"/v2/activity-log?{WINDOW}&pageSize=10", AUTH)[0])
+        assert statuses == [200] * 200, f"{statuses.count(429)} answers of 200 were 429"
+    finally:
+        server.stop()

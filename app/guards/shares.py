@@ -85,14 +85,39 @@ def _take():
 
 def _hand_over(response):
     # A streamed answer (the CSV export) is still running when the request's teardown comes:
-    # its share goes back when the server closes the response, after the last byte or a hang-up.
+    # its share goes back once its body has no more to give, before the server writes the end
+    # of the body: the client may ask again as soon as it has read that end, well before the
+    # server closes the response. A hang-up gives it back when the response is closed.
     share = g.pop("share", None)
     if share is not None:
         if response.is_streamed:
+            response.response = _UntilExhausted(response.response, share.give_back)
             response.call_on_close(share.give_back)
         else:
             share.give_back()
     return response
+
+
+class _UntilExhausted:
+    """A response body that calls `done` when its last part has been taken."""
+
+    def __init__(self, body, done):
+        self._body, self._parts, self._done = body, iter(body), done
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._parts)
+        except StopIteration:
+            self._done()
+            raise
+
+    def close(self):
+        # Closing the body ends the request's context (stream_with_context) and its reads.
+        if hasattr(self._body, "close"):
+            self._body.close()
 
 
 def _give_back(exc):
