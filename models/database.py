@@ -8,7 +8,7 @@ from peewee import DatabaseProxy, OperationalError, PostgresqlDatabase, SqliteDa
 from playhouse.db_url import connect as connect_url
 from playhouse.pool import PooledDatabase, PooledPostgresqlDatabase, PooledSqliteDatabase
 
-from .dialect import Postgres, SQLite
+from .dialect import WAL_KEPT_SHARE, Postgres, SQLite
 
 db = DatabaseProxy()
 
@@ -34,7 +34,8 @@ SQLITE_PRAGMAS = {
     # most often. The counting thread copies them back after its own writes (checkpoint()), so
     # in a gunicorn worker the mark is seldom reached; elsewhere it bounds the log as before.
     "wal_autocheckpoint": 4000,
-    # Truncate the WAL back to this size after a checkpoint so it cannot stay large.
+    # Truncate the WAL back to this size after a restart so it cannot stay large; at most
+    # WAL_KEPT_SHARE of the WAL's bound (see _sqlite).
     "journal_size_limit": 64 * 1024 * 1024,
     # Deleted or overwritten content is zeroed on the pages written anyway (no more I/O): no
     # removed value lingers in a page's free space. Pages freed whole keep theirs, unless the
@@ -110,9 +111,10 @@ def _sqlite(path: str, wal_limit: int) -> SqliteDatabase:
     # Commits copy the log back past a sixteenth of its bound at most: a small bound
     # (ANALYTICS_WAL_LIMIT_MB) must not be mostly log that no commit copies back.
     pages = min(SQLITE_PRAGMAS["wal_autocheckpoint"], max(100, wal_limit // 4096 // 16))
+    kept = min(SQLITE_PRAGMAS["journal_size_limit"], int(wal_limit * WAL_KEPT_SHARE))
     database = _SqlitePool(
         path,
-        pragmas={**SQLITE_PRAGMAS, "wal_autocheckpoint": pages},
+        pragmas={**SQLITE_PRAGMAS, "wal_autocheckpoint": pages, "journal_size_limit": kept},
         max_connections=128,
         stale_timeout=600,
         check_same_thread=False,

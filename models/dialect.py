@@ -25,9 +25,14 @@ def ascii_lower(text: str) -> str:
 
 # The write-ahead log is restarted once it is past a quarter of its limit, waiting for old
 # readers up to the seconds paired with the largest share of the limit it is past (see
-# SQLite.after_write).
+# SQLite.after_write): past the first share at most once a second, past the others after every
+# write.
 WAL_RESTART_WAITS = ((0.25, 0.25), (0.5, 1.0), (0.75, 5.0))
 WAL_CHECK_SECONDS = 1.0
+# After a restart the next commit truncates the log's file to this share of the limit
+# (journal_size_limit, see models.database), below the first share: a log restarted is no longer
+# judged past it.
+WAL_KEPT_SHARE = 1 / 8
 # How long emptying the write-ahead log after the privacy job may wait for readers (holding
 # writers back meanwhile).
 TRUNCATE_WAIT_SECONDS = 1.0
@@ -85,12 +90,12 @@ class SQLite:
         size, a RESTART checkpoint waits for the readers of the moment (new ones read the file
         once it is copied back) and for that wait holds writers back: briefly at first, longer
         the further over the log is, so ingest slows down rather than fill the disk. A read
-        holds its snapshot at most ANALYTICS_QUERY_SECONDS. Checked at most once a second."""
-        now = time.monotonic()
-        with self._wal_lock:
-            if now < self._next_wal_check:
-                return
-            self._next_wal_check = now + WAL_CHECK_SECONDS
+        holds its snapshot at most ANALYTICS_QUERY_SECONDS.
+
+        The file's size stands for what the log holds: it only grows when the log outgrows it,
+        and the commit after a restart cuts it to WAL_KEPT_SHARE of the limit. (Cut to no less
+        than the first share, every check after a restart found it past that share again, and
+        held writers back each second for nothing.)"""
         try:
             size = os.path.getsize(path + "-wal")
         except OSError:
@@ -98,6 +103,12 @@ class SQLite:
         waits = [seconds for share, seconds in WAL_RESTART_WAITS if size >= share * self.wal_limit]
         if not waits:
             return
+        if len(waits) == 1:
+            now = time.monotonic()
+            with self._wal_lock:
+                if now < self._next_wal_check:
+                    return
+                self._next_wal_check = now + WAL_CHECK_SECONDS
         usual = query("PRAGMA busy_timeout").fetchone()[0]
         query(f"PRAGMA busy_timeout = {int(waits[-1] * 1000)}")
         try:
