@@ -103,20 +103,17 @@ def test_a_background_write_waits_for_the_batch_being_read_and_follows_its_commi
     counter.join(1.0)
     assert _events(storing.log) == ["storer-reading"], "a background write began while a batch was being read"
     storing.write.set()
-    # Once the batch is being written, the background write queues behind it ...
-    wait_for(lambda: "counter-yielded" in _events(storing.log), what="the background write to queue")
-    assert _events(storing.log) == ["storer-reading", "storer-writing", "counter-yielded"]
+    # Once the batch is being written, the background write queues behind it (it stops
+    # yielding when the storer has its turn, which may be before the storer notes it) ...
+    wait_for(
+        lambda: {"storer-writing", "counter-yielded"} <= set(_events(storing.log)), what="the background write to queue"
+    )
+    assert sorted(_events(storing.log)) == ["counter-yielded", "storer-reading", "storer-writing"]
     # ... and is written once the batch is committed.
     storing.commit.set()
     storing.storer.join(30)
     counter.join(30)
-    assert _events(storing.log) == [
-        "storer-reading",
-        "storer-writing",
-        "counter-yielded",
-        "storer-committing",
-        "counter-writing",
-    ]
+    assert _events(storing.log)[-2:] == ["storer-committing", "counter-writing"]
     assert storing.storer.exitcode == 0 and counter.exitcode == 0
 
 
