@@ -8,7 +8,7 @@ import models.outputs
 from app.auth import check_endpoints, endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint, validation_error
-from app.outputs import manage
+from app.outputs import delivery, manage
 from schemas.errors import ErrorResponseSchema
 from schemas.outputs import (
     ChangeOutputSchema,
@@ -65,6 +65,7 @@ def create_output(body):
             raise _refused(exc) from None
         shown = _shown(output)
         admin_actions.record("output.create", OutputSchema().dump(shown), output.endpoints, redact=redacted_body)
+    delivery.look_now()
     return shown
 
 
@@ -102,6 +103,7 @@ def change_output(body, outputId):
         admin_actions.record(
             action or "output.change", OutputSchema().dump(shown), output.endpoints, redact=redacted_body
         )
+    delivery.look_now()
     return shown
 
 

@@ -38,6 +38,7 @@ JOB_ACTOR = {"key_id": None, "key_name": "output delivery", "source_ip": ""}
 
 log = logging.getLogger(__name__)
 _stopping = threading.Event()  # this process is exiting: take and keep no lease
+_look_now = threading.Event()  # an output was created or resumed here: look before WATCH_SECONDS
 
 
 def _holder() -> str:
@@ -64,11 +65,18 @@ def stop(app):
         log.exception("outputs: could not hand over this process's outputs; their leases run out instead")
 
 
+def look_now():
+    """Have this process's watcher look for outputs to deliver at once (one was created or
+    resumed here), rather than at its next look."""
+    _look_now.set()
+
+
 def _watch(app, holder: str):
     delivering: dict[int, threading.Thread] = {}
     lease_seconds = app.config["ANALYTICS_OUTPUT_LEASE_SECONDS"]
-    time.sleep(random.uniform(0, WATCH_SECONDS))  # workers start together: spread their first look
+    _look_now.wait(random.uniform(0, WATCH_SECONDS))  # workers start together: spread their first look
     while not _stopping.is_set():
+        _look_now.clear()
         try:
             with app.app_context(), models.database.connection():
                 delivering = {key: thread for key, thread in delivering.items() if thread.is_alive()}
@@ -83,7 +91,7 @@ def _watch(app, holder: str):
                         thread.start()
         except Exception:
             log.exception("outputs: looking for outputs to deliver failed; looking again shortly")
-        time.sleep(WATCH_SECONDS)
+        _look_now.wait(WATCH_SECONDS)
 
 
 class Delivery:
