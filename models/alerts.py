@@ -293,9 +293,7 @@ def has_older(before_ms: int) -> bool:
 
 def expire(before_ms: int) -> int:
     """Delete the alerts fired before `before_ms` and their deliveries; how many alerts."""
-    old = "SELECT id FROM alert WHERE ts < ?"
-    query(f"DELETE FROM alert_delivery WHERE alert IN ({old})", [before_ms])
-    return query("DELETE FROM alert WHERE ts < ?", [before_ms]).rowcount
+    return _delete_alerts("ts < ?", [before_ms])
 
 
 def forget_clients(clients, key: str) -> int:
@@ -313,12 +311,18 @@ def forget_clients(clients, key: str) -> int:
         if json.loads(detail).get(key) in names
     ]
     for part in chunks(gone, 500):
-        query(f"DELETE FROM alert_delivery WHERE alert IN ({placeholders(len(part))})", part)
-        query(f"DELETE FROM alert WHERE id IN ({placeholders(len(part))})", part)
+        _delete_alerts(f"id IN ({placeholders(len(part))})", part)
     subjects = [f"{endpoint}/{client}" for endpoint, client in clients]  # new-client's subjects
     for part in chunks(subjects, 500):
         query(f"DELETE FROM alert_told WHERE subject IN ({placeholders(len(part))})", part)
     return len(gone)
+
+
+def _delete_alerts(condition: str, params: list) -> int:
+    """Delete the alerts matching `condition` (SQL on the alert table) and their deliveries
+    first; how many alerts."""
+    query(f"DELETE FROM alert_delivery WHERE alert IN (SELECT id FROM alert WHERE {condition})", params)
+    return query(f"DELETE FROM alert WHERE {condition}", params).rowcount
 
 
 def list_alerts(start_ms, end_ms, rule_id=None, endpoint_limit=None, page=0, page_size=100) -> list[AlertRow]:
