@@ -281,6 +281,7 @@ def _type_text(rdtype: int) -> str:
     return dns.rdatatype.to_text(rdtype)
 
 
+@functools.lru_cache(maxsize=65536)  # a resolver's clients recur: formatting one costs ~2 us
 def _address(raw: bytes) -> str | None:
     if len(raw) in (4, 16):
         return str(ipaddress.ip_address(raw))

@@ -225,6 +225,7 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
         source_ip = _ip(source_ip, "sourceIp")
     src = _memoized(_geoip, raw.get("sourceGeoip"), "sourceGeoip")
     answers, dst = _memoized(_answer_parts, raw.get("answers"), "answers")
+    places = (src, dst)
     values = _in_catalogue_order(
         {
             "timestamp": ts,
@@ -244,7 +245,10 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
             "cached": _flag(raw, "cached"),
             "dnssec": _text(raw, "dnssec", limit=TEXT_LIMITS["dnssec"]) or None,
             "sourceIp": source_ip,
-            **{name: _geography_value(name, (src, dst)[side == "dst"][key]) for name, (side, key) in GEOGRAPHY.items()},
+            **{
+                name: (places[side][key] or None) if term else places[side][key]
+                for name, side, key, term in _GEOGRAPHY_AT
+            },
             "answers": answers,
         }
     )
@@ -264,9 +268,11 @@ GEOGRAPHY = {
 }
 
 
-def _geography_value(name: str, value):
-    """A geography field's value as stored: an empty string is no value."""
-    return (value or None) if FIELDS_BY_NAME[name].storage == TERM else value
+# Each geography field: (name, 0 for the source or 1 for the destination, its key there,
+# whether it is stored as a term: an empty string is then no value), looked up once.
+_GEOGRAPHY_AT = tuple(
+    (name, side == "dst", key, FIELDS_BY_NAME[name].storage == TERM) for name, (side, key) in GEOGRAPHY.items()
+)
 
 
 # Values by field name -> the tuple of catalogue.FIELDS the store takes (in C).
