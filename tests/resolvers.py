@@ -222,10 +222,19 @@ class Upstream:
     home.example, REFUSED elsewhere (dnsdist's backend)."""
 
     def __init__(self):
-        self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.udp.bind(("127.0.0.1", 0))
-        self.port = self.udp.getsockname()[1]
-        self.tcp = socket.create_server(("127.0.0.1", self.port))
+        # A port free for UDP may be taken for TCP (another test's connection has it as its
+        # own end): take another then.
+        for _ in range(50):
+            self.udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self.udp.bind(("127.0.0.1", 0))
+            self.port = self.udp.getsockname()[1]
+            try:
+                self.tcp = socket.create_server(("127.0.0.1", self.port))
+                break
+            except OSError:
+                self.udp.close()
+        else:
+            raise OSError("no port free for both UDP and TCP")
         threading.Thread(target=self._serve_udp, daemon=True).start()
         threading.Thread(target=self._serve_tcp, daemon=True).start()
 
