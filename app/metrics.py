@@ -142,6 +142,8 @@ def count_output_failure(output: str):
 
 def count_output_skipped(output: str, records: int):
     OUTPUT_SKIPPED.labels(output).inc(records)
+
+
 def count_alert(kind: str):
     ALERTS_FIRED.labels(kind=kind).inc()
 

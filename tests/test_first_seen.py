@@ -16,6 +16,7 @@ def app(request, app):
     """Each test with the records counted as they are stored, and with all of them waiting."""
     return count_as(app, request.param)
 
+
 DAY = 86_400_000
 WEEK = "startTime=2024-05-08T00:00:00Z&endTime=2024-05-14T23:59:59.999Z"
 

@@ -217,6 +217,7 @@ def test_a_closed_stream_frees_its_slot_at_once(tmp_path):
 
 def test_a_failed_start_gives_its_slot_back(app, client, monkeypatch):
     import models.activity
+
     app.config["ANALYTICS_MAX_STREAMS"] = 1
 
     def broken():

@@ -14,6 +14,7 @@ def app(request, app):
     """Each test with the records counted as they are stored, and with all of them waiting."""
     return count_as(app, request.param)
 
+
 DAY = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-01T23:59:59.999Z"
 
 
