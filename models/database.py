@@ -1,14 +1,17 @@
 """The database object, bound late to a SQLite file or a database URL, and its connection settings."""
 
+import logging
 import os
 import time
 from contextlib import contextmanager
 
-from peewee import DatabaseProxy, OperationalError, PostgresqlDatabase, SqliteDatabase
+from peewee import DatabaseError, DatabaseProxy, OperationalError, PostgresqlDatabase, SqliteDatabase
 from playhouse.db_url import connect as connect_url
 from playhouse.pool import PooledDatabase, PooledPostgresqlDatabase, PooledSqliteDatabase
 
 from .dialect import WAL_KEPT_SHARE, Postgres, SQLite
+
+log = logging.getLogger(__name__)
 
 db = DatabaseProxy()
 
@@ -153,7 +156,13 @@ def write_transaction():
         dialect.lock_writes(query)
         yield transaction
     if not db.in_transaction():
-        dialect.after_write(db.obj.database, query)
+        try:
+            dialect.after_write(db.obj.database, query)
+        except DatabaseError:
+            # The write has committed: it succeeded, whatever keeping the log small met (a full
+            # disk the checkpoint cannot extend the file on). Failing it here would have its
+            # caller answer an error for what is stored, and a sender store it again.
+            log.exception("the write committed, but bounding the write-ahead log after it failed")
 
 
 def checkpoint():

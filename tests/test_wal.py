@@ -2,6 +2,7 @@
 pause (real gunicorn). SQLite restarts its log only when no reader uses it; readers that take
 turns never leave it such a moment, and the log grew by gigabytes."""
 
+import multiprocessing
 import os
 import sqlite3
 import threading
@@ -75,3 +76,51 @@ def test_the_log_stays_bounded_under_overlapping_reads(tmp_path):
     quarter = LIMIT_MB << 18
     passed = next(i for i, size in enumerate(sizes) if size >= quarter)
     assert min(sizes[passed:]) < quarter, "the log stayed past a quarter of its limit"
+
+
+def _ingest_while_the_file_cannot_grow(database, results):
+    """Ingest until an answer is not 200, the database file unable to grow past its size (a
+    full disk): the log reuses its own space, but a checkpoint must extend the file. Puts
+    (records acknowledged, the answers' statuses) on `results`."""
+    import resource
+    import signal
+
+    import models.database
+    from app import create_app
+
+    app = create_app(
+        {"TESTING": True, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY, "ANALYTICS_WAL_LIMIT_MB": 1}
+    )
+    client = app.test_client()
+
+    def batch(number):
+        return [record("home", f"c{i % 40}", question=f"n{number}-{i}.example.com") for i in range(500)]
+
+    acknowledged, statuses = 0, []
+    for number in range(30):
+        if number == 6:  # the file as large as it will be: from now on its size is the limit
+            with models.database.connection():
+                models.database.query("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(database) + 8192, resource.RLIM_INFINITY))
+        statuses.append(client.post("/v2/ingest", json=batch(number), headers=AUTH).status_code)
+        if statuses[-1] != 200:
+            break
+        acknowledged += 500
+    results.put((acknowledged, statuses))
+
+
+@pytest.mark.sqlite_only
+def test_a_batch_is_answered_as_stored_when_bounding_the_log_after_it_fails(tmp_path):
+    # Bounding the log runs after the commit: its failure must not turn a stored batch into an
+    # error (a sender would send it again, and it would be stored twice).
+    database = str(tmp_path / "full.db")
+    forked = multiprocessing.get_context("fork")
+    results = forked.Queue()
+    process = forked.Process(target=_ingest_while_the_file_cannot_grow, args=(database, results))
+    process.start()
+    acknowledged, statuses = results.get(timeout=120)
+    process.join(30)
+    with sqlite3.connect(database) as conn:
+        stored = conn.execute("SELECT COUNT(*) FROM record").fetchone()[0]
+    assert stored == acknowledged, f"{stored} records stored, {acknowledged} acknowledged (answers {statuses})"
