@@ -21,7 +21,6 @@ from collections.abc import Callable
 
 from models.clock import now_ms
 from models.process import quiet_garbage_collector
-from schemas.records import RecordError, parse_record
 
 from .common import SkipRow
 from .dnstap import Decoder
@@ -37,6 +36,7 @@ STOP_DEADLINE = 20.0  # seconds a stop may spend delivering what is left
 DRAIN_QUIET = 1.5
 DRAIN_MAX = 5.0
 STATUS_EVERY = 300.0  # seconds between status lines while records flow
+BACKLOG_BATCHES = 10  # a batch takes up to this many times --batch-size of the records waiting
 
 
 class Collector:
@@ -56,7 +56,7 @@ class Collector:
         self.batch_delay = batch_delay
         self.max_pending = max_pending
         self.log = log
-        self.pending: collections.deque[tuple] = collections.deque()  # (as stored, as received)
+        self.pending: collections.deque[dict] = collections.deque()  # wire records, not validated yet
         self._clock = (0.0, 0)  # (monotonic, ms) of the last reading of the clock
         self.counts = collections.Counter()
         self._first_pending = 0.0  # monotonic time the oldest pending record arrived
@@ -174,14 +174,11 @@ class Collector:
             return
         if record is None:
             return
-        # Checked here, one by one, so that a record the store would refuse is skipped alone
-        # instead of failing its whole batch at the sink again and again; the sink takes it as
-        # checked here, not checking it again.
-        try:
-            parsed = parse_record(record, self._received_ms())
-        except RecordError as exc:
-            self.counts[f"rejected ({exc.field.split('.')[0].split('[')[0]})"] += 1
-            return
+        # Validated where the batch is stored (the sink: the local store's own process), one
+        # by one, so that the reading here spends nothing on it; a response without a time of
+        # its own is stamped with its arrival now.
+        if "timestamp" not in record:
+            record["timestamp"] = self._received_ms()
         if len(self.pending) >= self.max_pending:
             self.counts["dropped"] += 1
             if self.counts["dropped"] == 1:
@@ -190,7 +187,7 @@ class Collector:
         if not self.pending:
             self._first_pending = time.monotonic()
             self._wake.set()  # the delivery loop now has a batch to time
-        self.pending.append((parsed, record))
+        self.pending.append(record)
         if len(self.pending) >= self.batch_size:
             self._wake.set()
 
@@ -221,9 +218,11 @@ class Collector:
                 if due is None or due > time.monotonic():
                     await self._wait(due, self._wake, self._read_all)
                     continue
-            batch = [self.pending[i] for i in range(min(self.batch_size, len(self.pending)))]
+            # What piled up behind a slow store goes in larger batches (a commit, and its sync
+            # to disk, per batch): the store catches up instead of falling further behind.
+            batch = [self.pending[i] for i in range(min(BACKLOG_BATCHES * self.batch_size, len(self.pending)))]
             try:
-                await _in_thread(self.sink.deliver, batch)
+                rejected = await _in_thread(self.sink.deliver, batch)
             except Exception as exc:  # any failure of the sink: keep the batch and try again
                 if not failing:
                     self.log(f"The sink failed ({exc.__class__.__name__}: {exc}); retrying, records are kept meanwhile")
@@ -235,7 +234,9 @@ class Collector:
             for _ in batch:
                 self.pending.popleft()
             self._first_pending = time.monotonic()
-            self.counts["delivered"] += len(batch)
+            for name, count in rejected.items():
+                self.counts[f"rejected ({name})"] += count
+            self.counts["delivered"] += len(batch) - sum(rejected.values())
             if failing:
                 self.log("The sink works again")
             failing, retry = False, RETRY_FIRST

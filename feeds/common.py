@@ -74,7 +74,7 @@ def feed(
             if stop is not None and stop.is_set():
                 break
             sink.check()
-            records, wire, rejected = _validate(batch.records, now_ms())
+            records, wire, rejected = validate(batch.records, now_ms())
             sink.commit(source, records, wire, batch.position, batch.unreadable + sum(rejected.values()))
             summary.stored += len(records)
             summary.unreadable += batch.unreadable
@@ -88,7 +88,7 @@ def feed(
     return summary
 
 
-def _validate(items, received_ms: int) -> tuple[list, list[dict], collections.Counter]:
+def validate(items, received_ms: int) -> tuple[list, list[dict], collections.Counter]:
     """The records the validator accepts (as the store takes them, and as they came), and the
     rejections by field."""
     records, wire = [], []

@@ -8,6 +8,7 @@ sent again after a crash or a time-out is never stored twice. The resume point a
 with the commit: a feed killed at any moment resumes without loss or doubling.
 """
 
+import collections
 import contextlib
 import fcntl
 import hashlib
@@ -30,6 +31,8 @@ import models.ingestion
 import models.losses
 from models.clock import now_ms
 from models.imports import ProgressMoved, forget_progress, get_progress, save_progress
+
+from .common import validate
 
 log = logging.getLogger(__name__)
 
@@ -342,19 +345,18 @@ class LiveSink:
         if isinstance(sink, RemoteSink):
             sink.position(source)  # takes the spool folder now: a second collector stops at once
 
-    def deliver(self, batch: list[tuple]) -> None:
-        """Store (or spool) a batch of (record as validated, record as received) pairs: the
-        collector validated each on arrival (schemas.records.parse_record)."""
-        parsed = [stored for stored, _ in batch]
+    def deliver(self, batch: list[dict]) -> collections.Counter:
+        """Store (or spool) the records of a batch of wire records that the validator accepts,
+        each checked alone (a record the store would refuse is skipped, not its batch); the
+        rejections by field. The local store's process validates its batches itself, so that
+        the collector's reading does not."""
         if isinstance(self.sink, LocalSink):
-            if self.store is not None:
-                self.store.store(parsed)
-            else:
-                _store(parsed)
-        else:
-            # Spooled whatever the sender's state: on disk the records wait for the operator
-            # to fix what the service refused, instead of filling memory.
-            self.sink.commit(self.source, parsed, [wire for _, wire in batch], {}, 0, check=False)
+            return _validate_and_store(batch) if self.store is None else self.store.run(_validate_and_store, batch)
+        records, wire, rejected = validate(batch, now_ms())
+        # Spooled whatever the sender's state: on disk the records wait for the operator
+        # to fix what the service refused, instead of filling memory.
+        self.sink.commit(self.source, records, wire, {}, 0, check=False)
+        return rejected
 
     def report_losses(self, run: str, endpoint: str, totals: dict) -> None:
         if isinstance(self.sink, LocalSink) and self.store is not None:
@@ -364,19 +366,16 @@ class LiveSink:
 
 
 class StoreProcess:
-    """The local store written by a process of its own, so that a live feed's writing runs on
-    another core than its reading and decoding (in one process they share one interpreter
-    lock, and the reading pauses while a batch is stored: what a resolver sends meanwhile
-    waits in its own small buffer, which overflows). The process is started on first use and
+    """The local store written by a process of its own, so that a live feed's validating and
+    writing run on another core than its reading and decoding (in one process they share one
+    interpreter lock, and the reading pauses while a batch is stored: what a resolver sends
+    meanwhile waits in its own small buffer, which overflows). The process is started on first use and
     again after it died (the batch it held is then delivered again: nothing of it was
     committed); it ignores SIGTERM and SIGINT, so a stop is the feed's to carry out."""
 
     def __init__(self, database: str, wal_limit: int):
         self._settings = (database, wal_limit)
         self._pool = None
-
-    def store(self, records: list) -> int:
-        return self.run(_store, records)
 
     def run(self, function, *args):
         """`function(*args)` in the store's process (a module-level function: it is pickled)."""
@@ -405,6 +404,14 @@ def _open_store(database: str, wal_limit: int) -> None:
 def _store(records: list) -> int:
     with models.database.connection():
         return models.ingestion.store_records(records)
+
+
+def _validate_and_store(batch: list[dict]) -> collections.Counter:
+    """Store the records of `batch` (wire records) the validator accepts; the rejections."""
+    records, _, rejected = validate(batch, now_ms())
+    if records:
+        _store(records)
+    return rejected
 
 
 def _report_losses(run: str, endpoint: str, totals: dict) -> None:

@@ -399,6 +399,25 @@ def test_a_stuck_store_never_stops_the_reading(folder, api, start_collector):
     assert lost_records(api) == {("lab", "collector-queue"): 2000.0}
 
 
+def test_a_record_the_store_refuses_is_skipped_alone(folder, api, start_collector):
+    """A response whose record the validator refuses (where its batch is stored, by the store's
+    own process) is skipped and counted; the rest of its batch is stored."""
+    port = free_port()
+    collector = start_collector("--listen", f"127.0.0.1:{port}", "--batch-size", "3")
+    codec = fstrm.FstrmCodec()
+    odd = ".".join(["\\001" * 63] * 2)  # a name of 506 characters as text: longer than any domain name
+    names = ["a.example", odd, "b.example"]
+    frames = b"".join(codec.encode_data(dnstap_response(name, protocol=dnstap_pb.UDP)) for name in names)
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap") + frames)
+        sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+        sender.settimeout(20)
+        assert sender.recv(1) == b""
+    assert sorted(record["question"] for record in wait_for(api, 2)) == ["a.example", "b.example"]
+    assert collector.stop() == 0
+    assert "2 records delivered" in collector.output() and "skipped 1 rejected (question)" in collector.output()
+
+
 @pytest.mark.sqlite_only
 def test_a_socket_it_cannot_make_is_named_in_the_error(runner, tmp_path):
     not_a_socket = tmp_path / "file"
