@@ -69,7 +69,11 @@ class WriteTurns:
             if self._storers == 0:
                 self._storing = _open(self.storing_path)
                 if self._storing is not None:
-                    fcntl.flock(self._storing, fcntl.LOCK_SH)  # only ever held exclusive for a look
+                    try:
+                        fcntl.flock(self._storing, fcntl.LOCK_SH)  # only ever held exclusive for a look
+                    except OSError:  # no locks on this file system: nothing yields to the batch
+                        os.close(self._storing)
+                        self._storing = None
             self._storers += 1
         try:
             yield
@@ -116,6 +120,8 @@ def _lock(file: int, deadline: float) -> bool:
                 return False
             time.sleep(pause)
             pause = min(pause * 2, _LAST_LOOK)
+        except OSError:  # no locks on this file system (ENOLCK): SQLite's own waiting only
+            return False
 
 
 def _held(path: str) -> bool:
@@ -127,6 +133,8 @@ def _held(path: str) -> bool:
         fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
+    except OSError:  # no locks on this file system: nobody can be seen holding it
+        return False
     finally:
         os.close(file)
     return False
