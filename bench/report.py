@@ -64,6 +64,9 @@ def render(result: dict) -> str:
     config, box, raw, http, csv = result["config"], result["machine"], result["raw"], result["http"], result["csv"]
     n = config["records"]
     ratio = http["rate"] / raw["rate"] if raw["rate"] else None
+    # Issue 24's bounds, every index and rollup included: the fixed tables weigh more per record
+    # in a smaller database.
+    most_bytes = 100 if n >= 10_000_000 else 120
     lines = [
         f"Run {box['date']}: **{n:,} records** (seed {config['seed']}), batches of {config['batch']:,}, "
         f"{config['workers']} gunicorn workers (gthread), {config['senders']} sender threads, "
@@ -96,7 +99,7 @@ def render(result: dict) -> str:
         f"(before {csv['rss_before_kib'] / 1024:,.0f} MiB); {'flat' if csv['flat'] else 'GROWING'} | flat | "
         f"{'met' if csv['flat'] else '**missed**'} |",
         f"| database bytes per record (served database, after checkpoint) | {http['bytes'] / n:,.0f} B "
-        f"({http['bytes'] / 2**20:,.0f} MiB) | <= 150 B | {_at_most(http['bytes'] / n, 150, ' B')} |",
+        f"({http['bytes'] / 2**20:,.0f} MiB) | <= {most_bytes} B | {_at_most(http['bytes'] / n, most_bytes, ' B')} |",
         f"| database bytes per record (raw load, same schema) | {raw['bytes'] / n:,.0f} B | - | - |",
         f"| largest write-ahead log during the HTTP load | {http.get('largest_wal', 0) / 2**20:,.0f} MiB | "
         f"<= 256 MiB | {_at_most(http.get('largest_wal', 0) / 2**20, 256, ' MiB')} |",
