@@ -10,6 +10,7 @@ wait: they would drop them anyway, since no resolver blocks on its dnstap output
 import asyncio
 import collections
 import contextlib
+import itertools
 import os
 import signal
 import socket
@@ -220,7 +221,7 @@ class Collector:
                     continue
             # What piled up behind a slow store goes in larger batches (a commit, and its sync
             # to disk, per batch): the store catches up instead of falling further behind.
-            batch = [self.pending[i] for i in range(min(BACKLOG_BATCHES * self.batch_size, len(self.pending)))]
+            batch = list(itertools.islice(self.pending, BACKLOG_BATCHES * self.batch_size))
             try:
                 rejected = await _in_thread(self.sink.deliver, batch)
             except Exception as exc:  # any failure of the sink: keep the batch and try again

@@ -4,6 +4,7 @@ straight from the wire (the dnstap collector: dnspython, its reference, is sever
 and reads everything).
 """
 
+import functools
 import ipaddress
 import struct
 
@@ -246,6 +247,7 @@ def _ede_codes(data: bytes, offset: int, end: int) -> list[int]:
     return codes
 
 
+@functools.lru_cache(maxsize=65536)  # answers' addresses recur
 def _ntoa(raw: bytes) -> str:
     # dnspython's own text forms (its IPv6 form writes IPv4-mapped addresses its own way).
     return dns.ipv4.inet_ntoa(raw) if len(raw) == 4 else dns.ipv6.inet_ntoa(raw)
