@@ -369,8 +369,8 @@ class StoreProcess:
     """The local store written by a process of its own, so that a live feed's validating and
     writing run on another core than its reading and decoding (in one process they share one
     interpreter lock, and the reading pauses while a batch is stored: what a resolver sends
-    meanwhile waits in its own small buffer, which overflows). The process is started on first use and
-    again after it died (the batch it held is then delivered again: nothing of it was
+    meanwhile waits in its own small buffer, which overflows). The process is started on first
+    use and again after it died (the batch it held is then delivered again: nothing of it was
     committed); it ignores SIGTERM and SIGINT, so a stop is the feed's to carry out."""
 
     def __init__(self, database: str, wal_limit: int):
