@@ -317,7 +317,9 @@ def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mod
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     settings = _host().settings
-    store = StoreProcess(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
+    store = StoreProcess(
+        settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20, _geoip_paths(settings)
+    )
     try:
         with feed_sink(url, key, spool) as sink:
             collector = Collector(

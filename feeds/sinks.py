@@ -29,6 +29,7 @@ from typing import Protocol
 import models.database
 import models.ingestion
 import models.losses
+import schemas.geoip
 from models.clock import now_ms
 from models.imports import ProgressMoved, forget_progress, get_progress, save_progress
 
@@ -330,7 +331,7 @@ class RemoteSink:
 class Sink(Protocol):
     """What a live feed hands its batches and its losses to (see LiveSink)."""
 
-    def deliver(self, batch: list[tuple]) -> None: ...
+    def deliver(self, batch: list[dict]) -> collections.Counter: ...
 
     def report_losses(self, run: str, endpoint: str, totals: dict) -> None: ...
 
@@ -373,8 +374,8 @@ class StoreProcess:
     use and again after it died (the batch it held is then delivered again: nothing of it was
     committed); it ignores SIGTERM and SIGINT, so a stop is the feed's to carry out."""
 
-    def __init__(self, database: str, wal_limit: int):
-        self._settings = (database, wal_limit)
+    def __init__(self, database: str, wal_limit: int, geoip: tuple = (None, None)):
+        self._settings = (database, wal_limit, geoip)
         self._pool = None
 
     def run(self, function, *args):
@@ -395,10 +396,13 @@ class StoreProcess:
             self._pool = None
 
 
-def _open_store(database: str, wal_limit: int) -> None:
+def _open_store(database: str, wal_limit: int, geoip: tuple) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     models.database.open_database(database, wal_limit)
+    # A spawned process starts with none of its parent's settings: the records it validates
+    # get their geography from the operator's files here (see schemas.geoip).
+    schemas.geoip.configure(*geoip)
 
 
 def _store(records: list) -> int:

@@ -20,6 +20,7 @@ import fstrm
 import pytest
 import unbound
 from collecting import Collector, api_client, lost_records, parse_lost, short_folder, stored, wait_for
+from geoip_files import write_asn, write_city
 from unbound import Unbound
 
 from schemas.datetimes import parse_datetime
@@ -416,6 +417,33 @@ def test_a_record_the_store_refuses_is_skipped_alone(folder, api, start_collecto
     assert sorted(record["question"] for record in wait_for(api, 2)) == ["a.example", "b.example"]
     assert collector.stop() == 0
     assert "2 records delivered" in collector.output() and "skipped 1 rejected (question)" in collector.output()
+
+
+def test_the_store_process_fills_geography_from_the_operators_files(folder, api, start_collector, monkeypatch):
+    """ANALYTICS_GEOIP_DB and ANALYTICS_ASN_DB fill a collected record's geography as for every
+    feed, in the store's own process, which validates the records."""
+    city, asn = folder / "city.mmdb", folder / "asn.mmdb"
+    write_city(city, {"192.0.2.0/24": ("DE", "Berlin")})
+    write_asn(asn, {"192.0.2.0/24": (3320, "Deutsche Telekom AG")})
+    monkeypatch.setenv("ANALYTICS_GEOIP_DB", str(city))
+    monkeypatch.setenv("ANALYTICS_ASN_DB", str(asn))
+    port = free_port()
+    collector = start_collector("--listen", f"127.0.0.1:{port}")
+    codec = fstrm.FstrmCodec()
+    frame = dnstap_response("geo.example", protocol=dnstap_pb.UDP, client="192.0.2.7")
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap") + codec.encode_data(frame))
+        sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+        sender.settimeout(20)
+        assert sender.recv(1) == b""
+    (stored_record,) = wait_for(api, 1)
+    assert collector.stop() == 0
+    assert stored_record["sourceGeoip"] == {
+        "countryCode": "DE",
+        "city": "Berlin",
+        "isp": "Deutsche Telekom AG",
+        "asn": 3320,
+    }
 
 
 @pytest.mark.sqlite_only
