@@ -202,7 +202,7 @@ class SQLite:
         # leaves statistics to plan with.
         query("PRAGMA analysis_limit = 1000")
         query("ANALYZE")
-        query("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+        self.checkpoint(query)
 
 
 class Postgres(SQLite):
