@@ -374,7 +374,7 @@ class StoreProcess:
     use and again after it died (the batch it held is then delivered again: nothing of it was
     committed); it ignores SIGTERM and SIGINT, so a stop is the feed's to carry out."""
 
-    def __init__(self, database: str, wal_limit: int, geoip: tuple = (None, None)):
+    def __init__(self, database: str, wal_limit: int, geoip: tuple):
         self._settings = (database, wal_limit, geoip)
         self._pool = None
 
@@ -405,16 +405,12 @@ def _open_store(database: str, wal_limit: int, geoip: tuple) -> None:
     schemas.geoip.configure(*geoip)
 
 
-def _store(records: list) -> int:
-    with models.database.connection():
-        return models.ingestion.store_records(records)
-
-
 def _validate_and_store(batch: list[dict]) -> collections.Counter:
     """Store the records of `batch` (wire records) the validator accepts; the rejections."""
     records, _, rejected = validate(batch, now_ms())
     if records:
-        _store(records)
+        with models.database.connection():
+            models.ingestion.store_records(records)
     return rejected
 
 
