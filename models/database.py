@@ -183,6 +183,13 @@ def yield_to_storing(stop=lambda: False, seconds: float = 1.0):
     db.obj.dialect.yield_to_storing(seconds, stop)
 
 
+def counting_turn():
+    """A block that yields whether this process has the turn to count stored records into the
+    statistics: one counts at a time, and one that dies gives the turn back. Hold a connection
+    (connection()) around it."""
+    return db.obj.dialect.counting_turn(query)
+
+
 @contextmanager
 def connection():
     """Open a connection for the block unless the caller already holds one."""

@@ -16,6 +16,7 @@ from .write_turns import WriteTurns
 _ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # The key of the PostgreSQL advisory lock that serialises writers (see Postgres.lock_writes).
 _WRITE_LOCK_KEY = 0x444E5341  # "DNSA"
+_COUNTING_LOCK_KEY = 0x444E5343  # "DNSC": one worker counts at a time
 
 
 def ascii_lower(text: str) -> str:
@@ -75,6 +76,11 @@ class SQLite:
         """A block that reads and writes a batch of records: writes that yield_to_storing let it
         go first (see models/write_turns.py)."""
         return nullcontext() if self._turns is None else self._turns.storing()
+
+    def counting_turn(self, query):
+        """A block that yields whether this process has the turn to count (see
+        models/write_turns.py)."""
+        return nullcontext(True) if self._turns is None else self._turns.counting_turn()
 
     def yield_to_storing(self, seconds: float, stop):
         if self._turns is not None:
@@ -223,6 +229,19 @@ class Postgres(SQLite):
 
     def storing(self):
         return nullcontext()  # writers wait on the advisory lock, woken as it is released
+
+    @contextmanager
+    def counting_turn(self, query):
+        # A session lock, which the server frees when its holder's connection goes; per schema,
+        # as stores sharing a database count apart.
+        key = f"{_COUNTING_LOCK_KEY}, hashtext(current_schema())"
+        if not query(f"SELECT pg_try_advisory_lock({key})").fetchone()[0]:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            query(f"SELECT pg_advisory_unlock({key})")
 
     def yield_to_storing(self, seconds: float, stop):
         pass

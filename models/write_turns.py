@@ -36,6 +36,7 @@ class WriteTurns:
     def __init__(self, path: str):
         self.writers = f"{path}-writers"
         self.storing_path = f"{path}-storing"
+        self.counting_path = f"{path}-counting"
         self._pid = None
         self._threads = None  # this process's writers queue here first
         self._counter = None
@@ -83,6 +84,27 @@ class WriteTurns:
                 if self._storers == 0 and self._storing is not None:
                     os.close(self._storing)
                     self._storing = None
+
+    @contextmanager
+    def counting_turn(self):
+        """Whether this process has the counting's turn (`<database>-counting`, flock) for the
+        block: one worker counts at a time, as every other's count of the same records would
+        only be thrown away. The lock goes with the file, so a worker that dies counting holds
+        nobody back. Without locks on the file system every worker counts (as before)."""
+        file = _open(self.counting_path)
+        try:
+            if file is not None:
+                try:
+                    fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    yield False
+                    return
+                except OSError:
+                    pass
+            yield True
+        finally:
+            if file is not None:
+                os.close(file)
 
     def yield_to_storing(self, seconds: float, stop):
         """Wait, at most `seconds` and while `stop()` is false, for a moment when a write begun

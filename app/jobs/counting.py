@@ -8,28 +8,20 @@ it: in the same process the two would share one interpreter lock (and one core),
 sender that halved what the counting saved the request."""
 
 import logging
-import os
-import socket
 import threading
 import time
 from contextlib import contextmanager
 
 import models.counting
 import models.database
-import models.jobs
-from models.clock import now_ms
 
 POLL_SECONDS = 0.05
-JOB = "counting"
-# A worker that dies counting holds the others back this long (ingestion's bound still holds).
-LEASE_MS = 30_000
 # After a failed count (the database gone, a disk full): how long before trying again.
 RETRY_SECONDS = 5.0
 
 log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _storing = 0  # ingest requests this process is serving
-_holder = f"{socket.gethostname()}:{os.getpid()}"
 
 
 @contextmanager
@@ -51,15 +43,14 @@ def start_background(app, workers: int) -> threading.Thread:
     `workers`); from then on, up to ANALYTICS_COUNT_BEHIND records may wait for it (elsewhere:
     none, every batch is counted as it is stored)."""
     models.counting.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"]
-    # With two workers at most one is idle while the other stores: taking turns would only add
-    # two writes to every round.
-    leased = workers > 2
-    thread = threading.Thread(target=_loop, args=(app, leased), name="counting", daemon=True)
+    thread = threading.Thread(target=_loop, args=(app, workers > 1), name="counting", daemon=True)
     thread.start()
     return thread
 
 
-def _loop(app, leased: bool):
+def _loop(app, others: bool):
+    """`others`: other workers count too, so a count this worker's own request would share the
+    interpreter lock with is better left to them."""
     while True:
         time.sleep(POLL_SECONDS)
         try:
@@ -70,19 +61,20 @@ def _loop(app, leased: bool):
                 urgent = waiting > models.counting.behind_limit // 5
                 if not waiting or (_storing and not urgent):
                     continue
+                # A request that comes to this worker meanwhile makes it give the count up (and
+                # the turn: another worker counts): beside it, under one interpreter lock, the
+                # count held the request up by a fifth. Measured with one sender.
+                give_up = (lambda: _storing > 0) if others and not urgent else (lambda: False)
                 # One worker counts at a time: the others' counts would all be thrown away.
-                if leased and not models.jobs.claim(JOB, _holder, now_ms(), 0, LEASE_MS):
-                    continue
-                try:
+                with models.database.counting_turn() as mine:
+                    if not mine:
+                        continue
                     # Yielding to a batch this worker reads would only keep the counting beside
                     # it longer (one interpreter lock): then it writes at once.
-                    while models.counting.catch_up_aside(lambda: _storing > 0):
+                    while models.counting.catch_up_aside(lambda: _storing > 0, give_up):
                         pass
                     # Here, beside the requests: past wal_autocheckpoint, one would do it.
                     models.database.checkpoint()
-                finally:
-                    if leased:
-                        models.jobs.finish(JOB, _holder, now_ms())
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)
