@@ -78,10 +78,12 @@ def post_worker_init(worker):
 
 
 def worker_exit(server, worker):
-    """A worker stopping (a restart, a reload) hands its outputs over at once."""
+    """A worker stopping (a restart, a reload) hands its outputs over at once (one that failed
+    to boot has no application, and nothing to hand over)."""
     from app.outputs import delivery
 
-    delivery.stop(worker.wsgi)
+    if getattr(worker, "wsgi", None) is not None:
+        delivery.stop(worker.wsgi)
 
 
 def child_exit(server, worker):

@@ -100,10 +100,25 @@ class _SqlitePool(PooledSqliteDatabase):
         # them, it waits for the write lock, so a connection opened while another process
         # wrote for longer than the connect timeout failed ("database is locked": a 10M
         # benchmark's counting thread, during an 8 s retention run). Reading is never held up.
+        # Workers starting together on a brand-new file race to switch it to WAL; the loser
+        # can be told "database is locked" at once, without busy_timeout's wait (seen once in
+        # a benchmark start: the worker failed to boot). The pragmas can simply be set again.
+        # Only while the file is new (empty: until the first checkpoint everything is in the
+        # log): on any other, a lock held past the timeout is an answer, not a race.
+        retry_locked(lambda: self._set_each(conn), attempts=20 if _empty(self.database) else 1)
+
+    def _set_each(self, conn):
         fresh = conn.execute("PRAGMA page_count").fetchone()[0] == 0
         for name, value in self._pragmas:
             if name != "auto_vacuum" or fresh:
                 conn.execute(f"PRAGMA {name} = {value}")
+
+
+def _empty(path: str) -> bool:
+    try:
+        return os.path.getsize(path) == 0
+    except OSError:
+        return True
 
 
 def _sqlite(path: str, wal_limit: int) -> SqliteDatabase:

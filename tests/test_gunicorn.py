@@ -75,3 +75,15 @@ def test_two_servers_side_by_side_share_no_control_socket(tmp_path):
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_worker_that_cannot_boot_stops_the_service_with_the_reason_alone(tmp_path):
+    """A store that cannot be opened (its folder is a file) fails every worker's boot; the
+    log says why, and the exit hook adds no error of its own (it once did, for each worker)."""
+    (tmp_path / "not-a-folder").write_text("")
+    store = str(tmp_path / "not-a-folder" / "a.db")
+    with pytest.raises(RuntimeError, match="Worker failed to boot") as failed:
+        Gunicorn(tmp_path, {"ANALYTICS_DATABASE": store, "ANALYTICS_API_KEY": API_KEY})
+    log = str(failed.value)
+    assert "FileExistsError" in log, log  # os.makedirs of the store's folder
+    assert "Exception during worker exit" not in log, log
