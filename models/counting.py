@@ -29,8 +29,8 @@ COUNTED_SQL = f"(SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = '{
 behind_limit = 0
 # Records read per fetch while counting a tail (memory, not correctness).
 _CHUNK = 10_000
-# ... and counted aside between two looks at whether to give the count up (about 15 ms of work).
-_ASIDE_CHUNK = 1_000
+# Records read between two looks at whether to give a count aside up (a few ms of reading).
+_LOOK = 1_000
 # The record columns counting reads: every rollup's, and the names' (first_seen).
 _COLUMNS = tuple(dict.fromkeys([*rollups.COLUMNS, "question"]))
 
@@ -80,7 +80,7 @@ def catch_up_aside(storing=lambda: False, give_up=lambda: False) -> int:
     changed, which counts first), so the records counted are as they were read, nor when
     `give_up()` turned true while counting."""
     mark = counted_through()
-    tail = _tail(mark, give_up, _ASIDE_CHUNK)
+    tail = _tail(mark, give_up)
     if tail is None or not tail.records:
         return 0
     yield_to_storing(storing)
@@ -118,25 +118,38 @@ class _Tail:
         self.records += len(stamps)
         self.through = through
         self.newest = max(self.newest or stamps[0], *stamps)
-        for key, n in rollups.count(columns).items():
+        counts = rollups.count(columns)
+        spans = first_seen.spans(columns["endpoint"], columns["question"], stamps)
+        if not self.rollups and not self.spans:  # the first part (most tails are one): as counted
+            self.rollups, self.spans = counts, spans
+            return
+        for key, n in counts.items():
             self.rollups[key] = self.rollups.get(key, 0) + n
-        for key, (first, last) in first_seen.spans(columns["endpoint"], columns["question"], stamps).items():
+        for key, (first, last) in spans.items():
             known = self.spans.get(key)
             self.spans[key] = (first, last) if known is None else (min(first, known[0]), max(last, known[1]))
 
 
-def _tail(mark: int, give_up=lambda: False, chunk: int = _CHUNK) -> _Tail | None:
+def _tail(mark: int, give_up=lambda: False) -> _Tail | None:
     """The counts of the records past `mark`, read in one statement (one snapshot); None when
-    `give_up()` turned true (looked at every `chunk` records)."""
+    `give_up()` turned true (looked at every _LOOK records read)."""
     cursor = query(f"SELECT id, {', '.join(_COLUMNS)} FROM record WHERE id > ? ORDER BY id", [mark])
     tail = _Tail(0, mark)
-    while rows := cursor.fetchmany(chunk):
+    rows = []
+    while True:
+        fetched = cursor.fetchmany(_LOOK)
         if give_up():
             cursor.close()
             return None
-        ids, *values = zip(*rows, strict=True)
-        tail.add(ids[-1], dict(zip(_COLUMNS, values, strict=True)))
-    return tail
+        rows += fetched
+        # Counted in parts of _CHUNK, not of _LOOK: every part's keys are merged into the
+        # tail's, and parts of 1,000 cost 21 us a record against 17.6 (a 5,000-record tail).
+        if rows and (len(rows) >= _CHUNK or not fetched):
+            ids, *values = zip(*rows, strict=True)
+            tail.add(ids[-1], dict(zip(_COLUMNS, values, strict=True)))
+            rows = []
+        if not fetched:
+            return tail
 
 
 def _write(tail: _Tail) -> int:

@@ -8,9 +8,10 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from stores import is_postgres, scalar
+from stores import is_postgres, run_sql, scalar
 
 import models.counting
+import models.database
 from app import create_app
 from models.clock import now_ms
 from schemas.datetimes import format_ms
@@ -157,3 +158,29 @@ def test_names_first_seen_read_what_is_counted_and_what_waits_together(tmp_path,
     assert seen() == [("new.example", "2024-05-13T10:00:00"), ("x.example", "2024-05-11T10:00:00")]
     assert seen("&endpointId=e2") == [("new.example", "2024-05-13T10:00:00"), ("x.example", "2024-05-12T10:00:00")]
     assert seen("&endpointId=e1") == [("x.example", "2024-05-11T10:00:00")]
+
+
+def test_a_long_tail_counted_aside_in_parts_gives_the_counts_of_counting_as_stored(tmp_path, new_database):
+    """A tail longer than one part of the counting (10,000 records) is counted part by part and
+    merged: the same rollup rows and name spans as counting every batch as it is stored."""
+    counted_as_stored, counted_aside = new_database("stored.db"), new_database("aside.db")
+
+    def varied(i: int) -> dict:
+        when = f"2024-05-0{1 + i % 4}T{i % 24:02d}:{i % 60:02d}:00Z"
+        return record(f"e{i % 3}", f"c{i % 37}", when, f"n{i % 997}.example")
+
+    batches = [[varied(i) for i in range(first, first + 4_200)] for first in range(0, 12_600, 4_200)]
+    for name, database, behind in (("stored", counted_as_stored, 0), ("aside", counted_aside, 1_000_000)):
+        app = app_behind(tmp_path / name, database, behind=behind)
+        client = app.test_client()
+        for records in batches:
+            ingest(client, *records)
+        if behind:
+            assert scalar(database, COUNTED) == 0
+            with app.app_context(), models.database.connection():
+                assert models.counting.catch_up_aside() == 12_600
+        assert scalar(database, COUNTED) == scalar(database, NEWEST) == 12_600
+    rows = "SELECT dim, period, endpoint, value, n FROM rollup ORDER BY dim, period, endpoint, value"
+    assert run_sql(counted_aside, rows) == run_sql(counted_as_stored, rows)
+    names = "SELECT term, endpoint, first, last FROM name_seen ORDER BY term, endpoint"
+    assert run_sql(counted_aside, names) == run_sql(counted_as_stored, names)
