@@ -103,8 +103,8 @@ class _SqlitePool(PooledSqliteDatabase):
         # Workers starting together on a brand-new file race to switch it to WAL; the loser
         # can be told "database is locked" at once, without busy_timeout's wait (seen once in
         # a benchmark start: the worker failed to boot). The pragmas can simply be set again.
-        # Only while the file is new (empty: until the first checkpoint everything is in the
-        # log): on any other, a lock held past the timeout is an answer, not a race.
+        # Only while the file is new (empty: the first switch to WAL writes its first page at
+        # once): on any other, a lock held past the timeout is an answer, not a race.
         retry_locked(lambda: self._set_each(conn), attempts=20 if _empty(self.database) else 1)
 
     def _set_each(self, conn):
