@@ -55,26 +55,34 @@ def _loop(app, others: bool):
         time.sleep(POLL_SECONDS)
         try:
             with app.app_context(), models.database.connection():
-                # Every worker storing (several senders): counted here all the same once a fifth
-                # of the bound waits, rather than all at once in a request that passes the bound.
-                waiting = models.counting.waiting()
-                urgent = waiting > models.counting.behind_limit // 5
-                if not waiting or (_storing and not urgent):
+                if not models.counting.waiting() or (_storing and not _urgent()):
                     continue
-                # A request that comes to this worker meanwhile makes it give the count up (and
-                # the turn: another worker counts): beside it, under one interpreter lock, the
-                # count held the request up by a fifth. Measured with one sender.
-                give_up = (lambda: _storing > 0) if others and not urgent else (lambda: False)
                 # One worker counts at a time: the others' counts would all be thrown away.
                 with models.database.counting_turn() as mine:
                     if not mine:
                         continue
                     # Yielding to a batch this worker reads would only keep the counting beside
                     # it longer (one interpreter lock): then it writes at once.
-                    while models.counting.catch_up_aside(lambda: _storing > 0, give_up):
+                    while models.counting.catch_up_aside(lambda: _storing > 0, _give_up(others)):
                         pass
                     # Here, beside the requests: past wal_autocheckpoint, one would do it.
                     models.database.checkpoint()
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)
+
+
+def _urgent() -> bool:
+    """Every worker storing (several senders): counted all the same once a fifth of the bound
+    waits, rather than all at once in a request that passes the bound."""
+    return models.counting.waiting() > models.counting.behind_limit // 5
+
+
+def _give_up(others: bool):
+    """When to give a count up, looked at again for each count: once a request comes to this
+    worker (and another worker counts instead: beside the request, under one interpreter lock,
+    the count held it up by a fifth, measured with one sender), unless nobody else counts or
+    the records waiting are urgent."""
+    if others and not _urgent():
+        return lambda: _storing > 0
+    return lambda: False
