@@ -90,7 +90,8 @@ class WriteTurns:
         """Whether this process has the counting's turn (`<database>-counting`, flock) for the
         block: one worker counts at a time, as every other's count of the same records would
         only be thrown away. The lock goes with the file, so a worker that dies counting holds
-        nobody back. Without locks on the file system every worker counts (as before)."""
+        nobody back. Without locks on the file system every worker counts (the surplus counts
+        are thrown away: nothing is counted twice)."""
         file = _open(self.counting_path)
         try:
             if file is not None:
