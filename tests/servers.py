@@ -46,23 +46,35 @@ class Gunicorn:
 
     def __init__(self, tmp_path, env: dict, workers: int = 2):
         refuse_in_fast_lane("gunicorn")
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp_path / f"gunicorn-{self.port}.log"
-        self.log = open(self.log_path, "ab")
-        self.command = [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-w",
-            str(workers),
-            "-b",
-            f"127.0.0.1:{self.port}",
-            "wsgi:app",
-        ]
         # Retention off unless a test asks for it: the tests' records are dated 2024.
         self.env = {**os.environ, "ANALYTICS_RETENTION_DAYS": "0", **env}
-        self.start()
+        # A port found free can be taken before gunicorn binds it (another process's outgoing
+        # connection): then another port. A restart (start()) keeps the port it has.
+        for attempt in range(3):
+            self.port = free_port()
+            self.base = f"http://127.0.0.1:{self.port}"
+            self.log_path = tmp_path / f"gunicorn-{self.port}.log"
+            self.log = open(self.log_path, "ab")
+            self.command = [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-w",
+                str(workers),
+                "-b",
+                f"127.0.0.1:{self.port}",
+                "wsgi:app",
+            ]
+            try:
+                self.start()
+                return
+            except RuntimeError:
+                if self.process.poll() is None:
+                    self.process.kill()
+                    self.process.wait()
+                self.log.close()
+                if attempt == 2 or "Connection in use" not in self.log_path.read_text():
+                    raise
 
     def start(self):
         # A session of its own, so that kill_all reaches the master and every worker at once.
