@@ -94,15 +94,7 @@ class WriteTurns:
         are thrown away: nothing is counted twice)."""
         file = _open(self.counting_path)
         try:
-            if file is not None:
-                try:
-                    fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    yield False
-                    return
-                except OSError:
-                    pass
-            yield True
+            yield file is None or _take(file) is not False
         finally:
             if file is not None:
                 os.close(file)
@@ -132,19 +124,26 @@ def _open(path: str) -> int | None:
         return None  # a read-only directory: SQLite's own waiting only
 
 
+def _take(file: int) -> bool | None:
+    """Take the file's lock if nobody holds it: True taken, False held by another, None when
+    the file system has no locks (ENOLCK)."""
+    try:
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    except OSError:
+        return None
+
+
 def _lock(file: int, deadline: float) -> bool:
     pause = _FIRST_LOOK
-    while True:
-        try:
-            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(pause)
-            pause = min(pause * 2, _LAST_LOOK)
-        except OSError:  # no locks on this file system (ENOLCK): SQLite's own waiting only
+    while (taken := _take(file)) is False:
+        if time.monotonic() >= deadline:
             return False
+        time.sleep(pause)
+        pause = min(pause * 2, _LAST_LOOK)
+    return bool(taken)  # no locks on this file system: SQLite's own waiting only
 
 
 def _held(path: str) -> bool:
@@ -153,11 +152,6 @@ def _held(path: str) -> bool:
     if file is None:
         return False
     try:
-        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:  # no locks on this file system: nobody can be seen holding it
-        return False
+        return _take(file) is False  # without locks on the file system nobody is seen holding it
     finally:
         os.close(file)
-    return False
