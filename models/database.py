@@ -162,6 +162,14 @@ def query_many(sql: str, rows):
     db.cursor().executemany(db.obj.dialect.driver_sql(sql), rows)
 
 
+def insert_rows(head: str, width: int, rows: list, tail: str = ""):
+    """Insert many rows of numbers: `head` is `INSERT INTO table (columns)`, each row a tuple of
+    `width` numbers (or None), `tail` what follows (ON CONFLICT ...). One statement where the
+    dialect can (see models.dialect)."""
+    if rows:
+        db.obj.dialect.insert_rows(query, query_many, head, width, rows, tail)
+
+
 @contextmanager
 def write_transaction():
     """A transaction that holds the database's write lock from its start, so that writers take

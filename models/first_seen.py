@@ -11,14 +11,14 @@ counted yet. A client's newly observed names come from its records.
 from dataclasses import replace
 
 from . import counting
-from .database import db, query, query_many
+from .database import db, insert_rows, query
 from .domains import TABLE as DOMAINS
 from .filters import Resolved, column_sql
 from .utils import placeholders
 
-_NOTE = (
-    "INSERT INTO name_seen (term, endpoint, first, last) VALUES (?, ?, ?, ?)"
-    " ON CONFLICT (endpoint, term) DO UPDATE SET"
+_INSERT = "INSERT INTO name_seen (term, endpoint, first, last)"
+_WIDEN = (
+    "ON CONFLICT (endpoint, term) DO UPDATE SET"
     " first = CASE WHEN excluded.first < name_seen.first THEN excluded.first ELSE name_seen.first END,"
     " last = CASE WHEN excluded.last > name_seen.last THEN excluded.last ELSE name_seen.last END"
 )
@@ -41,7 +41,7 @@ def spans(endpoints, questions, stamps) -> dict[tuple, tuple]:
 
 def note_spans(rows: list[tuple]) -> None:
     """Widen (or add) the spans of names: rows of (term id, endpoint id or 0, first, last)."""
-    query_many(_NOTE, rows)
+    insert_rows(_INSERT, 4, rows, _WIDEN)
 
 
 def note_stored_names(endpoint_ids: list | None = None) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from catalogue import DAY, ENDPOINT, FIELDS, FIELDS_BY_NAME, HOUR, INTEGER, QUARTER
 
 from . import settings
-from .database import query, query_many
+from .database import insert_rows, query, query_many
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -114,10 +114,8 @@ for _dim in DIMS:
 _MARK = "statistics_from"
 # {dim description: the first period of it not summed yet} (see `build`).
 _BUILT_THROUGH = "blocks_built_through"
-_UPSERT = (
-    "INSERT INTO rollup (dim, period, endpoint, value, n) VALUES (?, ?, ?, ?, ?)"
-    " ON CONFLICT (dim, period, endpoint, value) DO UPDATE SET n = rollup.n + excluded.n"
-)
+_INSERT = "INSERT INTO rollup (dim, period, endpoint, value, n)"
+_ADD = "ON CONFLICT (dim, period, endpoint, value) DO UPDATE SET n = rollup.n + excluded.n"
 
 
 def usable(columns: set, endpoints_bound: bool, interval_ms: int | None) -> list[Dim]:
@@ -366,4 +364,4 @@ def relayout(previous: str):
 
 
 def _upsert(counts: dict, sign: int):
-    query_many(_UPSERT, [(*key, sign * n) for key, n in counts.items()])
+    insert_rows(_INSERT, 5, [(*key, sign * n) for key, n in counts.items()], _ADD)
