@@ -111,6 +111,19 @@ def test_statistics_of_expired_records_still_answer(client, expired):
     assert expired["count?clientId[]=a"]["count"] == 20
 
 
+def test_the_newest_days_keep_their_client_counts_when_their_records_expire(client, runner):
+    """A client's days are summed from its hours once newer records show a day over. With no
+    record after them, the retention run sums the days before their hours expire with the
+    records."""
+    ingest(client, *old_records())
+    paths = ["count/clientId", "count/clientId?endpointId=e1", "count?clientId[]=a", "timeseries?interval=86400"]
+    before = {path: asked(client, path) for path in paths}
+    assert before["count?clientId[]=a"]["count"] == 20
+    assert "Deleted 60 records" in runner.invoke(args=["retention"]).output
+    assert logged(client) == 0
+    assert {path: asked(client, path) for path in paths} == before
+
+
 def test_past_the_records_horizon_a_window_counts_whole_days(client, expired):
     later = f"startTime={format_ms(OLD + 6 * HOUR)}&endTime={format_ms(OLD + 3 * DAY - 1)}"
     last_two = f"startTime={format_ms(OLD + DAY)}&endTime={format_ms(OLD + 3 * DAY - 1)}"
