@@ -2,6 +2,7 @@
 
 import logging
 import os
+import secrets
 import shutil
 import tempfile
 
@@ -32,6 +33,18 @@ if os.environ.get("ANALYTICS_CONTROL_SOCKET"):
     control_socket = os.environ["ANALYTICS_CONTROL_SOCKET"]
 else:
     control_socket_disable = True
+# The rollups are counted behind the requests in a process of their own (app/jobs/counting.py):
+# gunicorn's "dirty" pool, which it starts, restarts when it dies, reloads and stops with the
+# service. In the web workers the counting shared an interpreter lock with the requests.
+dirty_workers = 1
+dirty_apps = ["app.jobs.counting:CountingProcess"]
+# gunicorn names the dirty pool's pid file in the temporary folder by proc_name, and at start
+# stops the process a file of that name holds, taking it for the orphan of a crash: two services
+# on a host (or a test run's many servers) with one name would stop each other's, and a file a
+# killed master left would name a pid used again by any process of the user. A name of its own
+# for each start finds no such file; the pool stops by itself once its master is gone, and the
+# counting process once its pool is (app/jobs/counting.py).
+proc_name = f"dns-analytics-{os.getpid()}-{secrets.token_hex(4)}"
 accesslog = "-"
 # The path without its query string: a realtime authToken must not end up in a log file.
 access_log_format = '%(h)s "%(m)s %(U)s %(H)s" %(s)s %(B)s %(M)sms pid=%(p)s'
@@ -56,25 +69,38 @@ def on_starting(server):
 
 
 def post_worker_init(worker):
-    """Every worker runs the loops of the retention and privacy jobs, the outputs' delivery
-    watcher and the rollups' counting thread (app/jobs/counting.py); leases in the database let
-    one run each job, and one deliver each output, at a time. The service's own log lines
-    (retention runs, privacy rewrites, refused keys) go where gunicorn's go. Batches of records
-    are parsed with the garbage collector quieted (see models.process)."""
+    """Every worker runs the loops of the retention and privacy jobs and the outputs' delivery
+    watcher; leases in the database let one run each job, and one deliver each output, at a
+    time. The service's own log lines (retention runs, privacy rewrites, refused keys) go where
+    gunicorn's go. Batches of records are parsed with the garbage collector quieted (see
+    models.process)."""
     from app.jobs import counting
     from app.jobs.retention import start_background
     from app.outputs import delivery
+
+    _service_process(worker)
+    start_background(worker.wsgi)
+    delivery.start_background(worker.wsgi)
+    counting.count_behind(worker.wsgi)  # how many records may wait for the counting process
+
+
+def dirty_worker_init(worker):
+    """The counting process (see dirty_apps) logs where gunicorn does, like the workers, and
+    ends with its arbiter (which gunicorn starts again, with a new one)."""
+    from app.jobs import counting
+
+    _service_process(worker)
+    counting.stop_with(worker.ppid)
+
+
+def _service_process(worker):
     from models.process import quiet_garbage_collector
 
     quiet_garbage_collector()
-
     service_log = logging.getLogger("app")
     service_log.handlers = list(worker.log.error_log.handlers)
     service_log.setLevel(logging.INFO)
     service_log.propagate = False
-    start_background(worker.wsgi)
-    delivery.start_background(worker.wsgi)
-    counting.start_background(worker.wsgi, worker.cfg.workers)  # and how many records may wait
 
 
 def worker_exit(server, worker):

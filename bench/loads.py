@@ -169,7 +169,7 @@ def load_http(traffic, server, senders: int, path: str | None = None) -> dict:
     lock = threading.Lock()
     state = {"done": 0, "generate": 0.0, "requests": []}
     errors: list[str] = []
-    workers = server.workers()
+    workers = server.processes()  # the counting process's CPU with the web workers'
     cpu_before = {pid: cpu_seconds(pid) for pid in workers}
     self_before = resource.getrusage(resource.RUSAGE_SELF)
 
@@ -215,7 +215,7 @@ def load_http(traffic, server, senders: int, path: str | None = None) -> dict:
         thread.join()
     seconds = time.perf_counter() - started
     progress.update(state["done"], force=True)
-    # The workers' CPU includes counting what they stored into the rollups.
+    # The service's CPU includes counting what it stored into the rollups.
     # Not waited for after failed requests (a server gone would be waited for 600 s).
     counted_after = counted_lag(path) if path and not errors else None
     if path and not errors and counted_after is None:
@@ -226,7 +226,7 @@ def load_http(traffic, server, senders: int, path: str | None = None) -> dict:
         try:
             worker_cpu[pid] = cpu_seconds(pid) - cpu_before[pid]
         except OSError:
-            errors.append(f"gunicorn worker {pid} is gone after the load (restarted?)")
+            errors.append(f"gunicorn process {pid} is gone after the load (restarted?)")
     requests = sorted(state["requests"])
     return {
         "records": state["done"],

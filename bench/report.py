@@ -141,12 +141,13 @@ def render(result: dict) -> str:
         f"process used {http['client_cpu']:,.1f} s of CPU during the HTTP load "
         f"({http['client_cpu'] / http['seconds']:.0%} of one core) on the same cores as the server; each "
         "sender makes its next batch while the last one is in flight.",
-        f"- gunicorn workers' CPU during the HTTP load: {cpu_total:,.1f} s (split {split}), "
+        f"- The service's CPU during the HTTP load (gunicorn's workers, and its counting process "
+        f"with the pool's arbiter where there is one): {cpu_total:,.1f} s (split {split}), "
         f"{cpu_total / max(http['records'], 1) * 1e6:,.0f} us of CPU per record; "
         f"{cpu_total / http['seconds'] / config['workers']:.0%} of {config['workers']} cores' wall time.",
         f"- POST of one {config['batch']:,}-record batch: p50 {_ms(_s_to_ms(http['request_p50']))} ms, "
         f"max {_ms(_s_to_ms(http['request_max']))} ms.",
-        "- Every record counted into the rollups (behind the requests, by the workers' counting threads) "
+        "- Every record counted into the rollups (behind the requests, by the service's counting process) "
         + (
             f"{http['counted_after']:,.1f} s after the last batch was acknowledged (the CPU above includes it)."
             if http.get("counted_after") is not None

@@ -3,11 +3,13 @@
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -83,7 +85,21 @@ class Server:
         return conn, conn.getresponse()
 
     def workers(self) -> list[int]:
-        return children(self.process.pid)
+        """The web workers: the master's children but the counting process's arbiter (gunicorn's
+        dirty arbiter, as the log names it)."""
+        pool = {
+            int(pid) for pid in re.findall(rb"Spawned dirty arbiter \(pid: (\d+)\)", Path(self.log_path).read_bytes())
+        }
+        return [pid for pid in children(self.process.pid) if pid not in pool]
+
+    def processes(self) -> list[int]:
+        """Every process of the service under its master: the web workers, and the counting
+        process with its arbiter."""
+        found, parents = [], [self.process.pid]
+        while parents:
+            parents = [pid for parent in parents for pid in children(parent)]
+            found += parents
+        return sorted(found)
 
     def stop(self):
         if self.process.poll() is None:
@@ -158,7 +174,7 @@ class OtherLoad:
     def _own(self) -> float:
         pids = [os.getpid()]
         if self.server is not None:
-            pids += [self.server.process.pid, *self.server.workers()]
+            pids += [self.server.process.pid, *self.server.processes()]
         total = 0.0
         for pid in pids:
             try:

@@ -1,6 +1,6 @@
 """What is counted from the records after they are stored: the rollups (models/rollups.py) and
 the names' first and last times (models/first_seen.py). An ingest request commits its records
-and answers; they are counted a moment later, by a thread in a worker that is not storing
+and answers; they are counted a moment later by the service's counting process
 (app/jobs/counting.py), so that the counting runs beside the next request rather than in front
 of it: about a quarter of what storing a record cost.
 
@@ -8,8 +8,8 @@ A mark in the store is the highest record id whose counts are in. Every read cou
 past it (the tail) from the records themselves, in the statement that reads the counts (the
 mark read by `COUNTED_SQL` there: one snapshot), so answers are exact whatever the tail. Counts
 and mark move in one write transaction. The tail is bounded: a batch being stored counts it
-itself once it is longer than `behind_limit` records (nothing else counting: a worker killed,
-a feed writing straight to the store), and anything that changes or deletes stored records
+itself once it is longer than `behind_limit` records (nothing else counting: the counting
+process stopped, a feed writing straight to the store), and anything that changes or deletes stored records
 counts it first, in its own transaction (rollups.apply), so it never counts down a record that
 was not counted up.
 """
@@ -25,12 +25,12 @@ _MARK = "rollups_counted_through"
 COUNTED_SQL = f"(SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = '{_MARK}')"
 # Records stored may wait this many to be counted before a batch being stored counts them: 0,
 # every batch is counted as it is stored (a feed or a command writing to the store); a gunicorn
-# worker, whose counting thread counts behind its requests, sets ANALYTICS_COUNT_BEHIND.
+# worker, behind whose requests the counting process counts, sets ANALYTICS_COUNT_BEHIND.
 behind_limit = 0
-# Records read per fetch while counting a tail (memory, not correctness).
+# Records read and counted at a time while counting a tail (memory, not correctness): every
+# part's keys are merged into the tail's, and parts of 1,000 cost 21 us a record against 17.6
+# (a 5,000-record tail).
 _CHUNK = 10_000
-# Records read between two looks at whether to give a count aside up (a few ms of reading).
-_LOOK = 1_000
 # The record columns counting reads: every rollup's, and the names' (first_seen).
 _COLUMNS = tuple(dict.fromkeys([*rollups.COLUMNS, "question"]))
 
@@ -72,18 +72,16 @@ def waiting() -> int:
     return max(0, _newest_id() - counted_through())
 
 
-def catch_up_aside(storing=lambda: False, give_up=lambda: False) -> int:
+def catch_up_aside() -> int:
     """catch_up, counting before taking the write lock (which then only writes the counts), for
-    a worker's counting thread: ingestion in other workers waits for it as little as possible
-    (it yields to a batch being stored, unless `storing()` says its own process stores one).
-    Writes nothing when the mark moved meanwhile (another process counted; or stored records
-    changed, which counts first), so the records counted are as they were read, nor when
-    `give_up()` turned true while counting."""
+    the counting process: ingestion waits for it as little as possible (it yields to a batch
+    being stored). Writes nothing when the mark moved meanwhile (another process counted; or
+    stored records changed, which counts first), so the records counted are as they were read."""
     mark = counted_through()
-    tail = _tail(mark, give_up)
-    if tail is None or not tail.records:
+    tail = _tail(mark)
+    if not tail.records:
         return 0
-    yield_to_storing(storing)
+    yield_to_storing()
     with write_transaction():
         return _write(tail) if counted_through() == mark else 0
 
@@ -130,26 +128,15 @@ class _Tail:
             self.spans[key] = (first, last) if known is None else (min(first, known[0]), max(last, known[1]))
 
 
-def _tail(mark: int, give_up=lambda: False) -> _Tail | None:
-    """The counts of the records past `mark`, read in one statement (one snapshot); None when
-    `give_up()` turned true (looked at every _LOOK records read)."""
+def _tail(mark: int) -> _Tail:
+    """The counts of the records past `mark`, read in one statement (one snapshot), counted in
+    parts of _CHUNK records (memory)."""
     cursor = query(f"SELECT id, {', '.join(_COLUMNS)} FROM record WHERE id > ? ORDER BY id", [mark])
     tail = _Tail(0, mark)
-    rows = []
-    while True:
-        fetched = cursor.fetchmany(_LOOK)
-        if give_up():
-            cursor.close()
-            return None
-        rows += fetched
-        # Counted in parts of _CHUNK, not of _LOOK: every part's keys are merged into the
-        # tail's, and parts of 1,000 cost 21 us a record against 17.6 (a 5,000-record tail).
-        if rows and (len(rows) >= _CHUNK or not fetched):
-            ids, *values = zip(*rows, strict=True)
-            tail.add(ids[-1], dict(zip(_COLUMNS, values, strict=True)))
-            rows = []
-        if not fetched:
-            return tail
+    while rows := cursor.fetchmany(_CHUNK):
+        ids, *values = zip(*rows, strict=True)
+        tail.add(ids[-1], dict(zip(_COLUMNS, values, strict=True)))
+    return tail
 
 
 def _write(tail: _Tail) -> int:

@@ -34,8 +34,8 @@ SQLITE_PRAGMAS = {
     "temp_store": "memory",
     # Pages the WAL may hold before a commit copies them back into the file (4 MB by default):
     # that copy, and its sync, is paid inside the commit that crosses the mark, an ingest request
-    # most often. The counting thread copies them back after its own writes (checkpoint()), so
-    # in a gunicorn worker the mark is seldom reached; elsewhere it bounds the log as before.
+    # most often. The counting process copies them back after its own writes (checkpoint()), so
+    # under gunicorn the mark is seldom reached; elsewhere it bounds the log as before.
     "wal_autocheckpoint": 4000,
     # Truncate the WAL back to this size after a restart so it cannot stay large; at most
     # WAL_KEPT_SHARE of the WAL's bound (see _sqlite).
@@ -202,7 +202,7 @@ def storing():
 def yield_to_storing(stop=lambda: False, seconds: float = 1.0):
     """Wait (at most `seconds`, and no longer once `stop()` is true) until a write begun now
     would hold back no batch being stored: for writes that can come at any moment, such as the
-    counting thread's (see models/write_turns.py)."""
+    counting process's (see models/write_turns.py)."""
     db.obj.dialect.yield_to_storing(seconds, stop)
 
 

@@ -18,7 +18,7 @@ from .write_turns import WriteTurns
 _ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # The key of the PostgreSQL advisory lock that serialises writers (see Postgres.lock_writes).
 _WRITE_LOCK_KEY = 0x444E5341  # "DNSA"
-_COUNTING_LOCK_KEY = 0x444E5343  # "DNSC": one worker counts at a time
+_COUNTING_LOCK_KEY = 0x444E5343  # "DNSC": one process counts at a time
 
 
 def ascii_lower(text: str) -> str:

@@ -10,7 +10,7 @@ program of another kind) is waited for as before; one that holds its turn past t
 is not waited for any longer here: BEGIN IMMEDIATE and busy_timeout decide as they did.
 
 Ingest requests that are reading or writing a batch say so (`storing`: a shared lock on
-`<database>-storing`), and the counting thread's writes, which can come at any moment, let them
+`<database>-storing`), and the counting process's writes, which can come at any moment, let them
 go first (`yield_to_storing`): measured with one sender, the requests waited 15 ms a batch on
 average for the counting's writes (5 ms now), near a tenth of their time. A write begun just
 after a batch's commit is done while the next batch is still being read; one begun while a
@@ -88,9 +88,9 @@ class WriteTurns:
     @contextmanager
     def counting_turn(self):
         """Whether this process has the counting's turn (`<database>-counting`, flock) for the
-        block: one worker counts at a time, as every other's count of the same records would
-        only be thrown away. The lock goes with the file, so a worker that dies counting holds
-        nobody back. Without locks on the file system every worker counts (the surplus counts
+        block: one process counts at a time, as every other's count of the same records would
+        only be thrown away. The lock goes with the file, so a process that dies counting holds
+        nobody back. Without locks on the file system every process counts (the surplus counts
         are thrown away: nothing is counted twice)."""
         file = _open(self.counting_path)
         try:

@@ -1,11 +1,14 @@
 """Real gunicorn for the tests that are about processes: start, call, stop."""
 
+import glob
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -33,6 +36,11 @@ def stop_process(process: subprocess.Popen, timeout: float = 15) -> int:
             process.kill()
             process.wait()
     return process.returncode
+
+
+def children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(found) for found in out.split()]
 
 
 def free_port() -> int:
@@ -90,6 +98,12 @@ class Gunicorn:
         except ProcessLookupError:
             pass
         self.process.wait()
+        # What gunicorn would have removed at a stop: its counting pool's pid file (named by
+        # proc_name, gunicorn.conf.py).
+        for left in glob.glob(
+            os.path.join(tempfile.gettempdir(), f"gunicorn-dirty-dns-analytics-{self.process.pid}-*.pid")
+        ):
+            os.remove(left)
 
     def wait_ready(self, timeout=30):
         deadline = time.monotonic() + timeout
@@ -104,10 +118,19 @@ class Gunicorn:
         raise RuntimeError(f"gunicorn did not start:\n{self.log_path.read_text()}")
 
     def worker_pids(self) -> list[int]:
-        out = subprocess.run(
-            ["ps", "-o", "pid=", "--ppid", str(self.process.pid)], capture_output=True, text=True
-        ).stdout
-        return [int(pid) for pid in out.split()]
+        """The web workers: the master's children but the counting process's arbiter."""
+        return [pid for pid in children(self.process.pid) if pid != self.counting_arbiter_pid()]
+
+    def counting_arbiter_pid(self) -> int | None:
+        """The arbiter of the counting process (gunicorn's dirty arbiter), as the log names it."""
+        spawned = re.findall(r"Spawned dirty arbiter \(pid: (\d+)\)", self.log_path.read_text())
+        return int(spawned[-1]) if spawned else None
+
+    def counting_pid(self) -> int | None:
+        """The counting process (the dirty arbiter's one worker), None while there is none."""
+        arbiter = self.counting_arbiter_pid()
+        found = children(arbiter) if arbiter else []
+        return found[0] if found else None
 
     def call(self, method, path, body=None, headers=None, timeout=30):
         """(status, parsed JSON body) of one request."""

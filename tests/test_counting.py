@@ -1,9 +1,12 @@
 """The rollups counted behind the records (models/rollups.py, app/jobs/counting.py): the
-workers' counting threads catch up with what was stored, a batch counts the waiting records
-itself once they pass ANALYTICS_COUNT_BEHIND, and records that expire are counted before they
-go. That every answer is exact whatever is waiting: tests/test_statistics_agree.py."""
+service's counting process catches up with what was stored (and is started again when it dies),
+a batch counts the waiting records itself once they pass ANALYTICS_COUNT_BEHIND, and records
+that expire are counted before they go. That every answer is exact whatever is waiting:
+tests/test_statistics_agree.py."""
 
 import fcntl
+import os
+import signal
 import time
 from contextlib import contextmanager
 
@@ -78,7 +81,7 @@ def test_records_that_expire_are_counted_into_the_statistics_first(tmp_path, dat
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
-def test_the_workers_count_what_they_store(tmp_path, database, workers):
+def test_the_service_counts_what_it_stores(tmp_path, database, workers):
     from servers import Gunicorn
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=workers)
@@ -86,8 +89,8 @@ def test_the_workers_count_what_they_store(tmp_path, database, workers):
         for i in range(20):
             status, body = server.call("POST", "/v2/ingest", batch(i, 10), AUTH)
             assert (status, body["accepted"]) == (200, 10)
-        # Far under ANALYTICS_COUNT_BEHIND: only the workers' counting threads count them.
-        wait_for(lambda: scalar(database, COUNTED) >= 200, 20, "the workers to count 200 records")
+        # Far under ANALYTICS_COUNT_BEHIND: only the counting process counts them.
+        wait_for(lambda: scalar(database, COUNTED) >= 200, 20, "the counting process to count 200 records")
         assert scalar(database, COUNTED) == scalar(database, NEWEST) == 200, server.log_path.read_text()
         assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == 200
         status, body = server.call("GET", "/v2/statistic/count?startTime=2024-05-01T00:00:00Z", headers=AUTH)
@@ -96,9 +99,41 @@ def test_the_workers_count_what_they_store(tmp_path, database, workers):
         server.stop()
 
 
+@pytest.mark.parametrize("stopped", ["counting process", "its arbiter"])
+def test_counting_goes_on_when_the_counting_process_dies(tmp_path, database, stopped):
+    """Killed, the counting process is started again by gunicorn's dirty arbiter; with its
+    arbiter killed, it stops by itself (an orphan would count on with what it started with)
+    and the master starts both again."""
+    from servers import Gunicorn
+
+    server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
+    try:
+        wait_for(lambda: server.counting_pid() is not None, 20, "the counting process")
+        first, arbiter = server.counting_pid(), server.counting_arbiter_pid()
+        os.kill(first if stopped == "counting process" else arbiter, signal.SIGKILL)
+        wait_for(lambda: not _alive(first), 10, "the first counting process to end")
+        for i in range(10):
+            status, body = server.call("POST", "/v2/ingest", batch(i, 10), AUTH)
+            assert (status, body["accepted"]) == (200, 10)
+        wait_for(lambda: scalar(database, COUNTED) >= 100, 30, "a new counting process to count")
+        assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == 100
+        assert server.counting_pid() not in (None, first)
+    finally:
+        server.stop()
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, dead but not reaped yet, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @contextmanager
 def counting_turn_held(database):
-    """Hold the counting's turn as a worker counting would: the flock on `<database>-counting`,
+    """Hold the counting's turn as a counting process would: the flock on `<database>-counting`,
     or PostgreSQL's advisory lock of the test's schema."""
     if not is_postgres(database):
         with open(f"{database}-counting", "a") as file:
@@ -112,7 +147,7 @@ def counting_turn_held(database):
         yield
 
 
-def test_one_worker_counts_at_a_time(tmp_path, database):
+def test_counting_waits_while_another_process_has_the_turn(tmp_path, database):
     from servers import Gunicorn
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
@@ -121,11 +156,11 @@ def test_one_worker_counts_at_a_time(tmp_path, database):
             for i in range(10):
                 status, body = server.call("POST", "/v2/ingest", batch(i, 10), AUTH)
                 assert (status, body["accepted"]) == (200, 10)
-            time.sleep(1.0)  # twenty of the counting threads' looks
-            assert scalar(database, COUNTED) == 0, "a worker counted while another had the turn"
+            time.sleep(1.0)  # twenty of the counting process's looks
+            assert scalar(database, COUNTED) == 0, "counted while another process had the turn"
             status, body = server.call("GET", "/v2/statistic/count?startTime=2024-05-01T00:00:00Z", headers=AUTH)
             assert (status, body["count"]) == (200, 100), "answers are exact all the same"
-        wait_for(lambda: scalar(database, COUNTED) >= 100, 20, "a worker to count once the turn is free")
+        wait_for(lambda: scalar(database, COUNTED) >= 100, 20, "counting once the turn is free")
         assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == 100
     finally:
         server.stop()

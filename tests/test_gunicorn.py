@@ -5,7 +5,7 @@ import time
 import pytest
 import stores
 
-from helpers import API_KEY, AUTH, record
+from helpers import API_KEY, AUTH, record, wait_for
 from servers import Gunicorn
 
 
@@ -17,7 +17,8 @@ def server(tmp_path, database):
 
 
 def test_two_workers_start_on_a_new_database_and_serve_ingest_get_delete(server, database):
-    assert len(server.worker_pids()) == 2, server.log_path.read_text()
+    # Ready once one worker answers; the other may still be starting.
+    wait_for(lambda: len(server.worker_pids()) == 2, 10, f"two workers: {server.log_path.read_text()}")
 
     for batch in range(20):  # enough requests that both workers take some
         status, body = server.call(
