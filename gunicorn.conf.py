@@ -4,6 +4,7 @@ import logging
 import os
 import secrets
 import shutil
+import signal
 import tempfile
 
 bind = os.environ.get("ANALYTICS_BIND", "127.0.0.1:8000")
@@ -101,6 +102,14 @@ def _service_process(worker):
     service_log.handlers = list(worker.log.error_log.handlers)
     service_log.setLevel(logging.INFO)
     service_log.propagate = False
+
+
+def on_reload(server):
+    """A reload (HUP) must bring the counting process's code and settings up to date too, but
+    gunicorn 27 reloads its dirty pool by starting a new process and then stopping the newest
+    one, which leaves the old one counting. So the pool is stopped whole here, and the master
+    starts it anew, as it does when the pool dies."""
+    server.kill_dirty_arbiter(signal.SIGTERM)
 
 
 def worker_exit(server, worker):

@@ -122,6 +122,27 @@ def test_counting_goes_on_when_the_counting_process_dies(tmp_path, database, sto
         server.stop()
 
 
+def test_a_reload_starts_a_new_counting_process(tmp_path, database):
+    """A reload (HUP: new code, new settings) replaces the counting process as it replaces the
+    workers; gunicorn's own reload of the pool kept the old one."""
+    from servers import Gunicorn
+
+    server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
+    try:
+        wait_for(lambda: server.counting_pid() is not None, 20, "the counting process")
+        first = server.counting_pid()
+        os.kill(server.process.pid, signal.SIGHUP)
+        wait_for(lambda: not _alive(first), 10, "the old counting process to end")
+        wait_for(lambda: server.counting_pid() not in (None, first), 20, "a new counting process")
+        for i in range(10):
+            status, body = server.call("POST", "/v2/ingest", batch(i, 10), AUTH)
+            assert (status, body["accepted"]) == (200, 10)
+        wait_for(lambda: scalar(database, COUNTED) >= 100, 30, "the new counting process to count")
+        assert [pid for pid in server.worker_pids() if _alive(pid)] and _alive(server.counting_pid())
+    finally:
+        server.stop()
+
+
 def _alive(pid: int) -> bool:
     """Whether the process runs (a zombie, dead but not reaped yet, does not)."""
     try:
