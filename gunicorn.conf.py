@@ -38,7 +38,10 @@ else:
 # gunicorn's "dirty" pool, which it starts, restarts when it dies, reloads and stops with the
 # service. In the web workers the counting shared an interpreter lock with the requests.
 dirty_workers = 1
-dirty_apps = ["app.jobs.counting:CountingProcess"]
+# ":1", one process loads it: without a count gunicorn imports the class in the master to read
+# its `workers`, and with it the whole application, which every worker forked after a reload
+# (HUP) would then run as it was at the start instead of the code on disk.
+dirty_apps = ["app.jobs.counting:CountingProcess:1"]
 # gunicorn names the dirty pool's pid file in the temporary folder by proc_name, and at start
 # stops the process a file of that name holds, taking it for the orphan of a crash: two services
 # on a host (or a test run's many servers) with one name would stop each other's, and a file a
@@ -86,12 +89,13 @@ def post_worker_init(worker):
 
 
 def dirty_worker_init(worker):
-    """The counting process (see dirty_apps) logs where gunicorn does, like the workers, and
-    ends with its arbiter (which gunicorn starts again, with a new one)."""
+    """The counting process (see dirty_apps) logs where gunicorn does, like the workers, ends
+    with its arbiter (which gunicorn starts again, with a new one), and stops when told to even
+    while it was starting (see on_reload)."""
     from app.jobs import counting
 
     _service_process(worker)
-    counting.stop_with(worker.ppid)
+    counting.stop_with(worker)
 
 
 def _service_process(worker):
@@ -105,11 +109,24 @@ def _service_process(worker):
 
 
 def on_reload(server):
-    """A reload (HUP) must bring the counting process's code and settings up to date too, but
-    gunicorn 27 reloads its dirty pool by starting a new process and then stopping the newest
-    one, which leaves the old one counting. So the pool is stopped whole here, and the master
-    starts it anew, as it does when the pool dies."""
-    server.kill_dirty_arbiter(signal.SIGTERM)
+    """A reload (HUP) starts the counting process again too, on the code and configuration on
+    disk like the new workers: gunicorn's dirty arbiter, told of the reload, keeps its pool of
+    one as it is. Stopped, the process is started again at once by its arbiter."""
+    for pid in _children(server.dirty_arbiter_pid):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+def _children(pid: int) -> list[int]:
+    if not pid:
+        return []
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as file:
+            return [int(child) for child in file.read().split()]
+    except OSError:  # not Linux, or a kernel without the file: the counting process is kept
+        return []
 
 
 def worker_exit(server, worker):

@@ -45,9 +45,9 @@ DEFAULTS = {
     # Seconds a process's lease on an output lasts unrenewed (it renews every third of it): how
     # long one that dies holding it (SIGKILL, a power cut) holds the others back (docs/outputs.md).
     "ANALYTICS_OUTPUT_LEASE_SECONDS": 30,
-    # Records stored that may wait to be counted into the statistics' rollups by the workers'
-    # counting threads before a batch being stored counts them itself (0: each batch is
-    # counted as it is stored). Reads are exact either way: they count the waiting ones.
+    # Records stored that may wait to be counted into the statistics' rollups by the counting
+    # process before a batch being stored counts them itself (0: each batch is counted as it
+    # is stored). Reads are exact either way: they count the waiting ones.
     "ANALYTICS_COUNT_BEHIND": 50_000,
 }
 _INTEGERS = (

@@ -77,7 +77,7 @@ COUNTING = {"counted": 0, "waiting": 1_000_000}
 
 
 def count_as(app, state: str):
-    """Count records as COUNTING[state] says, as a gunicorn worker's counting thread sets it (for
+    """Count records as COUNTING[state] says, as a gunicorn web worker sets it (for
     a test module's app fixture; conftest sets it back after each test)."""
     import models.counting
 

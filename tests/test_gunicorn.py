@@ -52,6 +52,16 @@ def test_two_workers_start_on_a_new_database_and_serve_ingest_get_delete(server,
         assert stores.scalar(database, "PRAGMA integrity_check") == "ok"
 
 
+def test_the_master_loads_no_application_code(server):
+    """gunicorn's master keeps out of the application (no preload): the workers and the counting
+    process it starts after a reload (HUP) import the code as it is on disk. Seen from outside by
+    the extension modules the application loads and gunicorn does not."""
+    wait_for(lambda: server.counting_pid() is not None, 20, "the counting process")
+    with open(f"/proc/{server.process.pid}/maps") as maps:
+        loaded = maps.read()
+    assert "orjson" not in loaded and "_sqlite3" not in loaded
+
+
 def test_two_servers_side_by_side_share_no_control_socket(tmp_path):
     """gunicorn 25.1+ opens a control socket at one path per user ($XDG_RUNTIME_DIR/gunicorn.ctl):
     none by default, and one of its own where an instance asks for it."""

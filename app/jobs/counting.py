@@ -22,7 +22,7 @@ POLL_SECONDS = 0.05
 RETRY_SECONDS = 5.0
 
 log = logging.getLogger(__name__)
-_parent = None  # see stop_with
+_worker = None  # see stop_with
 
 
 def count_behind(app):
@@ -39,19 +39,27 @@ def start_background(app) -> threading.Thread:
     return thread
 
 
-def stop_with(parent: int):
-    """End this process once its parent (pid) is gone: an orphan would go on counting with
-    what it was started with, beside the new counting process of a new arbiter."""
-    global _parent
-    _parent = parent
+def stop_with(worker):
+    """End this process (gunicorn's dirty `worker`) once its parent is gone: an orphan would go
+    on counting with what it was started with, beside the new counting process of a new
+    arbiter; and once it was told to stop (SIGTERM: a reload, a stop) while it was starting,
+    which gunicorn only notes, serving on."""
+    global _worker
+    _worker = worker
 
 
 class CountingProcess(DirtyApp):
     """The counting process: the service's app, and its counting thread. It answers no calls."""
 
     def init(self):
-        from wsgi import app  # the app the workers serve, configured the same way
-
+        try:
+            from wsgi import app  # the app the workers serve, configured the same way
+        except Exception:
+            # gunicorn starts a pool process that failed again at once: with settings it cannot
+            # start on (a broken instance config after a reload), hundreds of tries a second.
+            log.exception("the counting process cannot start; trying again in %.0f s", RETRY_SECONDS)
+            time.sleep(RETRY_SECONDS)
+            raise
         start_background(app)
 
     def __call__(self, action, *args, **kwargs):
@@ -61,8 +69,9 @@ class CountingProcess(DirtyApp):
 def _loop(app):
     while True:
         time.sleep(POLL_SECONDS)
-        if _parent is not None and os.getppid() != _parent:
-            log.warning("the counting process's parent (pid %d) is gone: stopping", _parent)
+        if _worker is not None and (os.getppid() != _worker.ppid or not _worker.alive):
+            if _worker.alive:
+                log.warning("the counting process's parent (pid %d) is gone: stopping", _worker.ppid)
             os._exit(0)  # the main thread is gunicorn's, serving nothing without its arbiter
         try:
             with app.app_context(), models.database.connection():
