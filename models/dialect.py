@@ -195,7 +195,8 @@ class SQLite:
         alone (about 4 us a row against 2.6)."""
         values = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(width))
         # WHERE true: an ON CONFLICT after a bare FROM would parse as a join's constraint.
-        query(f"{head} SELECT {values} FROM json_each(?) WHERE true {tail}", [orjson.dumps(rows)])
+        # As text: SQLite 3.45 and later take a BLOB for their binary JSON first.
+        query(f"{head} SELECT {values} FROM json_each(?) WHERE true {tail}", [orjson.dumps(rows).decode()])
 
     def binary_order(self, expr: str) -> str:
         """`expr` for ORDER BY, ordered by code point as SQLite orders text by default."""
