@@ -34,8 +34,10 @@ SQLITE_PRAGMAS = {
     "temp_store": "memory",
     # Pages the WAL may hold before a commit copies them back into the file (4 MB by default):
     # that copy, and its sync, is paid inside the commit that crosses the mark, an ingest request
-    # most often. The counting process copies them back after its own writes (checkpoint()), so
-    # under gunicorn the mark is seldom reached; elsewhere it bounds the log as before.
+    # most often, so the mark is 16 MB. The counting process no longer copies them back after
+    # each of its writes: in a process of its own, its passive copies ran beside the writers'
+    # restarts of the log past its bound (SQLite.after_write) and held them off, and the log grew
+    # past twice its bound under overlapping reads (tests/test_wal.py, 2 of 3 suite runs).
     "wal_autocheckpoint": 4000,
     # Truncate the WAL back to this size after a restart so it cannot stay large; at most
     # WAL_KEPT_SHARE of the WAL's bound (see _sqlite).
@@ -186,12 +188,6 @@ def write_transaction():
             # disk the checkpoint cannot extend the file on). Failing it here would have its
             # caller answer an error for what is stored, and a sender store it again.
             log.exception("the write committed, but bounding the write-ahead log after it failed")
-
-
-def checkpoint():
-    """Copy what the write-ahead log holds back into the database file, without waiting for
-    readers or holding writers back (SQLite; PostgreSQL does so by itself)."""
-    db.obj.dialect.checkpoint(query)
 
 
 def storing():

@@ -84,8 +84,6 @@ def _loop(app):
                         continue
                     while models.counting.catch_up_aside():
                         pass
-                    # Here, beside the requests: past wal_autocheckpoint, one would do it.
-                    models.database.checkpoint()
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)
