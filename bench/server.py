@@ -3,22 +3,17 @@
 import http.client
 import json
 import os
-import re
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from servers import children, counting_arbiters, free_port  # noqa: E402 - the tests' view of gunicorn's processes
+
 _TICK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Server:
@@ -87,9 +82,7 @@ class Server:
     def workers(self) -> list[int]:
         """The web workers: the master's children but the counting process's arbiter (gunicorn's
         dirty arbiter, as the log names it)."""
-        pool = {
-            int(pid) for pid in re.findall(rb"Spawned dirty arbiter \(pid: (\d+)\)", Path(self.log_path).read_bytes())
-        }
+        pool = set(counting_arbiters(Path(self.log_path).read_text(errors="replace")))
         return [pid for pid in children(self.process.pid) if pid not in pool]
 
     def processes(self) -> list[int]:
@@ -110,20 +103,6 @@ class Server:
                 self.process.kill()
                 self.process.wait()
         self._log.close()
-
-
-def children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return sorted(found)
 
 
 def cpu_seconds(pid: int) -> float:

@@ -5,6 +5,7 @@ import os
 import time
 from contextlib import contextmanager
 
+import peewee
 from peewee import DatabaseError, DatabaseProxy, OperationalError, PostgresqlDatabase, SqliteDatabase
 from playhouse.db_url import connect as connect_url
 from playhouse.pool import PooledDatabase, PooledPostgresqlDatabase, PooledSqliteDatabase
@@ -160,8 +161,10 @@ def query(sql: str, params=()):
 
 
 def query_many(sql: str, rows):
-    """Run one statement written with `?` placeholders once per row of parameters."""
-    db.cursor().executemany(db.obj.dialect.driver_sql(sql), rows)
+    """Run one statement written with `?` placeholders once per row of parameters. Its errors
+    are peewee's, as query's are (a statement stopped by limit_queries among them)."""
+    with peewee.__exception_wrapper__:
+        db.cursor().executemany(db.obj.dialect.driver_sql(sql), rows)
 
 
 def insert_rows(head: str, width: int, rows: list, tail: str = ""):
@@ -169,7 +172,7 @@ def insert_rows(head: str, width: int, rows: list, tail: str = ""):
     `width` numbers (or None), `tail` what follows (ON CONFLICT ...). One statement where the
     dialect can (see models.dialect)."""
     if rows:
-        db.obj.dialect.insert_rows(query, query_many, head, width, rows, tail)
+        query_many(*db.obj.dialect.insert_rows(head, width, rows, tail))
 
 
 @contextmanager

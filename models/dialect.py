@@ -184,19 +184,20 @@ class SQLite:
         """A FROM item with one row per element of the JSON text array `expr`, column `value`."""
         return f"json_each({expr}) {alias}"
 
-    def insert_rows(self, query, query_many, head: str, width: int, rows: list, tail: str):
-        """`head` (INSERT INTO table (columns)) the `rows` (tuples of `width` numbers or None),
-        then `tail` (an ON CONFLICT clause), in one statement: the rows go as one JSON
-        parameter. sqlite3's executemany lets go of the interpreter lock for every row and must
-        win it back for the next: beside a busy thread of its process (a request decoding its
-        batch) each row waited up to the switch interval (5 ms), so a count's 15,000 rollup rows
-        stood still, holding the write lock, until the request came to wait for that lock. One
-        statement lets go of the interpreter lock once. It costs ~50 % more than executemany
-        alone (about 4 us a row against 2.6)."""
+    def insert_rows(self, head: str, width: int, rows: list, tail: str) -> tuple[str, list]:
+        """The statement and its sets of parameters that insert `rows` (tuples of `width`
+        numbers or None) with `head` (INSERT INTO table (columns)), then `tail` (an ON CONFLICT
+        clause). Here one statement with the rows as one JSON parameter: sqlite3's executemany
+        lets go of the interpreter lock for every row and must win it back for the next; beside
+        a busy thread of its process (a request decoding its batch) each row waited up to the
+        switch interval (5 ms), so a count's 15,000 rollup rows stood still, holding the write
+        lock, until the request came to wait for that lock. One statement lets go of the
+        interpreter lock once. It costs ~50 % more than executemany alone (about 4 us a row
+        against 2.6)."""
         values = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(width))
         # WHERE true: an ON CONFLICT after a bare FROM would parse as a join's constraint.
         # As text: SQLite 3.45 and later take a BLOB for their binary JSON first.
-        query(f"{head} SELECT {values} FROM json_each(?) WHERE true {tail}", [orjson.dumps(rows).decode()])
+        return f"{head} SELECT {values} FROM json_each(?) WHERE true {tail}", [[orjson.dumps(rows).decode()]]
 
     def binary_order(self, expr: str) -> str:
         """`expr` for ORDER BY, ordered by code point as SQLite orders text by default."""
@@ -305,9 +306,9 @@ class Postgres(SQLite):
     def json_array_rows(self, expr: str, alias: str) -> str:
         return f"json_array_elements_text(CAST({expr} AS json)) AS {alias}(value)"
 
-    def insert_rows(self, query, query_many, head: str, width: int, rows: list, tail: str):
+    def insert_rows(self, head: str, width: int, rows: list, tail: str) -> tuple[str, list]:
         # psycopg's executemany sends the rows in one round trip (pipeline mode).
-        query_many(f"{head} VALUES ({placeholders(width)}) {tail}", rows)
+        return f"{head} VALUES ({placeholders(width)}) {tail}", rows
 
     def binary_order(self, expr: str) -> str:
         # The database's collation (often en_US) would order "B" after "a"; answers must not

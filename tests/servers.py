@@ -39,8 +39,24 @@ def stop_process(process: subprocess.Popen, timeout: float = 15) -> int:
 
 
 def children(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
-    return [int(found) for found in out.split()]
+    """The processes whose parent is `pid` (bench/ uses it too)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+            except OSError:  # gone meanwhile
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return sorted(found)
+
+
+def counting_arbiters(log_text: str) -> list[int]:
+    """The counting process's arbiters (gunicorn's dirty arbiter) a gunicorn log names, oldest
+    first: a web worker is any other child of the master."""
+    return [int(pid) for pid in re.findall(r"Spawned dirty arbiter \(pid: (\d+)\)", log_text)]
 
 
 def free_port() -> int:
@@ -123,8 +139,8 @@ class Gunicorn:
 
     def counting_arbiter_pid(self) -> int | None:
         """The arbiter of the counting process (gunicorn's dirty arbiter), as the log names it."""
-        spawned = re.findall(r"Spawned dirty arbiter \(pid: (\d+)\)", self.log_path.read_text())
-        return int(spawned[-1]) if spawned else None
+        spawned = counting_arbiters(self.log_path.read_text())
+        return spawned[-1] if spawned else None
 
     def counting_pid(self) -> int | None:
         """The counting process (the dirty arbiter's one worker), None while there is none."""
