@@ -32,7 +32,18 @@ EXPECTED_ROWS = (
 def test_benchmark_runs_in_its_smoke_configuration(tmp_path):
     out = tmp_path / "BENCHMARKS.md"
     done = subprocess.run(
-        [sys.executable, "bench/run.py", "--records", "20000", "--quick", "--out", str(out), "--dir", str(tmp_path)],
+        [
+            sys.executable,
+            "bench/run.py",
+            "--records",
+            "20000",
+            "--quick",
+            "--out",
+            str(out),
+            "--dir",
+            str(tmp_path),
+            "--keep",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -43,3 +54,13 @@ def test_benchmark_runs_in_its_smoke_configuration(tmp_path):
     for row in EXPECTED_ROWS:
         assert row in table, row
     assert "- none: every request answered as expected." in table
+    # The measurement of records packed in blocks reads the database the run kept.
+    blocks = subprocess.run(
+        [sys.executable, "bench/record_blocks.py", str(tmp_path / "served.db"), "--hours", "24"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert blocks.returncode == 0, blocks.stdout[-3000:] + blocks.stderr[-3000:]
+    assert "| 24 h |" in blocks.stdout
