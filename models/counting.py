@@ -72,6 +72,11 @@ def waiting() -> int:
     return max(0, _newest_id() - counted_through())
 
 
+def not_counted() -> int:
+    """How many records wait to be counted (the tail), exactly."""
+    return query("SELECT COUNT(*) FROM record WHERE id > ?", [counted_through()]).fetchone()[0]
+
+
 def catch_up_aside() -> int:
     """catch_up, counting before taking the write lock (which then only writes the counts), for
     the counting process: ingestion waits for it as little as possible (it yields to a batch

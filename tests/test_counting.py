@@ -19,7 +19,7 @@ from app import create_app
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, ingest, record, wait_for
+from helpers import API_KEY, AUTH, ingest, record, samples, wait_for
 
 DAY = 86_400_000
 COUNTED = "SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = 'rollups_counted_through'"
@@ -61,6 +61,23 @@ def test_a_batch_counts_the_waiting_records_once_they_pass_the_bound(tmp_path, d
     assert scalar(database, COUNTED) == scalar(database, NEWEST) == 16, "16 may not: the batch counted them all"
     assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == 16, "the daily totals hold them"
     assert count(client, "2024-05-01T00:00:00Z", "2024-05-02T23:59:59.999Z") == 16, "and are not counted twice"
+
+
+def test_metrics_show_the_records_waiting_to_be_counted(tmp_path, database):
+    """/metrics says how many stored records wait for the counting process: an operator sees it
+    fall behind before the requests must count for it."""
+    client = app_behind(tmp_path, database, behind=10).test_client()
+
+    def waiting():
+        response = client.get("/metrics", headers=AUTH)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return samples(response.get_data(as_text=True))[("dns_analytics_records_not_counted", ())]
+
+    assert waiting() == 0
+    ingest(client, *batch(0, 8))
+    assert waiting() == 8
+    ingest(client, *batch(8, 8))  # past the bound: the batch counted them all
+    assert waiting() == 0
 
 
 def test_records_that_expire_are_counted_into_the_statistics_first(tmp_path, database):

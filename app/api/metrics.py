@@ -8,6 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+import models.counting
 import models.losses
 import models.status
 from app import metrics as counters
@@ -59,6 +60,11 @@ class _StoreFigures:
             ages.add_metric([label], max(0, now - newest) / 1000)
         yield ages
         yield _losses()
+        yield GaugeMetricFamily(
+            "dns_analytics_records_not_counted",
+            "Records stored and not counted into the statistics yet (reads count them from the records).",
+            value=models.counting.not_counted(),
+        )
 
 
 def _losses() -> CounterMetricFamily:
