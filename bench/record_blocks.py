@@ -92,12 +92,27 @@ def measure(database: str, hours: float) -> dict:
     reals = {index for index, kind in enumerate(types) if kind in ("REAL", "DOUBLE", "FLOAT")}
     assert names[:2] == ["id", "ts"], names
     period = int(hours * 3_600_000)
-    rows = source.execute("SELECT * FROM record ORDER BY endpoint, ts, id").fetchall()
     endpoint = names.index("endpoint")
-    blocks = []
-    for (_, _), group in itertools.groupby(rows, key=lambda row: (row[endpoint], row[1] // period)):
+    # Streamed, a block at a time: 10M records as tuples would not fit in memory.
+    cursor = source.execute("SELECT * FROM record ORDER BY endpoint, ts, id")
+    blocks, samples, records = [], [], 0
+    for _, group in itertools.groupby(cursor, key=lambda row: (row[endpoint], row[1] // period)):
         group = list(group)
-        blocks.append((group, pack_block(group, reals)))
+        blob = pack_block(group, reals)
+        records += len(group)
+        blocks.append(
+            (
+                group[0][endpoint],
+                group[0][1],
+                group[-1][1],
+                min(r[0] for r in group),
+                max(r[0] for r in group),
+                len(group),
+                blob,
+            )
+        )
+        if len(blocks) % 50 == 1:
+            samples.append((group, blob))
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "blocks.db")
         target = sqlite3.connect(path)
@@ -110,39 +125,27 @@ def measure(database: str, hours: float) -> dict:
         target.executemany(
             "INSERT INTO record_block (endpoint, first_ts, last_ts, first_id, last_id, n, data)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    group[0][endpoint],
-                    group[0][1],
-                    group[-1][1],
-                    min(r[0] for r in group),
-                    max(r[0] for r in group),
-                    len(group),
-                    blob,
-                )
-                for group, blob in blocks
-            ],
+            blocks,
         )
         target.commit()
         block_bytes = target.execute("SELECT SUM(pgsize) FROM dbstat").fetchone()[0]
     started = time.perf_counter()
     decoded = 0
-    for group, blob in blocks:
-        back = unpack_block(blob, len(group), len(names), reals)
-        decoded += len(back)
+    for *_, n, blob in blocks:
+        decoded += len(unpack_block(blob, n, len(names), reals))
     seconds = time.perf_counter() - started
-    for group, blob in blocks[:: max(1, len(blocks) // 50)]:  # a sample comes back exactly
+    for group, blob in samples:  # every 50th block comes back exactly
         assert unpack_block(blob, len(group), len(names), reals) == group
     sizes = dict(source.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name").fetchall())
     record_parts = {name for (name,) in source.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'record'")}
     rest = sum(size for name, size in sizes.items() if name not in record_parts)
     return {
         "hours": hours,
-        "records": len(rows),
+        "records": records,
         "blocks": len(blocks),
-        "row_bytes": sum(sizes.get(name, 0) for name in record_parts) / len(rows),
-        "block_bytes": block_bytes / len(rows),
-        "rest_bytes": rest / len(rows),
+        "row_bytes": sum(sizes.get(name, 0) for name in record_parts) / records,
+        "block_bytes": block_bytes / records,
+        "rest_bytes": rest / records,
         "decode_rate": decoded / seconds,
     }
 
