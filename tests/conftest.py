@@ -90,21 +90,44 @@ def _starts_a_server(item) -> bool:
     return False
 
 
+def pytest_sessionstart(session):
+    """A parallel run (pytest-xdist, scripts/test) probes the real programs in its controller,
+    which runs no test, before it starts its workers: a missing one is said at the start, and
+    the workers share the PostgreSQL server it starts (they are given its address)."""
+    if not _parallel_controller(session.config) or os.environ.get(FAST_ONLY):
+        return
+    _probe()
+    if postgres.CLUSTER.url:
+        os.environ["ANALYTICS_TEST_POSTGRES"] = postgres.CLUSTER.url
+    _announce(session.config)
+
+
 def pytest_collection_finish(session):
     """The real programs the selected tests need, probed now: so a missing one is known (and
     said in red) at the start, and a fast run probes nothing."""
     if os.environ.get(FAST_ONLY):
         return
-    selected = session.items
-    if any(item.get_closest_marker("system") for item in selected):
-        postgres.start_once()
-        nginx.probe_once()
-        unbound.probe()
-        rsyslog.probe()
-        for program in resolvers.PROGRAMS:
-            program.probe()
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
+    if any(item.get_closest_marker("system") for item in session.items):
+        _probe()
+    _announce(session.config)
+
+
+def _parallel_controller(config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+def _probe():
+    postgres.start_once()
+    nginx.probe_once()
+    unbound.probe()
+    rsyslog.probe()
+    for program in resolvers.PROGRAMS:
+        program.probe()
+
+
+def _announce(config):
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:  # a parallel run's worker: its controller says it
         return
     if postgres.CLUSTER.url:
         reporter.write_line(f"PostgreSQL: {postgres.CLUSTER.version} at {postgres.CLUSTER.url}")
@@ -118,6 +141,23 @@ def pytest_collection_finish(session):
     for module in REAL_PROGRAMS.values():
         if module.UNAVAILABLE:
             reporter.write_line(module.banner(), red=True, bold=True)
+
+
+def pytest_sessionfinish(session):
+    """A parallel run's worker tells its controller which programs it could not start."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["unavailable"] = {
+            name: module.UNAVAILABLE for name, module in REAL_PROGRAMS.items() if module.UNAVAILABLE
+        }
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """In a parallel run's controller: a worker's programs that could not start are the run's."""
+    for name, why in getattr(node, "workeroutput", {}).get("unavailable", {}).items():
+        if not REAL_PROGRAMS[name].UNAVAILABLE:
+            REAL_PROGRAMS[name].UNAVAILABLE = why
 
 
 def pytest_unconfigure(config):
