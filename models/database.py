@@ -169,10 +169,11 @@ def query_many(sql: str, rows):
 
 def insert_rows(head: str, width: int, rows: list, tail: str = ""):
     """Insert many rows of numbers: `head` is `INSERT INTO table (columns)`, each row a tuple of
-    `width` numbers (or None), `tail` what follows (ON CONFLICT ...). One statement where the
-    dialect can (see models.dialect)."""
+    `width` numbers (or None), `tail` what follows (ON CONFLICT ...). Many rows a statement
+    where the dialect can (see models.dialect)."""
     if rows:
-        query_many(*db.obj.dialect.insert_rows(head, width, rows, tail))
+        for statement, parameters in db.obj.dialect.insert_rows(head, width, rows, tail):
+            query_many(statement, parameters)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from stores import is_postgres, run_sql, scalar
 
 import models.counting
 import models.database
+import models.rollups as rollups
 from app import create_app
 from models.clock import now_ms
 from schemas.datetimes import format_ms
@@ -235,6 +236,22 @@ def test_names_first_seen_read_what_is_counted_and_what_waits_together(tmp_path,
     assert seen() == [("new.example", "2024-05-13T10:00:00"), ("x.example", "2024-05-11T10:00:00")]
     assert seen("&endpointId=e2") == [("new.example", "2024-05-13T10:00:00"), ("x.example", "2024-05-12T10:00:00")]
     assert seen("&endpointId=e1") == [("x.example", "2024-05-11T10:00:00")]
+
+
+def test_a_count_of_many_thousand_rows_holds_every_record_once_in_every_dim(tmp_path, database):
+    """One count writes tens of thousands of rollup rows, several statements' worth on SQLite
+    (models.dialect.SQLite.insert_rows): every record is in every dim once, and every name has
+    its spans."""
+    client = app_behind(tmp_path, database, behind=0).test_client()
+    n = 8_000
+    when = [f"2024-05-0{1 + i % 3}T{i % 24:02d}:{i % 60:02d}:00Z" for i in range(n)]
+    ingest(client, *[record(f"e{i % 2}", f"c{i}", when[i], f"n{i}.example", action=i % 3) for i in range(n)])
+    # On SQLite a statement takes 6,553 rows of 5 numbers.
+    assert scalar(database, "SELECT COUNT(*) FROM rollup") > 3 * 6_553, "rows of several statements"
+    counted = [dim.id for dim in rollups.DIMS if dim.built_from is None]
+    sums = run_sql(database, "SELECT dim, SUM(n) FROM rollup GROUP BY dim")
+    assert {dim: total for dim, total in sums if dim in counted} == dict.fromkeys(counted, n)
+    assert scalar(database, "SELECT COUNT(*) FROM name_seen") == 2 * n, "per endpoint and over all endpoints"
 
 
 def test_a_long_tail_counted_aside_in_parts_gives_the_counts_of_counting_as_stored(tmp_path, new_database):
