@@ -6,7 +6,7 @@ from itertools import chain
 from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
 from . import counting, domains, privacy
-from .database import query, query_many, write_transaction
+from .database import insert_rows, query, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
 from .utils import chunks, placeholders
@@ -21,13 +21,7 @@ TERM_COLUMNS = tuple(field.sql for field in FIELDS if field.storage == TERM)
 _TERMS_AT = [_AT[sql] for sql in TERM_COLUMNS]
 _VALUES_AT = [i for i, field in enumerate(FIELDS) if field.storage not in (TERM, ENDPOINT, CLIENT)]
 _INSERTED = ["endpoint", "client", *TERM_COLUMNS, *(FIELDS[i].sql for i in _VALUES_AT)]
-_INSERT_RECORD = (
-    "INSERT INTO record ("
-    + ", ".join(_INSERTED)
-    + ") VALUES ("
-    + placeholders(2 + len(_TERMS_AT) + len(_VALUES_AT))
-    + ")"
-)
+_INSERT_RECORD = f"INSERT INTO record ({', '.join(_INSERTED)})"
 
 # A field is taken from the batch when the batch saw it at a time at least as new as the
 # stored one; a field the batch did not see (timestamp NULL) keeps its stored value.
@@ -84,7 +78,9 @@ def _store(records: list[tuple], in_transaction, first) -> int:
             *(list(map(terms.__getitem__, columns[i])) for i in _TERMS_AT),
             *(columns[i] for i in _VALUES_AT),
         ]
-        query_many(_INSERT_RECORD, list(zip(*stored, strict=True)))
+        # Many rows a statement (see models.dialect): with executemany a busy thread beside the
+        # request (another request, an export) had each row wait for the interpreter lock.
+        insert_rows(_INSERT_RECORD, len(_INSERTED), list(zip(*stored, strict=True)))
         mapped = domains.map_questions(terms, questions)
         # Counted behind the request (models/counting.py), unless too many wait already.
         counting.catch_up(counting.behind_limit, {"ts": columns[_TS], **dict(zip(_INSERTED, stored, strict=True))})
