@@ -176,6 +176,14 @@ def insert_rows(head: str, width: int, rows: list, tail: str = ""):
             query_many(statement, parameters)
 
 
+def delete_keyed(table: str, columns: tuple, keys: list, condition: str = "TRUE"):
+    """Delete the rows of `table` whose `columns` hold one of `keys` (tuples of numbers) and
+    that meet `condition`. Many keys a statement where the dialect can (see models.dialect)."""
+    if keys:
+        for statement, parameters in db.obj.dialect.delete_keyed(table, columns, keys, condition):
+            query_many(statement, parameters)
+
+
 @contextmanager
 def write_transaction():
     """A transaction that holds the database's write lock from its start, so that writers take

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from catalogue import DAY, ENDPOINT, FIELDS, FIELDS_BY_NAME, HOUR, INTEGER, QUARTER
 
 from . import settings
-from .database import insert_rows, query, query_many
+from .database import delete_keyed, insert_rows, query
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -274,9 +274,7 @@ def apply(condition: str, params: list, sign: int, dims=None, counted_only=False
     if sign < 0 and counts:
         # Rows counted down to nothing go, so expired periods leave no trace behind: looked up
         # by key (a range per dim scanned millions of hourly rows for one small client).
-        query_many(
-            "DELETE FROM rollup WHERE dim = ? AND period = ? AND endpoint = ? AND value = ? AND n = 0", list(counts)
-        )
+        delete_keyed("rollup", ("dim", "period", "endpoint", "value"), list(counts), "n = 0")
 
 
 def forget(end_ms: int | None, client_ids: str | None = None, endpoint_ids: list | None = None, params=()):

@@ -254,6 +254,25 @@ def test_a_count_of_many_thousand_rows_holds_every_record_once_in_every_dim(tmp_
     assert scalar(database, "SELECT COUNT(*) FROM name_seen") == 2 * n, "per endpoint and over all endpoints"
 
 
+def test_rows_counted_down_to_nothing_go(tmp_path, database):
+    """Records that expire take their hourly counts with them: thousands of rollup rows
+    counted down to 0 are deleted (on SQLite 250 keys a statement), and none is left at 0."""
+    app = app_behind(tmp_path, database, behind=0, ANALYTICS_RETENTION_DAYS=30)
+    client, runner = app.test_client(), app.test_cli_runner()
+    old_day = now_ms() // DAY * DAY - 40 * DAY
+    n = 3_000
+    ingest(client, *[record("home", f"c{i}", format_ms(old_day + i * 28_000), f"n{i}.example") for i in range(n)])
+    hourly = ", ".join(str(dim.id) for dim in rollups.WITH_RECORDS)
+    assert scalar(database, f"SELECT COUNT(*) FROM rollup WHERE dim IN ({hourly})") > 4 * 250
+
+    result = runner.invoke(args=["retention"])
+    assert result.exit_code == 0, result.output
+    assert scalar(database, "SELECT COUNT(*) FROM record") == 0
+    assert scalar(database, f"SELECT COUNT(*) FROM rollup WHERE dim IN ({hourly})") == 0
+    assert scalar(database, "SELECT COUNT(*) FROM rollup WHERE n = 0") == 0
+    assert count(client, format_ms(old_day), format_ms(old_day + DAY - 1)) == n, "the day's statistics stay"
+
+
 def test_a_long_tail_counted_aside_in_parts_gives_the_counts_of_counting_as_stored(tmp_path, new_database):
     """A tail longer than one part of the counting (10,000 records) is counted part by part and
     merged: the same rollup rows and name spans as counting every batch as it is stored."""
