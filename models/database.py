@@ -168,20 +168,31 @@ def query_many(sql: str, rows):
 
 
 def insert_rows(head: str, width: int, rows: list, tail: str = ""):
-    """Insert many rows of numbers: `head` is `INSERT INTO table (columns)`, each row a tuple of
-    `width` numbers (or None), `tail` what follows (ON CONFLICT ...). Many rows a statement
+    """Insert many rows: `head` is `INSERT INTO table (columns)`, each row a tuple of `width`
+    values, `tail` what follows (ON CONFLICT ...). Many rows a statement
     where the dialect can (see models.dialect)."""
     if rows:
-        for statement, parameters in db.obj.dialect.insert_rows(head, width, rows, tail):
-            query_many(statement, parameters)
+        _run(db.obj.dialect.insert_rows(head, width, rows, tail))
 
 
 def delete_keyed(table: str, columns: tuple, keys: list, condition: str = "TRUE"):
     """Delete the rows of `table` whose `columns` hold one of `keys` (tuples of numbers) and
     that meet `condition`. Many keys a statement where the dialect can (see models.dialect)."""
     if keys:
-        for statement, parameters in db.obj.dialect.delete_keyed(table, columns, keys, condition):
-            query_many(statement, parameters)
+        _run(db.obj.dialect.delete_keyed(table, columns, keys, condition))
+
+
+def update_rows(table: str, columns: tuple, key: str, rows: list):
+    """Set `columns` of the rows of `table` whose `key` is the last value of each of `rows`
+    (tuples) to the values before it. Many rows a statement where the dialect can (see
+    models.dialect)."""
+    if rows:
+        _run(db.obj.dialect.update_rows(table, columns, key, rows))
+
+
+def _run(statements: list[tuple[str, list]]):
+    for statement, parameters in statements:
+        query_many(statement, parameters)
 
 
 @contextmanager

@@ -42,6 +42,15 @@ _MAX_VARIABLES = 32_766
 _KEYS_PER_DELETE = 250  # see SQLite.delete_keyed
 
 
+def _many_a_statement(rows: list, per: int, statement) -> list[tuple[str, list]]:
+    """`rows` in statements of up to `per` rows each, `statement(n)` the text for n rows: each
+    with its one set of parameters, the rows' values one after another."""
+    return [
+        (statement(len(part)), [[value for each in part for value in each]])
+        for part in (rows[start : start + per] for start in range(0, len(rows), per))
+    ]
+
+
 class SQLite:
     name = "sqlite"
     # The ids of the records one deletion removes (see records._delete).
@@ -187,7 +196,7 @@ class SQLite:
 
     def insert_rows(self, head: str, width: int, rows: list, tail: str) -> list[tuple[str, list]]:
         """The statements, each with its sets of parameters, that insert `rows` (tuples of
-        `width` numbers or None) with `head` (INSERT INTO table (columns)), then `tail` (an ON
+        `width` values) with `head` (INSERT INTO table (columns)), then `tail` (an ON
         CONFLICT clause). Here statements of many rows each (VALUES (...), (...), ...), one
         execution each: sqlite3's executemany lets go of the interpreter lock for every row and
         must win it back for the next, so beside a busy thread of its process (a request
@@ -196,14 +205,10 @@ class SQLite:
         table of 300,000 rows: as cheap as executemany alone (2.1-2.7 us a row against
         1.9-2.6), and 4-6 us a row beside a busy thread, where executemany took 2 ms a row (and
         the rows as one JSON parameter, used before, 3.1-3.5 and 10)."""
-        per = _MAX_VARIABLES // width
         row = f"({placeholders(width)})"
-        statements = []
-        for start in range(0, len(rows), per):
-            part = rows[start : start + per]
-            values = [value for each in part for value in each]
-            statements.append((f"{head} VALUES {', '.join([row] * len(part))} {tail}", [values]))
-        return statements
+        return _many_a_statement(
+            rows, _MAX_VARIABLES // width, lambda n: f"{head} VALUES {', '.join([row] * n)} {tail}"
+        )
 
     def delete_keyed(self, table: str, columns: tuple, keys: list, condition: str) -> list[tuple[str, list]]:
         """The statements, each with its sets of parameters, that delete the rows of `table`
@@ -215,16 +220,27 @@ class SQLite:
         on an expression's depth (1,000). Measured, 30,000 keys: 1.3 us a key, executemany
         1.0."""
         match = f"({' AND '.join(f'{column} = ?' for column in columns)})"
-        statements = []
-        for start in range(0, len(keys), _KEYS_PER_DELETE):
-            part = keys[start : start + _KEYS_PER_DELETE]
-            statements.append(
-                (
-                    f"DELETE FROM {table} WHERE ({' OR '.join([match] * len(part))}) AND {condition}",
-                    [[value for each in part for value in each]],
-                )
-            )
-        return statements
+        return _many_a_statement(
+            keys, _KEYS_PER_DELETE, lambda n: f"DELETE FROM {table} WHERE ({' OR '.join([match] * n)}) AND {condition}"
+        )
+
+    def update_rows(self, table: str, columns: tuple, key: str, rows: list) -> list[tuple[str, list]]:
+        """The statements, each with its sets of parameters, that set `columns` of the rows of
+        `table` whose `key` is the last value of each of `rows` to the values before it: many
+        rows a statement (UPDATE ... FROM a VALUES list, each row looked up by its key), for the
+        reason insert_rows gives."""
+        width = len(columns) + 1
+        names = [f"v{i}" for i in range(width)]
+        assignments = ", ".join(f"{column} = v.{name}" for column, name in zip(columns, names, strict=False))
+        row = f"({placeholders(width)})"
+        return _many_a_statement(
+            rows,
+            _MAX_VARIABLES // width,
+            lambda n: (
+                f"WITH v({', '.join(names)}) AS (VALUES {', '.join([row] * n)})"
+                f" UPDATE {table} SET {assignments} FROM v WHERE {table}.{key} = v.{names[-1]}"
+            ),
+        )
 
     def binary_order(self, expr: str) -> str:
         """`expr` for ORDER BY, ordered by code point as SQLite orders text by default."""
@@ -340,6 +356,10 @@ class Postgres(SQLite):
     def delete_keyed(self, table: str, columns: tuple, keys: list, condition: str) -> list[tuple[str, list]]:
         # psycopg's executemany sends the keys in one round trip (pipeline mode).
         return [(f"DELETE FROM {table} WHERE {' AND '.join(f'{c} = ?' for c in columns)} AND {condition}", keys)]
+
+    def update_rows(self, table: str, columns: tuple, key: str, rows: list) -> list[tuple[str, list]]:
+        # psycopg's executemany sends the rows in one round trip (pipeline mode).
+        return [(f"UPDATE {table} SET {', '.join(f'{c} = ?' for c in columns)} WHERE {key} = ?", rows)]
 
     def binary_order(self, expr: str) -> str:
         # The database's collation (often en_US) would order "B" after "a"; answers must not

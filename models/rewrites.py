@@ -14,7 +14,7 @@ crash is simply run again from its cursor.
 import json
 
 from . import counting, domains, first_seen, privacy, rollups, unused_terms
-from .database import query, query_many, write_transaction
+from .database import insert_rows, query, update_rows, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids, term_values
 from .utils import placeholders
@@ -218,9 +218,21 @@ def _rewrite(endpoint: int, rows: list, rules: dict, key) -> int:
     term[None] = None
     domains.map_questions(term, questions)
     entry = _entries(endpoint, clients)
-    query_many(
-        "UPDATE record SET client = ?, src_ip = ?, question = ?, src_city = ?, trigger_value = ?, answers = ?,"
-        " spoof_target = ?, dst_country = ?, dst_isp = ?, dst_asn = ? WHERE id = ?",
+    update_rows(
+        "record",
+        (
+            "client",
+            "src_ip",
+            "question",
+            "src_city",
+            "trigger_value",
+            "answers",
+            "spoof_target",
+            "dst_country",
+            "dst_isp",
+            "dst_asn",
+        ),
+        "id",
         [
             (
                 entry[new["client_id"]],
@@ -243,9 +255,11 @@ def _rewrite(endpoint: int, rows: list, rules: dict, key) -> int:
 def _entries(endpoint: int, client_ids: set) -> dict[str, int]:
     """Ids of the endpoint's client entries by client id, made when missing."""
     names = sorted(client_ids)
-    query_many(
-        "INSERT INTO client (endpoint, client_id) VALUES (?, ?) ON CONFLICT (endpoint, client_id) DO NOTHING",
+    insert_rows(
+        "INSERT INTO client (endpoint, client_id)",
+        2,
         [(endpoint, name) for name in names],
+        "ON CONFLICT (endpoint, client_id) DO NOTHING",
     )
     rows = query(
         f"SELECT client_id, id FROM client WHERE endpoint = ? AND client_id IN ({placeholders(len(names))})",
@@ -295,8 +309,10 @@ def _finish_entries(endpoint: int, rules: dict, key, after: int, upto: int) -> N
             "SELECT id, ip FROM client WHERE endpoint = ? AND ip <> '' AND ip_ts > ? AND ip_ts <= ?",
             [endpoint, after, upto],
         )
-        query_many(
-            "UPDATE client SET ip = ? WHERE id = ?",
+        update_rows(
+            "client",
+            ("ip",),
+            "id",
             [(privacy.address_kept(ip, rules, key) or "", ident) for ident, ip in rows.fetchall()],
         )
     if rules["question"] != privacy.KEEP:
