@@ -169,8 +169,8 @@ def query_many(sql: str, rows):
 
 def insert_rows(head: str, width: int, rows: list, tail: str = ""):
     """Insert many rows: `head` is `INSERT INTO table (columns)`, each row a tuple of `width`
-    values, `tail` what follows (ON CONFLICT ...). Many rows a statement
-    where the dialect can (see models.dialect)."""
+    values, `tail` what follows (ON CONFLICT ...). Many rows a statement where the dialect can
+    (see models.dialect)."""
     if rows:
         _run(db.obj.dialect.insert_rows(head, width, rows, tail))
 
