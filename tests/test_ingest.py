@@ -161,6 +161,19 @@ def test_batch_of_ten_thousand(client, database):
     assert len(clients(client)["ep1"]["clients"]) == 50
 
 
+def test_a_batch_of_several_statements_keeps_its_order(client, database):
+    """The realtime stream and the outputs number records by id: a batch written in several
+    statements (on SQLite 1,310 rows and then powers of two: 1,310 + 1,310 + 4 + 2 + 1) gets
+    its ids in the order it was sent, each record its own values."""
+    n = 2_627
+    ingest(client, *[record(client_id=f"c{i % 7}", question=f"d{i}.example", responseTimeMs=i) for i in range(n)])
+    rows = stores.run_sql(
+        database,
+        "SELECT t.value, r.response_time_ms FROM record r JOIN term t ON t.id = r.question ORDER BY r.id",
+    )
+    assert rows == [(f"d{i}.example", i) for i in range(n)]
+
+
 def test_batch_limit(app, client, database):
     app.config["ANALYTICS_MAX_BATCH"] = 3
     assert_error(client.post("/v2/ingest", json=[record()] * 4, headers=AUTH), 413, 41302)
