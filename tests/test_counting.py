@@ -273,6 +273,42 @@ def test_rows_counted_down_to_nothing_go(tmp_path, database):
     assert count(client, format_ms(old_day), format_ms(old_day + DAY - 1)) == n, "the day's statistics stay"
 
 
+@pytest.mark.sqlite_only
+def test_rows_many_to_a_statement_are_looked_up_by_their_whole_key(tmp_path, database):
+    """With the planner's statistics (ANALYZE, as reclaiming space runs it), SQLite looks up
+    each key of a deletion of rollup rows by the whole primary key, and each row of an UPDATE
+    from a list of values by the record's id, not a scan or a part of the key."""
+    import sqlite3
+
+    from models.dialect import SQLite
+
+    client = app_behind(tmp_path, database, behind=0).test_client()
+    ingest(
+        client, *[record(f"e{i % 3}", f"c{i % 50}", format_ms(i * 60_000), f"n{i % 700}.example") for i in range(3_000)]
+    )
+    with sqlite3.connect(database) as conn:
+        conn.execute("ANALYZE")
+    dialect = SQLite()
+    key = ("dim", "period", "endpoint", "value")
+    columns = ("client", "src_ip", "question")
+    for table, statements, lookup in (
+        (
+            "rollup",
+            dialect.delete_keyed("rollup", key, [(1, i, 1, i) for i in range(250)], "n = 0"),
+            "PRIMARY KEY (dim=? AND period=? AND endpoint=? AND value=?)",
+        ),
+        (
+            "record",
+            dialect.update_rows("record", columns, "id", [(1, 1, 1, i) for i in range(3_000)]),
+            "INTEGER PRIMARY KEY (rowid=?)",
+        ),
+    ):
+        statement, (parameters,) = statements[0]
+        plan = [row[3] for row in run_sql(database, f"EXPLAIN QUERY PLAN {statement}", parameters)]
+        searches = [step for step in plan if step.startswith(("SEARCH", "SCAN")) and table in step]
+        assert searches and all(step == f"SEARCH {table} USING {lookup}" for step in searches), plan
+
+
 def test_a_long_tail_counted_aside_in_parts_gives_the_counts_of_counting_as_stored(tmp_path, new_database):
     """A tail longer than one part of the counting (10,000 records) is counted part by part and
     merged: the same rollup rows and name spans as counting every batch as it is stored."""
