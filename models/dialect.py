@@ -10,7 +10,7 @@ import threading
 import time
 from contextlib import contextmanager, nullcontext
 
-from .utils import placeholders
+from .utils import placeholders, statement_parts
 from .write_turns import WriteTurns
 
 _ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -43,19 +43,10 @@ _KEYS_PER_DELETE = 250  # see SQLite.delete_keyed
 
 
 def _many_a_statement(rows: list, per: int, statement) -> list[tuple[str, list]]:
-    """`rows`, in order, in statements of `per` rows and then of powers of two rows (the rest),
-    `statement(n)` the text for n rows: each with its one set of parameters, the rows' values
-    one after another. A few texts whatever the number of rows: sqlite3 keeps the last 128
-    statements of a connection prepared, and one of 1,310 rows of 25 values holds 2.5 MB (a
-    text per row count kept 320 MB a connection) and takes 5 ms to prepare, its run 1.4."""
-    statements, start = [], 0
-    while start < len(rows):
-        left = len(rows) - start
-        n = per if left >= per else 1 << (left.bit_length() - 1)
-        part = rows[start : start + n]
-        statements.append((statement(n), [[value for each in part for value in each]]))
-        start += n
-    return statements
+    """`rows` in statements of `per` rows, then of powers of two rows (see
+    utils.statement_parts), `statement(n)` the text for n rows: each with its one set of
+    parameters, the rows' values one after another."""
+    return [(statement(len(part)), [[value for each in part for value in each]]) for part in statement_parts(rows, per)]
 
 
 class SQLite:
