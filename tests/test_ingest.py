@@ -163,7 +163,7 @@ def test_batch_of_ten_thousand(client, database):
 
 def test_a_batch_of_several_statements_keeps_its_order(client, database):
     """The realtime stream and the outputs number records by id: a batch written in several
-    statements (on SQLite 1,310 rows and then powers of two: 1,310 + 1,310 + 4 + 2 + 1) gets
+    statements (on SQLite 256 rows and then powers of two: 10 x 256 + 64 + 2 + 1) gets
     its ids in the order it was sent, each record its own values."""
     n = 2_627
     ingest(client, *[record(client_id=f"c{i % 7}", question=f"d{i}.example", responseTimeMs=i) for i in range(n)])

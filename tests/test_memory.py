@@ -83,8 +83,8 @@ def test_a_burst_of_connections_leaves_few_idle_in_the_pool(app):
 def test_batches_of_every_size_do_not_grow_the_process(client):
     """Batches of ever new sizes, each with thousands of statistics rows: the rows go many to a
     statement, and sqlite3 keeps a connection's last 128 statements prepared (2.5 MB for one
-    of 1,310 records). Statements made for each number of rows kept one each; a few sizes of
-    statement keep the process bounded."""
+    of 1,310 records, the largest there were). Statements made for each number of rows kept one
+    each; a few sizes of statement keep the process bounded."""
 
     def batch(number: int) -> list[dict]:
         size = 1_000 + 7 * number
