@@ -39,11 +39,11 @@ WAL_KEPT_SHARE = 1 / 8
 TRUNCATE_WAIT_SECONDS = 1.0
 # The parameters one SQLite statement may take (its default bound since 3.32; builds may raise it).
 _MAX_VARIABLES = 32_766
-_KEYS_PER_DELETE = 250  # see SQLite.delete_keyed
 # Rows a statement at most: each size of statement stays prepared in sqlite3's cache of a
 # connection's last 128 (1,310 rows of 25 values: 2.5 MB; every size of each helper's ~27 MB a
 # connection, 55 with the privacy job's); 256 rows keep them ~10x smaller for a few per cent
-# more a row, and still let go of the interpreter lock once per 256 rows.
+# more a row, and still let go of the interpreter lock once per 256 rows. (A deletion's keys,
+# terms of an OR, stay well under SQLite's bound on an expression's depth, 1,000.)
 _ROWS_PER_STATEMENT = 256
 
 
@@ -223,12 +223,12 @@ class SQLite:
         the reason insert_rows gives. The keys as terms of an OR, which SQLite looks up one by
         one by the whole key; a list (IN (VALUES ...)) it scanned the table for, or (named,
         with the planner's statistics) looked up by a part of the key only, reading every row
-        of an hour's names for each. 250 keys a statement: an OR of more passes SQLite's bound
-        on an expression's depth (1,000). Measured, 30,000 keys: 1.3 us a key, executemany
-        1.0."""
+        of an hour's names for each. Measured, 30,000 keys: 1.3 us a key, executemany 1.0."""
         match = f"({' AND '.join(f'{column} = ?' for column in columns)})"
         return _many_a_statement(
-            keys, _KEYS_PER_DELETE, lambda n: f"DELETE FROM {table} WHERE ({' OR '.join([match] * n)}) AND {condition}"
+            keys,
+            _rows_per_statement(len(columns)),
+            lambda n: f"DELETE FROM {table} WHERE ({' OR '.join([match] * n)}) AND {condition}",
         )
 
     def update_rows(self, table: str, columns: tuple, key: str, rows: list) -> list[tuple[str, list]]:
@@ -238,7 +238,7 @@ class SQLite:
         reason insert_rows gives."""
         width = len(columns) + 1
         names = [f"v{i}" for i in range(width)]
-        assignments = ", ".join(f"{column} = v.{name}" for column, name in zip(columns, names, strict=False))
+        assignments = ", ".join(f"{column} = v.{name}" for column, name in zip(columns, names[:-1], strict=True))
         row = f"({placeholders(width)})"
         return _many_a_statement(
             rows,

@@ -246,7 +246,7 @@ def test_a_count_of_many_thousand_rows_holds_every_record_once_in_every_dim(tmp_
     n = 8_000
     when = [f"2024-05-0{1 + i % 3}T{i % 24:02d}:{i % 60:02d}:00Z" for i in range(n)]
     ingest(client, *[record(f"e{i % 2}", f"c{i}", when[i], f"n{i}.example", action=i % 3) for i in range(n)])
-    # On SQLite a statement takes 6,553 rows of 5 numbers.
+    # On SQLite a statement takes 256 rows: these are the rows of dozens.
     assert scalar(database, "SELECT COUNT(*) FROM rollup") > 3 * 6_553, "rows of several statements"
     counted = [dim.id for dim in rollups.DIMS if dim.built_from is None]
     sums = run_sql(database, "SELECT dim, SUM(n) FROM rollup GROUP BY dim")
@@ -256,14 +256,14 @@ def test_a_count_of_many_thousand_rows_holds_every_record_once_in_every_dim(tmp_
 
 def test_rows_counted_down_to_nothing_go(tmp_path, database):
     """Records that expire take their hourly counts with them: thousands of rollup rows
-    counted down to 0 are deleted (on SQLite 250 keys a statement), and none is left at 0."""
+    counted down to 0 are deleted (on SQLite 256 keys a statement), and none is left at 0."""
     app = app_behind(tmp_path, database, behind=0, ANALYTICS_RETENTION_DAYS=30)
     client, runner = app.test_client(), app.test_cli_runner()
     old_day = now_ms() // DAY * DAY - 40 * DAY
     n = 3_000
     ingest(client, *[record("home", f"c{i}", format_ms(old_day + i * 28_000), f"n{i}.example") for i in range(n)])
     hourly = ", ".join(str(dim.id) for dim in rollups.WITH_RECORDS)
-    assert scalar(database, f"SELECT COUNT(*) FROM rollup WHERE dim IN ({hourly})") > 4 * 250
+    assert scalar(database, f"SELECT COUNT(*) FROM rollup WHERE dim IN ({hourly})") > 4 * 256
 
     result = runner.invoke(args=["retention"])
     assert result.exit_code == 0, result.output
@@ -294,7 +294,7 @@ def test_rows_many_to_a_statement_are_looked_up_by_their_whole_key(tmp_path, dat
     for table, statements, lookup in (
         (
             "rollup",
-            dialect.delete_keyed("rollup", key, [(1, i, 1, i) for i in range(250)], "n = 0"),
+            dialect.delete_keyed("rollup", key, [(1, i, 1, i) for i in range(256)], "n = 0"),
             "PRIMARY KEY (dim=? AND period=? AND endpoint=? AND value=?)",
         ),
         (
