@@ -2,6 +2,7 @@
 
 import logging
 import os
+import sqlite3
 import time
 from contextlib import contextmanager
 
@@ -10,7 +11,7 @@ from peewee import DatabaseError, DatabaseProxy, OperationalError, PostgresqlDat
 from playhouse.db_url import connect as connect_url
 from playhouse.pool import PooledDatabase, PooledPostgresqlDatabase, PooledSqliteDatabase
 
-from .dialect import WAL_KEPT_SHARE, Postgres, SQLite
+from .dialect import MAX_VARIABLES, WAL_KEPT_SHARE, Postgres, SQLite
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,9 @@ class _SqlitePool(PooledSqliteDatabase):
         # Only while the file is new (empty: the first switch to WAL writes its first page at
         # once): on any other, a lock held past the timeout is an answer, not a race.
         retry_locked(lambda: self._set_each(conn), attempts=20 if _empty(self.database) else 1)
+        # Builds differ (Debian's takes 250,000 parameters): held to SQLite's own default, a
+        # statement that works here works on every build.
+        conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, MAX_VARIABLES)
 
     def _set_each(self, conn):
         fresh = conn.execute("PRAGMA page_count").fetchone()[0] == 0

@@ -37,8 +37,9 @@ WAL_KEPT_SHARE = 1 / 8
 # How long emptying the write-ahead log after the privacy job may wait for readers (holding
 # writers back meanwhile).
 TRUNCATE_WAIT_SECONDS = 1.0
-# The parameters one SQLite statement may take (its default bound since 3.32; builds may raise it).
-_MAX_VARIABLES = 32_766
+# The parameters one SQLite statement may take: its default bound since 3.32, which every
+# connection is held to (models/database.py), whatever its build allows.
+MAX_VARIABLES = 32_766
 # Rows a statement at most: each size of statement stays prepared in sqlite3's cache of a
 # connection's last 128 (1,310 rows of 25 values: 2.5 MB; every size of each helper's ~27 MB a
 # connection, 55 with the privacy job's); 256 rows keep them ~10x smaller for a few per cent
@@ -55,7 +56,7 @@ def _many_a_statement(rows: list, per: int, statement) -> list[tuple[str, list]]
 
 
 def _rows_per_statement(width: int) -> int:
-    return min(_ROWS_PER_STATEMENT, _MAX_VARIABLES // width)
+    return min(_ROWS_PER_STATEMENT, MAX_VARIABLES // width)
 
 
 class SQLite:

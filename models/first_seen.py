@@ -14,7 +14,7 @@ from . import counting
 from .database import db, insert_rows, query
 from .domains import TABLE as DOMAINS
 from .filters import Resolved, column_sql
-from .utils import placeholders
+from .utils import placeholders, statement_parts
 
 _INSERT = "INSERT INTO name_seen (term, endpoint, first, last)"
 _WIDEN = (
@@ -70,14 +70,15 @@ def _note_everywhere() -> None:
 def renote_everywhere(terms: list[int]) -> None:
     """The rows over all endpoints of `terms` made anew from the endpoints' rows (a name one
     endpoint no longer keeps leaves them when no other endpoint has it)."""
-    marks = placeholders(len(terms))
-    query(f"DELETE FROM name_seen WHERE endpoint = 0 AND term IN ({marks})", terms)
-    query(
-        "INSERT INTO name_seen (term, endpoint, first, last)"
-        f" SELECT term, 0, MIN(first), MAX(last) FROM name_seen WHERE endpoint <> 0 AND term IN ({marks})"
-        " GROUP BY term",
-        terms,
-    )
+    for part in statement_parts(terms, 500):
+        marks = placeholders(len(part))
+        query(f"DELETE FROM name_seen WHERE endpoint = 0 AND term IN ({marks})", part)
+        query(
+            "INSERT INTO name_seen (term, endpoint, first, last)"
+            f" SELECT term, 0, MIN(first), MAX(last) FROM name_seen WHERE endpoint <> 0 AND term IN ({marks})"
+            " GROUP BY term",
+            part,
+        )
 
 
 def forget(end_ms: int | None, endpoint_ids: list | None = None) -> None:

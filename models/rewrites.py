@@ -17,7 +17,7 @@ from . import counting, domains, first_seen, privacy, rollups, unused_terms
 from .database import insert_rows, query, update_rows, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids, term_values
-from .utils import placeholders
+from .utils import placeholders, statement_parts
 
 BATCH = 500
 # No record is newer or has a higher id: the bounds of a task that covers them all.
@@ -342,7 +342,8 @@ def _coarser_names(endpoint: int, rules: dict, after: int, upto: int) -> None:
             span[0], span[1] = min(span[0], first), max(span[1], last)
     if not old:
         return
-    query(f"DELETE FROM name_seen WHERE endpoint = ? AND term IN ({placeholders(len(old))})", [endpoint, *old])
+    for part in statement_parts(old, 500):
+        query(f"DELETE FROM name_seen WHERE endpoint = ? AND term IN ({placeholders(len(part))})", [endpoint, *part])
     unused_terms.note(old)
     ids = term_ids(spans)
     first_seen.note_spans([(ids[name], endpoint, first, last) for name, (first, last) in spans.items()])

@@ -242,3 +242,16 @@ def test_an_ipv6_client_is_truncated_to_its_prefix(client, runner):
     assert (query["clientId"], query["sourceIp"]) == ("2001:db8:1234:5600::", "2001:db8:1234:5600::")
     ingest(client, record("home", address, iso(60), "v6.example", sourceIp=address))
     assert counts(client, "clientId") == {"2001:db8:1234:5600::": 2}, "new records land on the same client"
+
+
+def test_a_rewrite_over_more_names_than_a_statement_takes_finishes(client, runner, engine):
+    # More first-seen names than one statement can list (SQLite: 32,766 values; PostgreSQL:
+    # 65,535), all made coarser at once at the end of the rewrite.
+    names = 33_000 if engine == "sqlite" else 66_000
+    for start in range(0, names, 5_000):
+        batch = [private_record(DAY_S, question=f"n{i}.{DOMAIN}") for i in range(start, min(start + 5_000, names))]
+        ingest(client, *batch)
+    assert client.put("/v2/privacy/home", json={"question": "registrableDomain"}, headers=AUTH).status_code == 200
+    assert f"Rewrote {names} stored records" in rewrite(runner)
+    assert counts(client, "question") == {DOMAIN: names}
+    assert [n["value"] for n in get(client, f"/v2/statistic/first-seen/question?{LAST_30_DAYS}")["names"]] == [DOMAIN]
