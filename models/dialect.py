@@ -336,8 +336,9 @@ class Postgres(SQLite):
         # Writers take turns, as on SQLite. This keeps every read-then-write step of the store
         # (upserts, "is this client left without records", job leases) free of races, and it
         # makes record ids commit in order: the realtime stream reads "ids above the last one
-        # sent" and would skip a lower id that committed after a higher one.
-        query("SELECT pg_advisory_xact_lock(?)", [_WRITE_LOCK_KEY])
+        # sent" and would skip a lower id that committed after a higher one. Per schema, as the
+        # counting turn: stores sharing a database write apart.
+        query("SELECT pg_advisory_xact_lock(?, hashtext(current_schema()))", [_WRITE_LOCK_KEY])
 
     def term_in(self, values: list) -> tuple[str, list]:
         # Terms can be longer than a B-tree entry may be (answer sets), so they are unique by

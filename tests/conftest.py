@@ -2,7 +2,8 @@
 
 Every test that asks for a database (`database`, `new_database`, or the `app` built on it) runs
 once per engine: SQLite, and PostgreSQL on a throwaway server this session starts (see
-tests/postgres.py). Tests of what only SQLite has do not ask for one, or are `sqlite_only`.
+tests/postgres.py). Tests of what only SQLite has do not ask for one, or are `sqlite_only`; tests of
+what only PostgreSQL has are `postgres_only`.
 
 Tiers: a test that runs a real server or program (gunicorn, nginx, Unbound, Chromium,
 PostgreSQL, a feed's process) is marked `system`, by SYSTEM_MODULES or its PostgreSQL engine;
@@ -60,6 +61,7 @@ SYSTEM_MODULES = {
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only: tests something only the SQLite store has")
+    config.addinivalue_line("markers", "postgres_only: tests something only the PostgreSQL store has")
     config.addinivalue_line("markers", "system: runs a real server or program (deselect with -m 'not system')")
     if "not system" in (config.getoption("markexpr") or ""):
         os.environ[FAST_ONLY] = "1"
@@ -175,7 +177,8 @@ def pytest_terminal_summary(terminalreporter):
 def pytest_generate_tests(metafunc):
     if "engine" in metafunc.fixturenames:
         only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
-        metafunc.parametrize("engine", ENGINES[:1] if only_sqlite else ENGINES)
+        only_postgres = metafunc.definition.get_closest_marker("postgres_only") is not None
+        metafunc.parametrize("engine", ENGINES[:1] if only_sqlite else ENGINES[1:] if only_postgres else ENGINES)
 
 
 @pytest.fixture

@@ -218,3 +218,26 @@ def test_a_new_database_gives_the_common_values_the_smallest_ids(new_database):
         " WHERE q.value = 'last.example'",
     )
     assert max(rr_type, status, protocol, trigger) < 128, (rr_type, status, protocol, trigger)
+
+
+@pytest.mark.postgres_only
+def test_stores_sharing_a_postgresql_database_write_apart(client, database, new_database):
+    """Two stores in schemas of one database: a write of one does not wait for the other's."""
+    import threading
+
+    import psycopg
+
+    from models.dialect import Postgres
+
+    other = new_database()
+    stores.run_sql(other, "SELECT 1")
+    done = threading.Event()
+    with psycopg.connect(other) as conn:  # a transaction of the other store's writer, left open
+        Postgres().lock_writes(lambda sql, params=(): conn.execute(Postgres().driver_sql(sql), params))
+        writer = threading.Thread(target=lambda: (ingest(client, record()), done.set()), daemon=True)
+        writer.start()
+        stored_meanwhile = done.wait(20)
+        conn.rollback()
+    writer.join(20)
+    assert stored_meanwhile, "the write waited for the other store's writer"
+    assert client.get("/v2/statistic/count?startTime=2024-05-01T00:00:00Z", headers=AUTH).json["count"] == 1
