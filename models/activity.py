@@ -4,6 +4,7 @@ from collections import namedtuple
 
 from catalogue import CLIENT, ENDPOINT, READ_FIELDS, TERM
 
+from . import thawing
 from .database import query
 from .filters import Filters, Resolved, column_sql
 from .names import value_texts
@@ -29,8 +30,9 @@ def page_records(filters: Filters, page: int, page_size: int, descending: bool =
     Paged with OFFSET over the ordering index. (Remembering where earlier pages ended, to seek
     instead, gave wrong pages once records inside the window were deleted or arrived late.)
     """
-    condition, params = Resolved(filters).where()
-    return texts(_fetch(condition, params, descending, None, page_size, page * page_size))
+    resolved = Resolved(filters)
+    window = (filters.start_ms, filters.end_ms)
+    return texts(_fetch(resolved, window, descending, None, page_size, page * page_size))
 
 
 def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int = 5000):
@@ -38,10 +40,10 @@ def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int 
     ids, see value_texts), a list per batch. Each batch is one short keyset query, so memory
     stays flat and no read transaction holds back WAL checkpoints."""
     resolved = Resolved(filters)
-    condition, params = resolved.where()
+    window = (filters.start_ms, filters.end_ms)
     after = None
     while True:
-        rows = _fetch(condition, params, descending, after, batch_size, 0)
+        rows = _fetch(resolved, window, descending, after, batch_size, 0)
         yield rows
         if len(rows) < batch_size:
             return
@@ -49,10 +51,7 @@ def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int 
         # The next batch's window ends (starts) at the last row's time, rather than the seek
         # adding a second bound: given two, SQLite bounded the index scan by the window's and
         # walked again past every row already exported, 35 ms a batch at 1M records.
-        if descending:
-            condition, params = resolved.where(end_ms=after[0])
-        else:
-            condition, params = resolved.where(start_ms=after[0])
+        window = (window[0], after[0]) if descending else (after[0], window[1])
 
 
 def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 20_000) -> tuple[list[RecordRow], int]:
@@ -71,8 +70,12 @@ def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 
     # stream would move past the missed record for good.
     resolved = Resolved(filters, inline=True)
     condition, params = resolved.where()
+    source = "record r"
+    if thawing.thaw_ids(last_id, bound, condition, params):  # records that arrived long after their time
+        source = f"{thawing.BOTH} r"
     rows = query(
-        f"{_SELECT} WHERE r.id > ? AND r.id <= ? AND {condition} ORDER BY r.id LIMIT ?",
+        f"{_SELECT.replace(' FROM record r', f' FROM {source}')} WHERE r.id > ? AND r.id <= ? AND {condition}"
+        " ORDER BY r.id LIMIT ?",
         [last_id, bound, *params, limit],
     ).fetchall()
     found = texts(rows)
@@ -84,10 +87,36 @@ def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 
 def committed_top() -> int:
     """The highest record id visible now (0: none). Writers take turns and ids are handed out
     in order, so every record committed later has a higher id: a stream starts after it."""
-    return query("SELECT MAX(id) FROM record").fetchone()[0] or 0
+    return thawing.newest_id()
 
 
-def _fetch(condition, params, descending, after, limit, offset):
+def _fetch(resolved: Resolved, window: tuple, descending: bool, after, limit: int, offset: int) -> list:
+    """Rows of the window in (ts, id) order past `after` (ts, id), `limit` of them after
+    skipping `offset`: from the record table, and from the blocks of frozen records newest
+    (oldest) first until the rows from the newest (oldest) hour thawed on are enough."""
+    endpoint_ids = resolved.endpoint_ids()
+    runs = thawing.runs(endpoint_ids, *window, descending)
+    condition, params = resolved.where(*window)
+    if not runs:
+        return _fetch_from("record r", condition, params, descending, after, limit, offset)
+    thawing.start_thawed()
+    for i, run in enumerate(runs):
+        thawing.stage(endpoint_ids, run)
+        thawing.keep(condition, params)
+        if i == len(runs) - 1:
+            break
+        # Every record past this bound is a row now, stored or thawed: enough of them is the answer.
+        start, end = window
+        bounded = (max(start or 0, thawing.run_start_ms(run)), end) if descending else (start, thawing.run_end_ms(run))
+        near, near_params = resolved.where(*bounded)
+        rows = _fetch_from(f"{thawing.BOTH} r", near, near_params, descending, after, limit, offset)
+        if len(rows) == limit:
+            return rows
+    return _fetch_from(f"{thawing.BOTH} r", condition, params, descending, after, limit, offset)
+
+
+def _fetch_from(source: str, condition, params, descending, after, limit, offset):
+    select = _SELECT.replace(" FROM record r", f" FROM {source}")
     order = "DESC" if descending else "ASC"
     seek, seek_params = "", []
     if after is not None:
@@ -98,12 +127,12 @@ def _fetch(condition, params, descending, after, limit, offset):
         seek_params = [ts, ident]
     ordering = f"ORDER BY r.ts {order}, r.id {order}"
     if not offset:
-        sql = f"{_SELECT} WHERE {condition}{seek} {ordering} LIMIT ?"
+        sql = f"{select} WHERE {condition}{seek} {ordering} LIMIT ?"
         return query(sql, [*params, *seek_params, limit]).fetchall()
     # The rows an OFFSET skips are still made into result rows: skip them as bare ids, then
     # read the page's columns for its own rows only.
-    chosen = f"SELECT r.id FROM record r WHERE {condition}{seek} {ordering} LIMIT ? OFFSET ?"
-    sql = f"{_SELECT} WHERE r.id IN ({chosen}) {ordering}"
+    chosen = f"SELECT r.id FROM {source} WHERE {condition}{seek} {ordering} LIMIT ? OFFSET ?"
+    sql = f"{select} WHERE r.id IN ({chosen}) {ordering}"
     return query(sql, [*params, *seek_params, limit, offset]).fetchall()
 
 

@@ -2,7 +2,7 @@
 
 from catalogue import FIELDS_BY_SQL
 
-from . import first_seen, rollups
+from . import first_seen, freezing, rollups
 from .database import db, query, write_transaction
 from .filters import stored_ids
 from .utils import placeholders
@@ -44,15 +44,18 @@ def delete_records(
     entry in step with what is committed).
     """
     where, params = [], []
+    selection = None
     if endpoints or client_ids or endpoint_limit is not None:
         selection, params = client_selection(endpoints, client_ids, endpoint_limit)
         where.append(f"client IN ({selection})")
+    melted = (selection, list(params), end_ms)
     if end_ms is not None:
         where.append("ts <= ?")
         params.append(end_ms)
     condition = " AND ".join(where) or "1 = 1"
     dims = rollups.WITH_RECORDS if expire else rollups.DIMS
     if batch_size is None:
+        _melt(*melted)
         deleted = _delete(f"SELECT id FROM record WHERE {condition}", params, dims)
         if not expire:
             _forget(endpoints, client_ids, end_ms, endpoint_limit)
@@ -60,6 +63,7 @@ def delete_records(
     deleted = 0
     while True:
         with write_transaction():
+            _melt(*melted)
             count = _delete(
                 f"SELECT id FROM record WHERE {condition} ORDER BY id LIMIT ?",
                 params + [batch_size],
@@ -82,6 +86,7 @@ def delete_to_anonymous(endpoint: str, client_id: str) -> int:
 
     selection, params = client_selection([endpoint], [client_id])
     dims = tuple(dim for dim in rollups.DIMS if dim not in KEPT)
+    _melt(selection, params, None)
     deleted = _delete(f"SELECT id FROM record WHERE client IN ({selection})", params, dims)
     rollups.forget(None, client_ids=selection, params=params)
     return deleted
@@ -110,6 +115,16 @@ def _forget(endpoints, client_ids, end_ms, endpoint_limit):
     else:
         rollups.forget(end_ms)
         first_seen.forget(end_ms)
+
+
+def _melt(selection: str | None, params: list, end_ms: int | None) -> None:
+    """Unpack the frozen records a deletion of the clients `selection` picks (SQL of client
+    entry ids; None: everyone's) up to `end_ms` may take, so that it works on rows alone."""
+    endpoint_ids = None
+    if selection is not None:
+        found = query(f"SELECT DISTINCT endpoint FROM client WHERE id IN ({selection})", params)
+        endpoint_ids = [row[0] for row in found]
+    freezing.melt_window(endpoint_ids, None, end_ms)
 
 
 def _delete(victims: str, params: list, dims) -> int:

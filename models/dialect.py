@@ -65,6 +65,8 @@ class SQLite:
     victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id INTEGER PRIMARY KEY)"
     # The terms looked for by models/unused_terms.py.
     term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id INTEGER PRIMARY KEY)"
+    # A temporary table of the record table's columns (models/thawing.py).
+    temp_like_record = "CREATE TEMP TABLE IF NOT EXISTS {table} AS SELECT * FROM main.record WHERE 0"
 
     def __init__(self, wal_limit: int = 256 << 20, path: str | None = None, busy_seconds: float = 30.0):
         self.wal_limit = wal_limit
@@ -283,6 +285,7 @@ class Postgres(SQLite):
     name = "postgresql"
     victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id BIGINT PRIMARY KEY)"
     term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id BIGINT PRIMARY KEY)"
+    temp_like_record = "CREATE TEMP TABLE IF NOT EXISTS {table} (LIKE record)"
 
     def driver_sql(self, sql: str) -> str:
         # psycopg's placeholders are %s, so a literal % (the modulo of time buckets) is doubled.

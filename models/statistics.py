@@ -1,11 +1,12 @@
 """Aggregates over the records, computed in SQL: counts, counts per group, time buckets."""
 
 import heapq
+import itertools
 from collections import namedtuple
 
 from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
 
-from . import counting, first_seen, rollups
+from . import counting, first_seen, rollups, thawing
 from .database import query
 from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql, derived_in, stored_ids
@@ -125,6 +126,7 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
     hourly rollups with them: a window there is counted in whole days. `stored`: count the
     records stored, not what the statistics remember (rollups that expire with them only)."""
     start, end = resolved.filters.start_ms, resolved.filters.end_ms
+    thawing.start_counts()
     if not stored and (expired := rollups.statistics_from()) is not None:
         start = expired if start is None else max(start, expired)
         if end is not None and start > end:
@@ -197,6 +199,10 @@ def _usable_rollups(filters: Filters, interval_ms, column) -> list[rollups.Dim]:
     return rollups.usable(columns - {"endpoint"}, endpoints_bound, interval_ms)
 
 
+# Numbers the parts of a statistic that count frozen records (thawing.COUNTS).
+_PARTS = itertools.count(1)
+
+
 def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only, derived, counted=None):
     """(SELECT of (b: bucket, v: value, n: count) rows, params) counting the records of a part:
     all of them, or (`counted`) those the rollups hold ("counted") or not yet ("waiting")."""
@@ -204,14 +210,23 @@ def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, onl
     keys = [_bucket_sql(interval_ms) if interval_ms else "NULL", f"r.{column.sql}" if column else "NULL"]
     if only is not None:
         condition, params = _only(condition, params, f"r.{column.sql}", only, derived)
-    source = "record r"
+    source, grouped = (
+        "record r",
+        f"SELECT {keys[0]} AS b, {keys[1]} AS v, COUNT(*) AS n FROM {{source}} WHERE {{condition}} GROUP BY 1, 2",
+    )
+    frozen = ""
+    if counted != "waiting":  # frozen records are all counted: the part's window of them too
+        part = next(_PARTS)
+        staged = grouped.format(source=f"{thawing.STAGING} r", condition=condition)
+        if thawing.count_into(part, resolved.endpoint_ids(), start_ms, end_ms, staged, params):
+            frozen = f" UNION ALL SELECT b, v, n FROM {thawing.COUNTS} WHERE part = {part}"
     if counted == "counted":
         # `+ 0`: not a range of ids to read by; the part's window is.
         condition = f"(r.id + 0) <= {counting.COUNTED_SQL} AND {condition}"
     elif counted == "waiting":
         source, waiting, mark = counting.waiting_records()
         condition, params = f"{waiting} AND {condition}", [*mark, *params]
-    return f"SELECT {keys[0]} AS b, {keys[1]} AS v, COUNT(*) AS n FROM {source} WHERE {condition} GROUP BY 1, 2", params
+    return grouped.format(source=source, condition=condition) + frozen, params
 
 
 def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, only, derived) -> tuple[str, list] | None:
@@ -301,6 +316,11 @@ def availability(filters: Filters) -> tuple[int | None, int | None, int]:
         query(f"SELECT {aggregate} FROM record r WHERE {condition}", params).fetchone()[0]
         for aggregate in ("MIN(r.ts)", "MAX(r.ts)")
     )
+    window = (resolved.endpoint_ids(), filters.start_ms, filters.end_ms, condition, params)
+    oldest, newest = (
+        min((t for t in (oldest, thawing.edge(*window, newest=False)) if t is not None), default=None),
+        max((t for t in (newest, thawing.edge(*window, newest=True)) if t is not None), default=None),
+    )
     return oldest, newest, sum(_grouped(resolved, stored=True).values())
 
 
@@ -326,8 +346,11 @@ def latency(filters: Filters, column: str | None = None, limit: int = 1, descend
         group, join = "c.client_id", " JOIN client c ON c.id = r.client"
     elif field is not None:
         group = column_sql(field)
+    source = "record r"
+    if thawing.thaw_window(resolved.endpoint_ids(), filters.start_ms, filters.end_ms, condition, params):
+        source = f"{thawing.BOTH} r"
     rows = query(
-        f"WITH t AS (SELECT {group} AS g, r.response_time_ms AS ms FROM record r{join}"
+        f"WITH t AS (SELECT {group} AS g, r.response_time_ms AS ms FROM {source}{join}"
         f" WHERE {condition} AND r.response_time_ms IS NOT NULL),"
         " ranked AS (SELECT g, ms, ROW_NUMBER() OVER (PARTITION BY g ORDER BY ms) AS rn,"
         " COUNT(*) OVER (PARTITION BY g) AS n FROM t)"

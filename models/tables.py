@@ -4,6 +4,7 @@ from peewee import (
     SQL,
     BigAutoField,
     BigIntegerField,
+    BlobField,
     BooleanField,
     CompositeKey,
     DoubleField,
@@ -87,6 +88,8 @@ class Client(BaseModel):
     os_version_ts = BigIntegerField(null=True)
     # Marked as not logged (TRUE; NULL: logged): none of its records is stored (models/privacy.py).
     unlogged = BooleanField(null=True)
+    # The newest timestamp among its frozen records (models/freezing.py; NULL: none frozen).
+    last_frozen = BigIntegerField(null=True)
 
     class Meta:
         indexes = ((("endpoint", "client_id"), True),)
@@ -388,6 +391,25 @@ Record = type(
 )
 
 
+class RecordBlock(BaseModel):
+    """Records packed together once old enough to be left alone (models/freezing.py): some of
+    one endpoint's records of one hour (`hour`: its number since 1970), ts and id bounds, `n`
+    records, packed by models/blocks.py. A record is in the record table or in one block."""
+
+    id = NeverReusedId()
+    endpoint = IntegerField()
+    hour = BigIntegerField()
+    first_ts = BigIntegerField()
+    last_ts = BigIntegerField()
+    first_id = BigIntegerField()
+    last_id = BigIntegerField()
+    n = IntegerField()
+    data = BlobField()
+
+    class Meta:
+        indexes = ((("endpoint", "hour"), False), (("last_id",), False))
+
+
 class IngestBatch(BaseModel):
     """Batches stored under an idempotency key (by the API key that sent them), with what
     their answer was, so that a batch sent again is answered without being stored again."""
@@ -432,6 +454,7 @@ class FeedLoss(BaseModel):
 TABLES = (
     Endpoint,
     Client,
+    RecordBlock,
     Term,
     TermCandidate,
     TermDomain,

@@ -1,0 +1,118 @@
+"""Records packed into blocks: the form records take once they are old enough to be left alone
+(models/freezing.py), about a fifth of their size as rows with three indexes.
+
+A block holds one endpoint's records of one hour, ordered by time then id, one column after
+another: ids and times as differences from the previous record's, every integer column
+narrowed to the fewest bytes its values need (NULL a value of its own), real columns as 8-byte
+floats (NULL as NaN), the whole compressed with zlib. `pack` and `unpack` are exact inverses
+on the record table's rows (tuples in its column order).
+"""
+
+import array
+import itertools
+import struct
+import zlib
+
+from peewee import DoubleField
+
+from .tables import Record
+
+HOUR_MS = 3_600_000
+# The record table's columns, in the order a block's rows hold them; the real ones by position.
+COLUMNS = tuple(field.column_name for field in Record._meta.sorted_fields)
+REALS = frozenset(i for i, field in enumerate(Record._meta.sorted_fields) if isinstance(field, DoubleField))
+assert COLUMNS[:2] == ("id", "ts"), "blocks pack id and ts first"
+
+# The blob's first byte: how what follows is laid out.
+_FORMAT = 1
+_HEADER = struct.Struct("<BII")  # format, records, columns
+_BASE = struct.Struct("<q")
+# array typecodes by size, signed; in a column, NULL is the smallest value of the chosen size.
+_CODES = ("b", "h", "i", "q")
+_WIDTHS = {code: array.array(code).itemsize for code in _CODES}
+_REAL = b"d"
+_NAN = float("nan")
+
+
+def pack(rows: list[tuple], reals: frozenset[int] = REALS) -> bytes:
+    """`rows` (record rows, id then ts first, in (ts, id) order) as one blob; the columns at
+    the indexes `reals` hold floats, the others integers."""
+    columns = list(zip(*rows, strict=True))
+    parts = [_HEADER.pack(_FORMAT, len(rows), len(columns))]
+    for index, column in enumerate(columns):
+        if index in reals:
+            parts.append(_REAL + array.array("d", [_NAN if v is None else v for v in column]).tobytes())
+            continue
+        if index < 2:  # id and ts (never NULL): the first, then differences from the previous
+            parts.append(_BASE.pack(column[0]))
+            column = [0, *(b - a for a, b in itertools.pairwise(column))]
+        parts.append(_integers(column))
+    return zlib.compress(b"".join(parts), 6)
+
+
+def unpack(blob: bytes) -> list[tuple]:
+    """The rows `pack` was given."""
+    data = zlib.decompress(blob)
+    form, count, width = _HEADER.unpack_from(data)
+    if form != _FORMAT:
+        raise ValueError(f"a block of an unknown format ({form})")
+    offset = _HEADER.size
+    columns = []
+    for index in range(width):
+        if index < 2:
+            (base,) = _BASE.unpack_from(data, offset)
+            values, end = _read_integers(data, offset + _BASE.size, count)
+            columns.append(list(itertools.accumulate(values, initial=base))[1:])
+        elif data[offset : offset + 1] == _REAL:
+            values = array.array("d")
+            end = offset + 1 + 8 * count
+            values.frombytes(data[offset + 1 : end])
+            columns.append([None if v != v else v for v in values])  # NaN is not equal to itself
+        else:
+            values, end = _read_integers(data, offset, count)
+            columns.append(values)
+        offset = end
+    return list(zip(*columns, strict=True))
+
+
+def _integers(values) -> bytes:
+    """A column of integers (or NULLs) narrowed to the fewest bytes that hold them: its
+    typecode, its smallest value, then the values less it (NULL the smallest of the type)."""
+    known = [value for value in values if value is not None]
+    low = min(known, default=0)
+    span = max(known, default=0) - low
+    code = next(code for code in _CODES if span < 2 ** (_WIDTHS[code] * 8) - 1)
+    null = -(2 ** (_WIDTHS[code] * 8 - 1))
+    shift = null + 1 - low
+    shifted = [null if value is None else value + shift for value in values]
+    return code.encode() + low.to_bytes(8, "little", signed=True) + array.array(code, shifted).tobytes()
+
+
+def _read_integers(data: bytes, offset: int, count: int) -> tuple[list, int]:
+    code = chr(data[offset])
+    low = int.from_bytes(data[offset + 1 : offset + 9], "little", signed=True)
+    width = _WIDTHS[code]
+    null = -(2 ** (width * 8 - 1))
+    values = array.array(code)
+    end = offset + 9 + width * count
+    values.frombytes(data[offset + 9 : end])
+    shift = low - null - 1
+    if null in values:
+        return [None if v == null else v + shift for v in values], end
+    return [v + shift for v in values] if shift else values.tolist(), end
+
+
+def block_condition(endpoint_ids: list | None, start_ms: int | None, end_ms: int | None) -> tuple[str, list]:
+    """SQL on record_block: the blocks that may hold records of `endpoint_ids` (None: all) with
+    ts in [start_ms, end_ms] (None: unbounded)."""
+    parts, params = [], []
+    if endpoint_ids is not None:
+        parts.append(f"endpoint IN ({', '.join(['?'] * len(endpoint_ids))})" if endpoint_ids else "0 = 1")
+        params += list(endpoint_ids)
+    if start_ms is not None:
+        parts.append("last_ts >= ?")
+        params.append(start_ms)
+    if end_ms is not None:
+        parts.append("first_ts <= ?")
+        params.append(end_ms)
+    return " AND ".join(parts) or "1 = 1", params
