@@ -9,6 +9,7 @@ from .database import query
 from .filters import Filters, Resolved, column_sql
 from .names import value_texts
 
+HOUR_MS = 3_600_000
 # Raw rows carry ids only: their texts come from value_texts, looked up once per batch rather
 # than joined into every row.
 ROW_FIELDS = ("id", *(field.sql for field in READ_FIELDS))
@@ -31,8 +32,31 @@ def page_records(filters: Filters, page: int, page_size: int, descending: bool =
     instead, gave wrong pages once records inside the window were deleted or arrived late.)
     """
     resolved = Resolved(filters)
-    window = (filters.start_ms, filters.end_ms)
-    return texts(_fetch(resolved, window, descending, None, page_size, page * page_size))
+    window, offset = (filters.start_ms, filters.end_ms), page * page_size
+    if offset and not filters.search and thawing.runs(resolved.endpoint_ids(), *window, descending):
+        window, offset = _seek(filters, window, descending, offset)
+    return texts(_fetch(resolved, window, descending, None, page_size, offset))
+
+
+def _seek(filters: Filters, window: tuple, descending: bool, offset: int) -> tuple[tuple, int]:
+    """(window, offset) of the same page, its window narrowed to end (start) with the hour the
+    page starts in: the records' hourly counts (models/statistics.py, from the rollups mostly)
+    say how many the hours before it hold, so frozen ones there need not be unpacked."""
+    from . import statistics
+
+    hours = statistics.stored_series(filters, HOUR_MS)
+    skipped = 0
+    for hour in sorted(hours, reverse=descending):
+        if skipped + hours[hour] > offset:
+            start, end = window
+            if descending:
+                return (
+                    start,
+                    min(end, hour + HOUR_MS - 1) if end is not None else hour + HOUR_MS - 1,
+                ), offset - skipped
+            return (max(start, hour) if start is not None else hour, end), offset - skipped
+        skipped += hours[hour]
+    return window, offset
 
 
 def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int = 5000):
@@ -99,6 +123,23 @@ def _fetch(resolved: Resolved, window: tuple, descending: bool, after, limit: in
     condition, params = resolved.where(*window)
     if not runs:
         return _fetch_from("record r", condition, params, descending, after, limit, offset)
+    # Past the newest (before the oldest) frozen hour every record is a row: often enough.
+    start, end = window
+    if descending:
+        hot = (
+            max(start, thawing.run_end_ms(runs[0]) + 1) if start is not None else thawing.run_end_ms(runs[0]) + 1,
+            end,
+        )
+    else:
+        hot = (
+            start,
+            min(end, thawing.run_start_ms(runs[0]) - 1) if end is not None else thawing.run_start_ms(runs[0]) - 1,
+        )
+    if hot[0] is None or hot[1] is None or hot[0] <= hot[1]:
+        near, near_params = resolved.where(*hot)
+        rows = _fetch_from("record r", near, near_params, descending, after, limit, offset)
+        if len(rows) == limit:
+            return rows
     thawing.start_thawed()
     for i, run in enumerate(runs):
         thawing.stage(endpoint_ids, run)
@@ -106,7 +147,6 @@ def _fetch(resolved: Resolved, window: tuple, descending: bool, after, limit: in
         if i == len(runs) - 1:
             break
         # Every record past this bound is a row now, stored or thawed: enough of them is the answer.
-        start, end = window
         bounded = (max(start or 0, thawing.run_start_ms(run)), end) if descending else (start, thawing.run_end_ms(run))
         near, near_params = resolved.where(*bounded)
         rows = _fetch_from(f"{thawing.BOTH} r", near, near_params, descending, after, limit, offset)

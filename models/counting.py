@@ -160,7 +160,4 @@ def _write(tail: _Tail) -> int:
         )
         settings.write(_MARK, str(tail.through))
         rollups.build(tail.newest, now_ms())
-        from . import freezing  # counted records past the hot horizon leave the record table
-
-        freezing.freeze(now_ms())
     return tail.records

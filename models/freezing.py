@@ -14,7 +14,7 @@ again later.
 
 from . import blocks, counting
 from .blocks import COLUMNS, HOUR_MS, block_condition
-from .database import insert_rows, query
+from .database import db, insert_rows, query
 
 # Hours of records kept as rows before the current one (ANALYTICS_HOT_HOURS).
 hot_hours = 48
@@ -108,8 +108,7 @@ def has_records_sql(alias: str) -> str:
 def newest_sql(alias: str) -> str:
     """SQL: the newest timestamp among the records of the client entry `alias` (NULL: none)."""
     rows = f"(SELECT MAX(r.ts) FROM record r WHERE r.client = {alias}.id)"
-    frozen = f"{alias}.last_frozen"
-    return f"(CASE WHEN {frozen} IS NULL OR {frozen} < {rows} THEN {rows} ELSE {frozen} END)"
+    return db.obj.dialect.greatest(rows, f"{alias}.last_frozen")
 
 
 def melt_window(endpoint_ids: list | None, start_ms: int | None, end_ms: int | None) -> int:

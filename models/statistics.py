@@ -30,6 +30,12 @@ def series(filters: Filters, interval_ms: int) -> dict[int, int]:
     return {start: n for (start, _), n in _grouped(Resolved(filters), interval_ms=interval_ms).items()}
 
 
+def stored_series(filters: Filters, interval_ms: int) -> dict[int, int]:
+    """Counts per time bucket of the records stored (not those the statistics remember past
+    the records' horizon)."""
+    return {start: n for (start, _), n in _grouped(Resolved(filters), interval_ms=interval_ms, stored=True).items()}
+
+
 def top_series(filters: Filters, interval_ms: int, column: str, limit: int) -> tuple[list[str], dict]:
     """The window's `limit` most frequent values of `column`, and their counts per time bucket:
     (values, {bucket start: {value: count}})."""

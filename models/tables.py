@@ -407,7 +407,12 @@ class RecordBlock(BaseModel):
     data = BlobField()
 
     class Meta:
-        indexes = ((("endpoint", "hour"), False), (("last_id",), False))
+        # Covering the reads that pick blocks (models/thawing.py): the blobs stay unread.
+        indexes = (
+            (("endpoint", "hour", "n", "first_ts", "last_ts"), False),
+            (("hour", "endpoint", "n", "first_ts", "last_ts"), False),
+            (("last_id", "first_id"), False),
+        )
 
 
 class IngestBatch(BaseModel):

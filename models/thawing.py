@@ -15,6 +15,9 @@ from .database import db, insert_rows, query
 
 STAGING = "record_staging"
 THAWED = "record_thawed"
+# A read unpacks a first run of about FIRST_RECORDS records, then runs twice as long each time,
+# up to CHUNK_RECORDS: a page from the newest frozen hour unpacks little.
+FIRST_RECORDS = 2_000
 CHUNK_RECORDS = 50_000
 _ALL = ", ".join(COLUMNS)
 # The records of the window, stored as rows or thawed (the rows of record_thawed).
@@ -30,11 +33,11 @@ def runs(endpoint_ids: list | None, start_ms: int | None, end_ms: int | None, de
     hours = query(
         f"SELECT hour, SUM(n) FROM record_block WHERE {condition} GROUP BY hour ORDER BY hour {order}", params
     ).fetchall()
-    found, run, held = [], None, 0
+    found, run, held, size = [], None, 0, FIRST_RECORDS
     for hour, count in hours:
-        if run is not None and held + count > CHUNK_RECORDS:
+        if run is not None and held + count > size:
             found.append(run)
-            run, held = None, 0
+            run, held, size = None, 0, min(2 * size, CHUNK_RECORDS)
         run = (hour, hour) if run is None else (min(run[0], hour), max(run[1], hour))
         held += count
     if run is not None:

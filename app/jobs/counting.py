@@ -16,6 +16,8 @@ from gunicorn.dirty import DirtyApp
 
 import models.counting
 import models.database
+import models.freezing
+from models.clock import now_ms
 
 POLL_SECONDS = 0.05
 # After a failed count (the database gone, a disk full): how long before trying again.
@@ -82,8 +84,15 @@ def _loop(app):
                 with models.database.counting_turn() as mine:
                     if not mine:
                         continue
-                    while models.counting.catch_up_aside():
-                        pass
+                    counted = 0
+                    while found := models.counting.catch_up_aside():
+                        counted += found
+                    if counted:  # what the count let go of, past the hot horizon
+                        while True:
+                            models.database.yield_to_storing()
+                            with models.database.write_transaction():
+                                if models.freezing.freeze(now_ms()) < models.freezing.STEP_RECORDS:
+                                    break
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)
