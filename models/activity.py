@@ -119,7 +119,7 @@ def _fetch(resolved: Resolved, window: tuple, descending: bool, after, limit: in
     skipping `offset`: from the record table, and from the blocks of frozen records newest
     (oldest) first until the rows from the newest (oldest) hour thawed on are enough."""
     endpoint_ids = resolved.endpoint_ids()
-    runs = thawing.runs(endpoint_ids, *window, descending)
+    runs = thawing.runs(endpoint_ids, *window, descending, resolved.hint())
     condition, params = resolved.where(*window)
     if not runs:
         return _fetch_from("record r", condition, params, descending, after, limit, offset)
@@ -142,7 +142,7 @@ def _fetch(resolved: Resolved, window: tuple, descending: bool, after, limit: in
             return rows
     thawing.start_thawed()
     for i, run in enumerate(runs):
-        thawing.stage(endpoint_ids, run)
+        thawing.stage(run)
         thawing.keep(condition, params)
         if i == len(runs) - 1:
             break

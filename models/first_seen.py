@@ -57,7 +57,7 @@ def note_stored_names(endpoint_ids: list | None = None) -> None:
     )
     scope = endpoint_ids or None
     for run in thawing.runs(scope, None, None, False):  # and of the frozen ones, a run at a time
-        thawing.stage(scope, run)
+        thawing.stage(run)
         query(
             f"{_INSERT} SELECT question, endpoint, MIN(ts), MAX(ts) FROM {thawing.STAGING}"
             f" GROUP BY question, endpoint {_WIDEN}"
@@ -130,7 +130,7 @@ def newly_seen(resolved: Resolved, column, limit: int) -> list[tuple]:
         first = f"SELECT {column_sql(column)} AS v, MIN(r.ts) AS f FROM {{source}} r WHERE {condition} GROUP BY 1"
         thawing.start_counts()
         staged = f"SELECT f AS b, v, 0 AS n FROM ({first.format(source=thawing.STAGING)}) AS s"
-        frozen = thawing.count_into(1, by_client.endpoint_ids(), None, end, staged, params)
+        frozen = thawing.count_into(1, by_client.endpoint_ids(), None, end, staged, params, by_client.hint())
         more = f" UNION ALL SELECT v, b FROM {thawing.COUNTS} WHERE part = 1" if frozen else ""
         return query(
             f"SELECT v, MIN(f) AS f FROM ({first.format(source='record')}{more}) AS seen"

@@ -24,7 +24,8 @@ STEP_RECORDS = 50_000
 
 _TS = COLUMNS.index("ts")
 _ENDPOINT = COLUMNS.index("endpoint")
-_BLOCK = "INSERT INTO record_block (endpoint, hour, first_ts, last_ts, first_id, last_id, n, data)"
+_BLOCK = "INSERT INTO record_block (endpoint, hour, first_ts, last_ts, first_id, last_id, n, clients, questions, data)"
+_CLIENT, _QUESTION = COLUMNS.index("client"), COLUMNS.index("question")
 
 
 def frozen_upto() -> int:
@@ -77,9 +78,10 @@ def _store(rows: list, hour: int) -> None:
         part = rows[start:end]
         ids = [row[0] for row in part]
         bounds = (part[0][_TS], part[-1][_TS], min(ids), max(ids))
-        made.append((endpoint, hour, *bounds, len(part), blocks.pack(part)))
+        filters = (blocks.bloom(row[_CLIENT] for row in part), blocks.bloom(row[_QUESTION] for row in part))
+        made.append((endpoint, hour, *bounds, len(part), *filters, blocks.pack(part)))
         start = end
-    insert_rows(_BLOCK, 8, made)
+    insert_rows(_BLOCK, 10, made)
 
 
 def melt(condition: str, params: list) -> int:

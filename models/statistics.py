@@ -224,7 +224,7 @@ def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, onl
     if counted != "waiting":  # frozen records are all counted: the part's window of them too
         part = next(_PARTS)
         staged = grouped.format(source=f"{thawing.STAGING} r", condition=condition)
-        if thawing.count_into(part, resolved.endpoint_ids(), start_ms, end_ms, staged, params):
+        if thawing.count_into(part, resolved.endpoint_ids(), start_ms, end_ms, staged, params, resolved.hint()):
             frozen = f" UNION ALL SELECT b, v, n FROM {thawing.COUNTS} WHERE part = {part}"
     if counted == "counted":
         # `+ 0`: not a range of ids to read by; the part's window is.
@@ -323,9 +323,10 @@ def availability(filters: Filters) -> tuple[int | None, int | None, int]:
         for aggregate in ("MIN(r.ts)", "MAX(r.ts)")
     )
     window = (resolved.endpoint_ids(), filters.start_ms, filters.end_ms, condition, params)
+    hint = resolved.hint()
     oldest, newest = (
-        min((t for t in (oldest, thawing.edge(*window, newest=False)) if t is not None), default=None),
-        max((t for t in (newest, thawing.edge(*window, newest=True)) if t is not None), default=None),
+        min((t for t in (oldest, thawing.edge(*window, newest=False, hint=hint)) if t is not None), default=None),
+        max((t for t in (newest, thawing.edge(*window, newest=True, hint=hint)) if t is not None), default=None),
     )
     return oldest, newest, sum(_grouped(resolved, stored=True).values())
 
@@ -353,7 +354,9 @@ def latency(filters: Filters, column: str | None = None, limit: int = 1, descend
     elif field is not None:
         group = column_sql(field)
     source = "record r"
-    if thawing.thaw_window(resolved.endpoint_ids(), filters.start_ms, filters.end_ms, condition, params):
+    if thawing.thaw_window(
+        resolved.endpoint_ids(), filters.start_ms, filters.end_ms, condition, params, resolved.hint()
+    ):
         source = f"{thawing.BOTH} r"
     rows = query(
         f"WITH t AS (SELECT {group} AS g, r.response_time_ms AS ms FROM {source}{join}"

@@ -14,6 +14,8 @@ from .blocks import COLUMNS, HOUR_MS, block_condition
 from .database import db, insert_rows, query
 
 STAGING = "record_staging"
+# The record_block column holding the Bloom filter of each record column a hint may name.
+_FILTERS = {"client": "clients", "question": "questions"}
 THAWED = "record_thawed"
 # A read unpacks a first run of about FIRST_RECORDS records, then runs twice as long each time,
 # up to CHUNK_RECORDS: a page from the newest frozen hour unpacks little.
@@ -24,36 +26,57 @@ _ALL = ", ".join(COLUMNS)
 BOTH = f"(SELECT {_ALL} FROM record UNION ALL SELECT {_ALL} FROM {THAWED})"
 
 
-def runs(endpoint_ids: list | None, start_ms: int | None, end_ms: int | None, descending: bool) -> list[tuple]:
-    """(first hour, last hour) of each run of hours whose blocks may hold records of
-    `endpoint_ids` (None: every endpoint) in [start_ms, end_ms], newest first if `descending`;
-    a run holds at most CHUNK_RECORDS records unless one hour alone holds more."""
+def runs(endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = None) -> list[tuple]:
+    """(first hour, last hour, block ids) of each run of the blocks that may hold records of
+    `endpoint_ids` (None: every endpoint) in [start_ms, end_ms], newest first if `descending`.
+    Runs grow from FIRST_RECORDS records to CHUNK_RECORDS (an hour is never split). `hint`:
+    {"client" or "question": ids}, one of which every record wanted holds: blocks whose
+    filters hold none are left out."""
     condition, params = block_condition(endpoint_ids, start_ms, end_ms)
     order = "DESC" if descending else "ASC"
-    hours = query(
-        f"SELECT hour, SUM(n) FROM record_block WHERE {condition} GROUP BY hour ORDER BY hour {order}", params
-    ).fetchall()
-    found, run, held, size = [], None, 0, FIRST_RECORDS
-    for hour, count in hours:
-        if run is not None and held + count > size:
-            found.append(run)
+    if hint:
+        columns = ", ".join(_FILTERS[column] for column in hint)
+        found = query(
+            f"SELECT hour, n, id, {columns} FROM record_block WHERE {condition} ORDER BY hour {order}", params
+        ).fetchall()
+        wanted = list(hint.values())
+        blocks_found = [
+            (hour, n, ident)
+            for hour, n, ident, *filters in found
+            if all(blocks.may_hold(f, values) for f, values in zip(filters, wanted, strict=True))
+        ]
+    else:
+        blocks_found = query(
+            f"SELECT hour, n, id FROM record_block WHERE {condition} ORDER BY hour {order}", params
+        ).fetchall()
+    made, run, held, size = [], None, 0, FIRST_RECORDS
+    for hour, count, ident in blocks_found:
+        if run is not None and hour != run[-1] and held + count > size:
+            made.append(_run(run))
             run, held, size = None, 0, min(2 * size, CHUNK_RECORDS)
-        run = (hour, hour) if run is None else (min(run[0], hour), max(run[1], hour))
+        run = [ident, hour] if run is None else [*run, ident, hour]
         held += count
     if run is not None:
-        found.append(run)
-    return found
+        made.append(_run(run))
+    return made
 
 
-def stage(endpoint_ids: list | None, run: tuple) -> None:
-    """Unpack the blocks of `endpoint_ids` (None: all) and the run's hours into record_staging
-    (emptied first)."""
+def _run(run: list) -> tuple:
+    """(first hour, last hour, block ids) of [id, hour, id, hour, ...] with the last hour last."""
+    hours, ids = run[1::2], run[0::2]
+    return min(hours), max(hours), tuple(ids)
+
+
+def stage(run: tuple) -> None:
+    """Unpack the run's blocks into record_staging (emptied first)."""
     _empty(STAGING)
-    condition, params = block_condition(endpoint_ids, None, None)
-    for (data,) in query(
-        f"SELECT data FROM record_block WHERE {condition} AND hour >= ? AND hour <= ?", [*params, *run]
-    ).fetchall():
-        insert_rows(f"INSERT INTO {STAGING} ({_ALL})", len(COLUMNS), blocks.unpack(data))
+    ids = list(run[2])
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        for (data,) in query(
+            f"SELECT data FROM record_block WHERE id IN ({', '.join(['?'] * len(part))})", part
+        ).fetchall():
+            insert_rows(f"INSERT INTO {STAGING} ({_ALL})", len(COLUMNS), blocks.unpack(data))
 
 
 def thaw_ids(after_id: int, upto_id: int, condition: str, params: list) -> bool:
@@ -92,37 +115,37 @@ def start_counts() -> None:
     query(f"DELETE FROM {COUNTS}")
 
 
-def count_into(part: int, endpoint_ids, start_ms, end_ms, select: str, params: list) -> bool:
+def count_into(part: int, endpoint_ids, start_ms, end_ms, select: str, params: list, hint=None) -> bool:
     """Add to record_counts, as part `part`, the (b, v, n) rows `select` (a grouped count over
     record_staging, as alias r) gives for each run of the frozen records of the window; whether
     any block may hold some."""
-    found = runs(endpoint_ids, start_ms, end_ms, False)
+    found = runs(endpoint_ids, start_ms, end_ms, False, hint)
     for run in found:
-        stage(endpoint_ids, run)
+        stage(run)
         query(f"INSERT INTO {COUNTS} (part, b, v, n) SELECT ?, b, v, n FROM ({select}) AS t", [part, *params])
     return bool(found)
 
 
-def edge(endpoint_ids, start_ms, end_ms, condition: str, params: list, newest: bool):
+def edge(endpoint_ids, start_ms, end_ms, condition: str, params: list, newest: bool, hint=None):
     """The oldest (newest) ts among the frozen records of the window matching `condition`
     (SQL on alias r); None when none does. Runs are read from that end until one matches."""
     aggregate = "MAX(r.ts)" if newest else "MIN(r.ts)"
-    for run in runs(endpoint_ids, start_ms, end_ms, newest):
-        stage(endpoint_ids, run)
+    for run in runs(endpoint_ids, start_ms, end_ms, newest, hint):
+        stage(run)
         found = query(f"SELECT {aggregate} FROM {STAGING} r WHERE {condition}", params).fetchone()[0]
         if found is not None:
             return found
     return None
 
 
-def thaw_window(endpoint_ids, start_ms, end_ms, condition: str, params: list) -> bool:
+def thaw_window(endpoint_ids, start_ms, end_ms, condition: str, params: list, hint=None) -> bool:
     """Fill record_thawed with the frozen records of the window matching `condition`; whether
     any block may hold some (then read `BOTH`)."""
-    found = runs(endpoint_ids, start_ms, end_ms, False)
+    found = runs(endpoint_ids, start_ms, end_ms, False, hint)
     if found:
         start_thawed()
     for run in found:
-        stage(endpoint_ids, run)
+        stage(run)
         keep(condition, params)
     return bool(found)
 

@@ -39,3 +39,12 @@ def test_columns_of_one_value_and_of_nulls_only_pack_small():
     packed = blocks.pack(rows, REALS)
     assert blocks.unpack(packed) == rows
     assert len(packed) < 2_000
+
+
+def test_a_filter_holds_every_value_it_was_made_of_and_few_others():
+    pick = random.Random(7)
+    values = pick.sample(range(1, 10**7), 500)
+    made = blocks.bloom([*values, None])
+    assert all(blocks.may_hold(made, [value]) for value in values)
+    others = [value for value in range(10**7, 10**7 + 10_000)]
+    assert sum(blocks.may_hold(made, [value]) for value in others) < 300, "about 1 % false positives"
