@@ -33,7 +33,7 @@ def page_records(filters: Filters, page: int, page_size: int, descending: bool =
     """
     resolved = Resolved(filters)
     window, offset = (filters.start_ms, filters.end_ms), page * page_size
-    if offset and not filters.search and thawing.runs(resolved.endpoint_ids(), *window, descending):
+    if offset and not filters.search and thawing.newest_hour(resolved.endpoint_ids(), *window, descending) is not None:
         window, offset = _seek(filters, window, descending, offset)
     return texts(_fetch(resolved, window, descending, None, page_size, offset))
 
@@ -119,27 +119,24 @@ def _fetch(resolved: Resolved, window: tuple, descending: bool, after, limit: in
     skipping `offset`: from the record table, and from the blocks of frozen records newest
     (oldest) first until the rows from the newest (oldest) hour thawed on are enough."""
     endpoint_ids = resolved.endpoint_ids()
-    runs = thawing.runs(endpoint_ids, *window, descending, resolved.hint())
     condition, params = resolved.where(*window)
-    if not runs:
+    edge = thawing.newest_hour(endpoint_ids, *window, descending)
+    if edge is None:
         return _fetch_from("record r", condition, params, descending, after, limit, offset)
     # Past the newest (before the oldest) frozen hour every record is a row: often enough.
     start, end = window
     if descending:
-        hot = (
-            max(start, thawing.run_end_ms(runs[0]) + 1) if start is not None else thawing.run_end_ms(runs[0]) + 1,
-            end,
-        )
+        bound = (edge + 1) * HOUR_MS
+        hot = (max(start, bound) if start is not None else bound, end)
     else:
-        hot = (
-            start,
-            min(end, thawing.run_start_ms(runs[0]) - 1) if end is not None else thawing.run_start_ms(runs[0]) - 1,
-        )
+        bound = edge * HOUR_MS - 1
+        hot = (start, min(end, bound) if end is not None else bound)
     if hot[0] is None or hot[1] is None or hot[0] <= hot[1]:
         near, near_params = resolved.where(*hot)
         rows = _fetch_from("record r", near, near_params, descending, after, limit, offset)
         if len(rows) == limit:
             return rows
+    runs = thawing.runs(endpoint_ids, *window, descending, resolved.hint())
     thawing.start_thawed()
     for i, run in enumerate(runs):
         thawing.stage(run)

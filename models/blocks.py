@@ -50,8 +50,8 @@ def pack(rows: list[tuple], reals: frozenset[int] = REALS) -> bytes:
     return zlib.compress(b"".join(parts), 6)
 
 
-def unpack(blob: bytes) -> list[tuple]:
-    """The rows `pack` was given."""
+def unpack(blob: bytes, columns_now: int = len(COLUMNS)) -> list[tuple]:
+    """The rows `pack` was given, with NULL for the columns added since (of `columns_now`)."""
     data = zlib.decompress(blob)
     form, count, width = _HEADER.unpack_from(data)
     if form != _FORMAT:
@@ -72,6 +72,8 @@ def unpack(blob: bytes) -> list[tuple]:
             values, end = _read_integers(data, offset, count)
             columns.append(values)
         offset = end
+    if width < columns_now:  # packed before columns were added: they read unknown
+        columns += [[None] * count] * (columns_now - width)
     return list(zip(*columns, strict=True))
 
 
@@ -109,12 +111,13 @@ def block_condition(endpoint_ids: list | None, start_ms: int | None, end_ms: int
     if endpoint_ids is not None:
         parts.append(f"endpoint IN ({', '.join(['?'] * len(endpoint_ids))})" if endpoint_ids else "0 = 1")
         params += list(endpoint_ids)
+    # The hours bound a range of the indexes; the times narrow it to the blocks' own bounds.
     if start_ms is not None:
-        parts.append("last_ts >= ?")
-        params.append(start_ms)
+        parts.append("hour >= ? AND last_ts >= ?")
+        params += [start_ms // HOUR_MS, start_ms]
     if end_ms is not None:
-        parts.append("first_ts <= ?")
-        params.append(end_ms)
+        parts.append("hour <= ? AND first_ts <= ?")
+        params += [end_ms // HOUR_MS, end_ms]
     return " AND ".join(parts) or "1 = 1", params
 
 

@@ -24,7 +24,10 @@ STEP_RECORDS = 50_000
 
 _TS = COLUMNS.index("ts")
 _ENDPOINT = COLUMNS.index("endpoint")
-_BLOCK = "INSERT INTO record_block (endpoint, hour, first_ts, last_ts, first_id, last_id, n, clients, questions, data)"
+_BLOCK = (
+    "INSERT INTO record_block (endpoint, hour, first_ts, last_ts, first_id, last_id, n, client_filter,"
+    " question_filter, data)"
+)
 _CLIENT, _QUESTION = COLUMNS.index("client"), COLUMNS.index("question")
 
 
@@ -100,6 +103,26 @@ def melt(condition: str, params: list) -> int:
         part = ids[start : start + 500]
         query(f"DELETE FROM record_block WHERE id IN ({', '.join(['?'] * len(part))})", part)
     return melted
+
+
+def renote_last_frozen(endpoint: int, entry_ids) -> None:
+    """Read again the newest time of the frozen records of these client entries of `endpoint`
+    (after a change that moved records away from them): from the blocks whose client filters
+    may hold each, the newest hour first."""
+    found = query(
+        "SELECT id, hour, client_filter FROM record_block WHERE endpoint = ? ORDER BY hour DESC", [endpoint]
+    ).fetchall()
+    for entry in entry_ids:
+        newest, hour_found = None, None
+        for ident, hour, clients in found:
+            if hour_found is not None and hour < hour_found:
+                break  # the newest hour holding the entry is read whole (it may have several blocks)
+            if blocks.may_hold(clients, [entry]):
+                (data,) = query("SELECT data FROM record_block WHERE id = ?", [ident]).fetchone()
+                times = [row[_TS] for row in blocks.unpack(data) if row[_CLIENT] == entry]
+                if times:
+                    newest, hour_found = max([*times, *([newest] if newest is not None else [])]), hour
+        query("UPDATE client SET last_frozen = ? WHERE id = ?", [newest, entry])
 
 
 def has_records_sql(alias: str) -> str:

@@ -250,6 +250,7 @@ def _rewrite(endpoint: int, rows: list, rules: dict, key) -> int:
     rollups.apply(condition, ids, 1)
     unused_terms.note(unused)
     if moved_from:
+        freezing.renote_last_frozen(endpoint, moved_from)  # their frozen records may have moved
         _retire_entries(moved_from, rules, key)
     return len(updates)
 

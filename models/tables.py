@@ -404,8 +404,8 @@ class RecordBlock(BaseModel):
     first_id = BigIntegerField()
     last_id = BigIntegerField()
     n = IntegerField()
-    clients = BlobField()  # Bloom filters of its records' client entries and names (blocks.bloom)
-    questions = BlobField()
+    client_filter = BlobField()  # Bloom filters of its records' client entries and names (blocks.bloom)
+    question_filter = BlobField()
     data = BlobField()
 
     class Meta:

@@ -15,7 +15,7 @@ from .database import db, insert_rows, query
 
 STAGING = "record_staging"
 # The record_block column holding the Bloom filter of each record column a hint may name.
-_FILTERS = {"client": "clients", "question": "questions"}
+_FILTERS = {"client": "client_filter", "question": "question_filter"}
 THAWED = "record_thawed"
 # A read unpacks a first run of about FIRST_RECORDS records, then runs twice as long each time,
 # up to CHUNK_RECORDS: a page from the newest frozen hour unpacks little.
@@ -27,11 +27,11 @@ BOTH = f"(SELECT {_ALL} FROM record UNION ALL SELECT {_ALL} FROM {THAWED})"
 
 
 def runs(endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = None) -> list[tuple]:
-    """(first hour, last hour, block ids) of each run of the blocks that may hold records of
-    `endpoint_ids` (None: every endpoint) in [start_ms, end_ms], newest first if `descending`.
-    Runs grow from FIRST_RECORDS records to CHUNK_RECORDS (an hour is never split). `hint`:
-    {"client" or "question": ids}, one of which every record wanted holds: blocks whose
-    filters hold none are left out."""
+    """(first hour, last hour, block ids or None) of each run of the blocks that may hold
+    records of `endpoint_ids` (None: every endpoint) in [start_ms, end_ms], newest first if
+    `descending`; None: every such block of those hours. Runs grow from FIRST_RECORDS records to
+    CHUNK_RECORDS (an hour is never split). `hint`: {"client" or "question": ids}, one of which
+    every record wanted holds: blocks whose filters hold none are left out."""
     condition, params = block_condition(endpoint_ids, start_ms, end_ms)
     order = "DESC" if descending else "ASC"
     if hint:
@@ -40,42 +40,58 @@ def runs(endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = N
             f"SELECT hour, n, id, {columns} FROM record_block WHERE {condition} ORDER BY hour {order}", params
         ).fetchall()
         wanted = list(hint.values())
-        blocks_found = [
+        chosen = [
             (hour, n, ident)
             for hour, n, ident, *filters in found
             if all(blocks.may_hold(f, values) for f, values in zip(filters, wanted, strict=True))
         ]
     else:
-        blocks_found = query(
-            f"SELECT hour, n, id FROM record_block WHERE {condition} ORDER BY hour {order}", params
+        chosen = query(
+            f"SELECT hour, SUM(n), NULL FROM record_block WHERE {condition} GROUP BY hour ORDER BY hour {order}",
+            params,
         ).fetchall()
     made, run, held, size = [], None, 0, FIRST_RECORDS
-    for hour, count, ident in blocks_found:
+    for hour, count, ident in chosen:
         if run is not None and hour != run[-1] and held + count > size:
-            made.append(_run(run))
+            made.append(_run(run, endpoint_ids, hint))
             run, held, size = None, 0, min(2 * size, CHUNK_RECORDS)
         run = [ident, hour] if run is None else [*run, ident, hour]
         held += count
     if run is not None:
-        made.append(_run(run))
+        made.append(_run(run, endpoint_ids, hint))
     return made
 
 
-def _run(run: list) -> tuple:
-    """(first hour, last hour, block ids) of [id, hour, id, hour, ...] with the last hour last."""
-    hours, ids = run[1::2], run[0::2]
-    return min(hours), max(hours), tuple(ids)
+def newest_hour(endpoint_ids, start_ms, end_ms, descending: bool) -> int | None:
+    """The newest (oldest if not `descending`) hour of a block that may hold records of the window."""
+    condition, params = block_condition(endpoint_ids, start_ms, end_ms)
+    return query(
+        f"SELECT {'MAX' if descending else 'MIN'}(hour) FROM record_block WHERE {condition}", params
+    ).fetchone()[0]
+
+
+def _run(run: list, endpoint_ids, hint) -> tuple:
+    """(first hour, last hour, what to unpack) of [id, hour, id, hour, ...]: the block ids, or
+    with no hint the endpoints whose blocks of those hours are all wanted."""
+    hours = run[1::2]
+    chosen = ("ids", tuple(run[0::2])) if hint else ("endpoints", endpoint_ids)
+    return min(hours), max(hours), chosen
 
 
 def stage(run: tuple) -> None:
     """Unpack the run's blocks into record_staging (emptied first)."""
     _empty(STAGING)
-    ids = list(run[2])
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
-        for (data,) in query(
-            f"SELECT data FROM record_block WHERE id IN ({', '.join(['?'] * len(part))})", part
-        ).fetchall():
+    kind, chosen = run[2]
+    if kind == "endpoints":
+        condition, params = block_condition(chosen, None, None)
+        parts = [(f"{condition} AND hour >= ? AND hour <= ?", [*params, run[0], run[1]])]
+    else:
+        ids = list(chosen)
+        parts = [
+            (f"id IN ({', '.join(['?'] * len(ids[i : i + 500]))})", ids[i : i + 500]) for i in range(0, len(ids), 500)
+        ]
+    for condition, params in parts:
+        for (data,) in query(f"SELECT data FROM record_block WHERE {condition}", params).fetchall():
             insert_rows(f"INSERT INTO {STAGING} ({_ALL})", len(COLUMNS), blocks.unpack(data))
 
 

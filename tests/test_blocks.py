@@ -29,7 +29,7 @@ def rows_of(count, seed):
 def test_a_block_gives_back_exactly_the_rows_it_was_given():
     for seed in range(200):
         rows = rows_of(random.Random(seed).randrange(1, 300), seed)
-        back = blocks.unpack(blocks.pack(rows, REALS))
+        back = blocks.unpack(blocks.pack(rows, REALS), 6)
         assert back == rows
         assert [repr(v) for row in back for v in row] == [repr(v) for row in rows for v in row], "types and signs"
 
@@ -37,7 +37,7 @@ def test_a_block_gives_back_exactly_the_rows_it_was_given():
 def test_columns_of_one_value_and_of_nulls_only_pack_small():
     rows = [(i, 1_700_000_000_000 + i, 7, None, 0, None) for i in range(1, 10_001)]
     packed = blocks.pack(rows, REALS)
-    assert blocks.unpack(packed) == rows
+    assert blocks.unpack(packed, 6) == rows
     assert len(packed) < 2_000
 
 
@@ -48,3 +48,8 @@ def test_a_filter_holds_every_value_it_was_made_of_and_few_others():
     assert all(blocks.may_hold(made, [value]) for value in values)
     others = [value for value in range(10**7, 10**7 + 10_000)]
     assert sum(blocks.may_hold(made, [value]) for value in others) < 300, "about 1 % false positives"
+
+
+def test_a_block_packed_before_a_column_was_added_reads_it_unknown():
+    rows = rows_of(10, 1)
+    assert blocks.unpack(blocks.pack(rows, REALS), 8) == [(*row, None, None) for row in rows]
