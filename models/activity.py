@@ -62,20 +62,75 @@ def _seek(filters: Filters, window: tuple, descending: bool, offset: int) -> tup
 def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int = 5000):
     """Every matching record as raw rows (fields as in ROW_FIELDS; names and strings as their
     ids, see value_texts), a list per batch. Each batch is one short keyset query, so memory
-    stays flat and no read transaction holds back WAL checkpoints."""
+    stays flat and no read transaction holds back WAL checkpoints. Frozen records are unpacked
+    a run of hours at a time, once, as the walk reaches them (models/thawing.py)."""
     resolved = Resolved(filters)
-    window = (filters.start_ms, filters.end_ms)
+    start, end = filters.start_ms, filters.end_ms
+    runs = thawing.runs(resolved.endpoint_ids(), start, end, descending, resolved.hint())
+    # Stretches of the window in walking order: each read from the rows, and from the run of
+    # frozen hours it covers (None: rows alone, before the first run and after the last).
+    stretches, bound = [], end if descending else start
+    for run in runs:
+        if descending:
+            first = thawing.run_start_ms(run)
+            if bound is None or first <= bound:
+                stretches.append((None, (thawing.run_end_ms(run) + 1, bound)))
+                stretches.append((run, (first, thawing.run_end_ms(run))))
+                bound = first - 1
+        else:
+            last = thawing.run_end_ms(run)
+            if bound is None or last >= bound:
+                stretches.append((None, (bound, thawing.run_start_ms(run) - 1)))
+                stretches.append((run, (thawing.run_start_ms(run), last)))
+                bound = last + 1
+    stretches.append((None, (start, bound) if descending else (bound, end)))
+    left = None  # the rows of the last batch not yet yielded: batches stay full across stretches
+    for run, (low, high) in stretches:
+        low = low if start is None or (low is not None and low >= start) else start
+        high = high if end is None or (high is not None and high <= end) else end
+        if low is not None and high is not None and low > high:
+            continue
+        if run is None:
+            found = _walk(resolved, (low, high), descending, batch_size)
+        else:
+            found = _thawed_stretch(resolved, run, (low, high), descending, batch_size)
+        for rows in found:
+            left = rows if left is None else left + rows
+            if len(left) >= batch_size:
+                yield left[:batch_size]
+                left = left[batch_size:]
+    yield left or []
+
+
+def _thawed_stretch(resolved: Resolved, run: tuple, window: tuple, descending: bool, batch_size: int):
+    """The records of the window, whose hours are those of `run`: its frozen ones unpacked, with
+    the rows of those hours, in one ordered statement (a run holds at most ~50,000 records)."""
+    condition, params = resolved.where(*window)
+    thawing.start_thawed()
+    thawing.stage(run)
+    thawing.keep(condition, params)
+    select = _SELECT.replace(" FROM record r", f" FROM {thawing.BOTH} r")
+    order = "DESC" if descending else "ASC"
+    cursor = query(f"{select} WHERE {condition} ORDER BY r.ts {order}, r.id {order}", params)
+    while rows := cursor.fetchmany(batch_size):
+        yield rows
+
+
+def _walk(resolved: Resolved, window: tuple, descending: bool, batch_size: int):
+    """The rows of the record table in the window, in keyset batches."""
+    condition, params = resolved.where(*window)
     after = None
     while True:
-        rows = _fetch(resolved, window, descending, after, batch_size, 0)
-        yield rows
+        rows = _fetch_from("record r", condition, params, descending, after, batch_size, 0)
+        if rows:
+            yield rows
         if len(rows) < batch_size:
             return
         after = (rows[-1][_TS], rows[-1][0])
         # The next batch's window ends (starts) at the last row's time, rather than the seek
         # adding a second bound: given two, SQLite bounded the index scan by the window's and
         # walked again past every row already exported, 35 ms a batch at 1M records.
-        window = (window[0], after[0]) if descending else (after[0], window[1])
+        condition, params = resolved.where(window[0], after[0]) if descending else resolved.where(after[0], window[1])
 
 
 def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 20_000) -> tuple[list[RecordRow], int]:
