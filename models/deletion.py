@@ -2,7 +2,7 @@
 
 from catalogue import FIELDS_BY_SQL
 
-from . import first_seen, freezing, rollups
+from . import first_seen, freezing, rollups, thawing
 from .database import db, query, write_transaction
 from .filters import stored_ids
 from .utils import placeholders
@@ -60,7 +60,7 @@ def delete_records(
         if not expire:
             _forget(endpoints, client_ids, end_ms, endpoint_limit)
         return deleted
-    deleted = 0
+    deleted = _expire_frozen(end_ms, dims, after_batch) if expire and selection is None and end_ms is not None else 0
     while True:
         with write_transaction():
             _melt(*melted)
@@ -115,6 +115,40 @@ def _forget(endpoints, client_ids, end_ms, endpoint_limit):
     else:
         rollups.forget(end_ms)
         first_seen.forget(end_ms)
+
+
+# Blocks of frozen records one transaction of retention deletes at most.
+EXPIRE_BLOCKS = 200
+
+
+def _expire_frozen(end_ms: int, dims, after_batch) -> int:
+    """Retention's part in the blocks: those whose records are all at or before `end_ms` go
+    whole, their records counted down from their unpacked rows (blocks it cuts through are
+    melted by the batches after); how many records."""
+    deleted = 0
+    with write_transaction():  # first the blocks it cuts through: their records as rows
+        freezing.melt("hour <= ? AND first_ts <= ? AND last_ts > ?", [end_ms // freezing.HOUR_MS, end_ms, end_ms])
+    while True:
+        with write_transaction():
+            ids = [
+                row[0]
+                for row in query(
+                    "SELECT id FROM record_block WHERE hour <= ? AND last_ts <= ? ORDER BY hour LIMIT ?",
+                    [end_ms // freezing.HOUR_MS, end_ms, EXPIRE_BLOCKS],
+                )
+            ]
+            if not ids:
+                return deleted
+            thawing.stage((None, None, ("ids", tuple(ids))))
+            marks = query(f"SELECT endpoint, MAX(ts) FROM {thawing.STAGING} GROUP BY endpoint").fetchall()
+            raise_lost_marks(dict(marks))
+            rollups.apply("1 = 1", [], -1, dims, table=thawing.STAGING)
+            count = query(f"SELECT COUNT(*) FROM {thawing.STAGING}").fetchone()[0]
+            query(f"DELETE FROM record_block WHERE id IN ({placeholders(len(ids))})", ids)
+            query("UPDATE client SET last_frozen = NULL WHERE last_frozen <= ?", [end_ms])
+            deleted += count
+            if after_batch is not None:
+                after_batch(deleted)
 
 
 def _melt(selection: str | None, params: list, end_ms: int | None) -> None:

@@ -18,6 +18,13 @@ from .database import db, insert_rows, query
 
 # Hours of records kept as rows before the current one (ANALYTICS_HOT_HOURS).
 hot_hours = 48
+
+
+def configure(config) -> None:
+    global hot_hours
+    hot_hours = config["ANALYTICS_HOT_HOURS"]
+
+
 # Records a block holds at most, and a call of `freeze` packs at most (one write transaction).
 BLOCK_RECORDS = 20_000
 STEP_RECORDS = 50_000

@@ -138,7 +138,11 @@ def count_into(part: int, endpoint_ids, start_ms, end_ms, select: str, params: l
     found = runs(endpoint_ids, start_ms, end_ms, False, hint)
     for run in found:
         stage(run)
-        query(f"INSERT INTO {COUNTS} (part, b, v, n) SELECT ?, b, v, n FROM ({select}) AS t", [part, *params])
+        query(
+            f"INSERT INTO {COUNTS} (part, b, v, n)"
+            f" SELECT ?, CAST(b AS BIGINT), CAST(v AS BIGINT), n FROM ({select}) AS t",
+            [part, *params],
+        )
     return bool(found)
 
 
