@@ -213,7 +213,8 @@ def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, onl
     """(SELECT of (b: bucket, v: value, n: count) rows, params) counting the records of a part:
     all of them, or (`counted`) those the rollups hold ("counted") or not yet ("waiting")."""
     condition, params = resolved.where(start_ms, end_ms)
-    keys = [_bucket_sql(interval_ms) if interval_ms else "NULL", f"r.{column.sql}" if column else "NULL"]
+    nothing = "CAST(NULL AS BIGINT)"  # typed: PostgreSQL unites it with the counts of frozen records
+    keys = [_bucket_sql(interval_ms) if interval_ms else nothing, f"r.{column.sql}" if column else nothing]
     if only is not None:
         condition, params = _only(condition, params, f"r.{column.sql}", only, derived)
     source, grouped = (
@@ -255,14 +256,14 @@ def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, onl
             else:
                 condition += f" AND {rollups.value_sql(dim, sql)} IN ({placeholders(len(stored))})"
             params += stored
-    value = rollups.value_sql(dim, column.sql) if column else "NULL"
+    value = rollups.value_sql(dim, column.sql) if column else "CAST(NULL AS BIGINT)"
     if only is not None:
         condition, params = _only(condition, params, value, only, derived)
     if interval_ms:
         i, start = int(interval_ms), f"(period * {int(dim.period_ms)})"
         bucket = f"({start} - ((({start}) % {i}) + {i}) % {i})"
     else:
-        bucket = "NULL"
+        bucket = "CAST(NULL AS BIGINT)"
     return f"SELECT {bucket} AS b, {value} AS v, n FROM rollup WHERE {condition}", params
 
 
