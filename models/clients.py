@@ -4,7 +4,7 @@ from collections import namedtuple
 
 from . import freezing, privacy, rollups, unused_terms
 from .database import db, query, write_transaction
-from .deletion import client_selection, delete_records, delete_to_anonymous
+from .deletion import client_selection, delete_records, delete_to_anonymous, melt_clients
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
 
@@ -87,6 +87,7 @@ def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, 
         deleted = 0
         if not logged:
             selection, params = client_selection([endpoint], [client_id])
+            melt_clients(selection, params, None)  # its frozen records' strings are noted too
             unused_terms.note_records(f"client IN ({selection})", params)
             if privacy.effective(privacy.settings(), endpoint)["unlogged_clients"] == privacy.COUNTED:
                 deleted = delete_to_anonymous(endpoint, client_id)

@@ -55,7 +55,7 @@ def delete_records(
     condition = " AND ".join(where) or "1 = 1"
     dims = rollups.WITH_RECORDS if expire else rollups.DIMS
     if batch_size is None:
-        _melt(*melted)
+        melt_clients(*melted)
         deleted = _delete(f"SELECT id FROM record WHERE {condition}", params, dims)
         if not expire:
             _forget(endpoints, client_ids, end_ms, endpoint_limit)
@@ -63,7 +63,7 @@ def delete_records(
     deleted = _expire_frozen(end_ms, dims, after_batch) if expire and selection is None and end_ms is not None else 0
     while True:
         with write_transaction():
-            _melt(*melted)
+            melt_clients(*melted)
             count = _delete(
                 f"SELECT id FROM record WHERE {condition} ORDER BY id LIMIT ?",
                 params + [batch_size],
@@ -86,7 +86,7 @@ def delete_to_anonymous(endpoint: str, client_id: str) -> int:
 
     selection, params = client_selection([endpoint], [client_id])
     dims = tuple(dim for dim in rollups.DIMS if dim not in KEPT)
-    _melt(selection, params, None)
+    melt_clients(selection, params, None)
     deleted = _delete(f"SELECT id FROM record WHERE client IN ({selection})", params, dims)
     rollups.forget(None, client_ids=selection, params=params)
     return deleted
@@ -151,7 +151,7 @@ def _expire_frozen(end_ms: int, dims, after_batch) -> int:
                 after_batch(deleted)
 
 
-def _melt(selection: str | None, params: list, end_ms: int | None) -> None:
+def melt_clients(selection: str | None, params: list, end_ms: int | None) -> None:
     """Unpack the frozen records a deletion of the clients `selection` picks (SQL of client
     entry ids; None: everyone's) up to `end_ms` may take, so that it works on rows alone."""
     endpoint_ids = None

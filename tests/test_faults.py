@@ -24,8 +24,9 @@ def stored_batches(database) -> dict[str, int]:
     if not stores.is_postgres(database):
         assert stores.scalar(database, "PRAGMA integrity_check") == "ok"
     return dict(
-        stores.run_sql(
-            database, "SELECT c.client_id, COUNT(*) FROM record r JOIN client c ON c.id = r.client GROUP BY c.client_id"
+        stores.on_records(
+            database,
+            "SELECT c.client_id, COUNT(*) FROM {records} r JOIN client c ON c.id = r.client GROUP BY c.client_id",
         )
     )
 
