@@ -106,10 +106,8 @@ def _thawed_stretch(resolved: Resolved, run: tuple, window: tuple, descending: b
     """The records of the window, whose hours are those of `run`: its frozen ones unpacked, with
     the rows of those hours, in one ordered statement (a run holds at most ~50,000 records)."""
     condition, params = resolved.where(*window)
-    thawing.start_thawed()
     thawing.stage(run)
-    thawing.keep(condition, params)
-    select = _SELECT.replace(" FROM record r", f" FROM {thawing.BOTH} r")
+    select = _SELECT.replace(" FROM record r", f" FROM {thawing.WITH_STAGED} r")
     order = "DESC" if descending else "ASC"
     cursor = query(f"{select} WHERE {condition} ORDER BY r.ts {order}, r.id {order}", params)
     while rows := cursor.fetchmany(batch_size):

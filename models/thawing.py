@@ -22,8 +22,10 @@ THAWED = "record_thawed"
 FIRST_RECORDS = 2_000
 CHUNK_RECORDS = 50_000
 _ALL = ", ".join(COLUMNS)
-# The records of the window, stored as rows or thawed (the rows of record_thawed).
+# The records of the window, stored as rows or thawed (the rows of record_thawed); or as rows
+# or staged (a read that takes the staged records as they are, without keeping some first).
 BOTH = f"(SELECT {_ALL} FROM record UNION ALL SELECT {_ALL} FROM {THAWED})"
+WITH_STAGED = f"(SELECT {_ALL} FROM record UNION ALL SELECT {_ALL} FROM {STAGING})"
 
 
 def runs(endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = None) -> list[tuple]:
