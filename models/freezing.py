@@ -148,9 +148,9 @@ def melt_window(endpoint_ids: list | None, start_ms: int | None, end_ms: int | N
     [start_ms, end_ms] (None: unbounded)."""
     condition, params = block_condition(endpoint_ids, start_ms, end_ms)
     melted = melt(condition, params)
-    if melted and start_ms is None:
-        # Every frozen record up to end_ms is a row now: a client whose newest frozen one was
-        # no later has none frozen left.
+    if start_ms is None:
+        # Every frozen record up to end_ms is a row now (melted here or before: a rewrite's
+        # window): a client whose newest frozen one was no later has none frozen left.
         scope, scope_params = block_condition(endpoint_ids, None, None)
         bound = "" if end_ms is None else " AND last_frozen <= ?"
         query(
