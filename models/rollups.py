@@ -359,6 +359,11 @@ def relayout(previous: str):
     new = tuple(dim for dim in DIMS if dim.description not in old)
     if new:
         apply("1 = 1", [], 1, new, counted_only=True)
+        from . import thawing  # and the frozen records, a run at a time
+
+        for run in thawing.runs(None, None, None, False):
+            thawing.stage(run)
+            apply("1 = 1", [], 1, new, counted_only=True, table=thawing.STAGING)
 
 
 def _upsert(counts: dict, sign: int):
