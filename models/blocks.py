@@ -146,8 +146,30 @@ def bloom(values) -> bytes:
 
 def may_hold(filter_: bytes, values) -> bool:
     """Whether the block whose Bloom filter is `filter_` may hold one of `values`."""
-    bits, mask = len(filter_) * 8, int.from_bytes(filter_, "little")
-    return any(all(mask >> probe & 1 for probe in _probes(value, bits)) for value in values)
+    return Wanted(values).may_be_in(filter_)
+
+
+class Wanted:
+    """Values looked for in the filters of many blocks: their probes are worked out once per
+    size of filter, then each filter costs a few byte lookups a value."""
+
+    def __init__(self, values):
+        self.values = list(values)
+        self._by_size: dict[int, list] = {}
+
+    def may_be_in(self, filter_: bytes) -> bool:
+        probes = self._by_size.get(len(filter_))
+        if probes is None:
+            bits = len(filter_) * 8
+            probes = [[(p >> 3, 1 << (p & 7)) for p in _probes(value, bits)] for value in self.values]
+            self._by_size[len(filter_)] = probes
+        for value in probes:  # loops, not any/all over generators: this runs per block
+            for at, bit in value:
+                if not filter_[at] & bit:
+                    break
+            else:
+                return True
+        return False
 
 
 def _probes(value: int, bits: int) -> tuple[int, int, int]:

@@ -36,16 +36,18 @@ def runs(endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = N
     every record wanted holds: blocks whose filters hold none are left out."""
     condition, params = block_condition(endpoint_ids, start_ms, end_ms)
     order = "DESC" if descending else "ASC"
+    if hint and not all(hint.values()):
+        return []  # a value looked for that no record holds
     if hint:
         columns = ", ".join(_FILTERS[column] for column in hint)
         found = query(
             f"SELECT hour, n, id, {columns} FROM record_block WHERE {condition} ORDER BY hour {order}", params
         ).fetchall()
-        wanted = list(hint.values())
+        wanted = [blocks.Wanted(values) for values in hint.values()]
         chosen = [
             (hour, n, ident)
             for hour, n, ident, *filters in found
-            if all(blocks.may_hold(f, values) for f, values in zip(filters, wanted, strict=True))
+            if all(want.may_be_in(f) for f, want in zip(filters, wanted, strict=True))
         ]
     else:
         chosen = query(
