@@ -3,6 +3,7 @@
 import glob
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -60,9 +61,27 @@ def counting_arbiters(log_text: str) -> list[int]:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now, below the kernel's range for outgoing connections' own ports: between
+    this check and the server binding it, no connection the tests open (to PostgreSQL, to a
+    server) can take it, as one could a port the kernel handed out (bind to port 0)."""
+    low, _ = _ephemeral_ports()
+    while True:
+        port = random.randrange(max(1024, low - 12_000), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+
+
+def _ephemeral_ports() -> tuple[int, int]:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as ports:
+            low, high = (int(part) for part in ports.read().split())
+            return low, high
+    except (OSError, ValueError):
+        return 32_768, 60_999  # Linux's default
 
 
 class Gunicorn:
