@@ -1,0 +1,64 @@
+"""Records frozen into blocks past the hot horizon (models/freezing.py), read back with the rows
+(models/thawing.py), through the API."""
+
+import time
+
+import stores
+
+from helpers import AUTH, ingest, record
+
+OLD_DAY = "2024-05-01"
+WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2030-01-01T00:00:00Z"
+
+
+def recent(seconds_ago: float, question: str):
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - seconds_ago))
+    return record("ep1", "c1", stamp, question)
+
+
+def log(client, query=""):
+    response = client.get(f"/v2/activity-log?{WINDOW}&limit=100{query}", headers=AUTH)
+    assert response.status_code == 200, response.json
+    return [q["question"] for q in response.json["queries"]]
+
+
+def frozen(database) -> int:
+    return stores.scalar(database, "SELECT COALESCE(SUM(n), 0) FROM record_block")
+
+
+def test_records_past_the_hot_horizon_are_frozen_and_read_back_with_the_rows(client, database):
+    ingest(client, *[record("ep1", "c1", f"{OLD_DAY}T10:{i:02d}:00Z", f"old{i}.example") for i in range(5)])
+    ingest(client, recent(60, "new0.example"), recent(30, "new1.example"))
+    assert frozen(database) == 5, "the 2024 records are frozen, the last minute's are rows"
+    assert stores.scalar(database, "SELECT COUNT(*) FROM record") == 2
+    assert log(client) == ["new1.example", "new0.example", *[f"old{i}.example" for i in range(4, -1, -1)]]
+    assert log(client, "&question[]=old3.example") == ["old3.example"], "a name found in the blocks' filters"
+    count = client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"]
+    assert count == 7
+
+
+def test_a_record_arriving_late_for_a_frozen_hour_is_read_in_its_place(client, database):
+    ingest(client, record("ep1", "c1", f"{OLD_DAY}T10:00:00Z", "first.example"))
+    ingest(client, record("ep1", "c1", f"{OLD_DAY}T10:30:00Z", "third.example"))
+    assert frozen(database) == 2
+    ingest(client, record("ep1", "c1", f"{OLD_DAY}T10:15:00Z", "second.example"))
+    assert frozen(database) == 3, "frozen in a block of its own for the same hour"
+    assert stores.scalar(database, "SELECT COUNT(DISTINCT hour), COUNT(*) FROM record_block") == 1
+    assert log(client) == ["third.example", "second.example", "first.example"]
+
+
+def test_records_an_output_has_not_sent_stay_rows(client, database):
+    made = {"kind": "http", "url": "http://127.0.0.1:9/x", "paused": True, "start": "oldest"}
+    assert client.post("/v2/output", json=made, headers=AUTH).status_code == 201
+    ingest(client, *[record("ep1", "c1", f"{OLD_DAY}T10:{i:02d}:00Z", f"old{i}.example") for i in range(3)])
+    assert frozen(database) == 0, "the paused output's cursor is before them"
+    assert stores.scalar(database, "SELECT COUNT(*) FROM record") == 3
+
+
+def test_a_deletion_melts_the_blocks_it_takes_from(client, database):
+    ingest(client, *[record("ep1", f"c{i % 2}", f"{OLD_DAY}T10:{i:02d}:00Z", f"q{i}.example") for i in range(6)])
+    assert frozen(database) == 6
+    response = client.delete("/v2/activity-log?clientId[]=c0&endTime=2024-05-01T10:03:00Z", headers=AUTH)
+    assert response.json == {"deletedCount": 2}
+    assert log(client) == ["q5.example", "q4.example", "q3.example", "q1.example"]
+    assert stores.records_scalar(database, "SELECT COUNT(*) FROM {records}") == 4
