@@ -1,13 +1,17 @@
 """Reading records back as rows: pages of the activity log, export batches, the live tail."""
 
 from collections import namedtuple
+from operator import itemgetter
 
 from catalogue import CLIENT, ENDPOINT, READ_FIELDS, TERM
 
 from . import thawing
+from .blocks import COLUMNS
 from .database import query
+from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql
 from .names import value_texts
+from .utils import placeholders
 
 HOUR_MS = 3_600_000
 # Raw rows carry ids only: their texts come from value_texts, looked up once per batch rather
@@ -23,6 +27,13 @@ _TERMS_AT = [i + 1 for i, field in enumerate(READ_FIELDS) if field.storage == TE
 _LOOKED_UP = [
     (i + 1, field.storage) for i, field in enumerate(READ_FIELDS) if field.storage in (TERM, ENDPOINT, CLIENT)
 ]
+
+
+_ORDER = itemgetter(_TS, 0)
+_STORED = itemgetter(0, *(COLUMNS.index(field.sql) for field in READ_FIELDS if not field.derived_from))
+# The stored column of the source of each derived field (last in READ_FIELDS: column_sql).
+_DERIVED = [COLUMNS.index(field.derived_from) for field in READ_FIELDS if field.derived_from]
+assert all(field.derived_from for field in READ_FIELDS[len(READ_FIELDS) - len(_DERIVED) :]), "derived fields last"
 
 
 def page_records(filters: Filters, page: int, page_size: int, descending: bool = True) -> list[RecordRow]:
@@ -106,12 +117,39 @@ def _thawed_stretch(resolved: Resolved, run: tuple, window: tuple, descending: b
     """The records of the window, whose hours are those of `run`: its frozen ones unpacked, with
     the rows of those hours, in one ordered statement (a run holds at most ~50,000 records)."""
     condition, params = resolved.where(*window)
+    if resolved.endpoints_alone():
+        # The run's blocks are those of the endpoints allowed: only the window is left to test,
+        # here, and a sort merges them with the rows of those hours (late, or melted). Staging
+        # them in a table to run the statement there cost more than the rest of the export.
+        low, high = window
+        rows = _as_selected(
+            [r for r in thawing.unpacked(run) if (low is None or r[1] >= low) and (high is None or r[1] <= high)]
+        )
+        rows += query(f"{_SELECT} WHERE {condition}", params).fetchall()
+        rows.sort(key=_ORDER, reverse=descending)
+        for start in range(0, len(rows), batch_size):
+            yield rows[start : start + batch_size]
+        return
     thawing.stage(run)
     select = _SELECT.replace(" FROM record r", f" FROM {thawing.WITH_STAGED} r")
     order = "DESC" if descending else "ASC"
     cursor = query(f"{select} WHERE {condition} ORDER BY r.ts {order}, r.id {order}", params)
     while rows := cursor.fetchmany(batch_size):
         yield rows
+
+
+def _as_selected(records: list[tuple]) -> list[tuple]:
+    """Records as stored (rows in thawing's COLUMNS order) in the shape of _SELECT's rows: the
+    derived fields (last in READ_FIELDS) as column_sql reads them, from the domains table."""
+    derived = []
+    for source in _DERIVED:
+        found = {}
+        sources = list({record[source] for record in records} - {None})
+        for start in range(0, len(sources), 500):
+            part = sources[start : start + 500]
+            found.update(query(f"SELECT term, domain FROM {DOMAINS} WHERE term IN ({placeholders(len(part))})", part))
+        derived.append([found.get(record[source]) for record in records])
+    return [stored + more for stored, more in zip(map(_STORED, records), zip(*derived, strict=True), strict=True)]
 
 
 def _walk(resolved: Resolved, window: tuple, descending: bool, batch_size: int):

@@ -33,6 +33,11 @@ _WIDTHS = {code: array.array(code).itemsize for code in _CODES}
 _REAL = b"d"
 _ALL_NULL = b"n"
 _NAN = float("nan")
+_NAN_BITS = struct.pack("d", _NAN)
+_ALL_NULL_BYTE, _REAL_BYTE = _ALL_NULL[0], _REAL[0]
+# A column's first byte -> (array typecode, bytes a value, the NULL value).
+_KINDS = {ord(code): (code, _WIDTHS[code], -(2 ** (_WIDTHS[code] * 8 - 1))) for code in _CODES}
+_KINDS[_REAL_BYTE] = ("d", 8, None)
 
 
 def pack(rows: list[tuple], reals: frozenset[int] = REALS) -> bytes:
@@ -51,31 +56,61 @@ def pack(rows: list[tuple], reals: frozenset[int] = REALS) -> bytes:
     return zlib.compress(b"".join(parts), 6)
 
 
-def unpack(blob: bytes, columns_now: int = len(COLUMNS)) -> list[tuple]:
-    """The rows `pack` was given, with NULL for the columns added since (of `columns_now`)."""
+def unpack(blob: bytes, columns_now: int = len(COLUMNS), wanted: dict[int, set] | None = None) -> list[tuple]:
+    """The rows `pack` was given, with NULL for the columns added since (of `columns_now`).
+    `wanted`: {column index: values}: only the rows holding one of the values in each such
+    column (a read after a few clients or names builds only their rows: most of the work)."""
     data = zlib.decompress(blob)
     form, count, width = _HEADER.unpack_from(data)
     if form != _FORMAT:
         raise ValueError(f"a block of an unknown format ({form})")
-    offset = _HEADER.size
-    columns = []
-    for index in range(width):
+    spans, offset = [], _HEADER.size
+    for index in range(width):  # where each column lies, from the widths alone
+        base = None
         if index < 2:
             (base,) = _BASE.unpack_from(data, offset)
-            values, end = _read_integers(data, offset + _BASE.size, count)
-            columns.append(list(itertools.accumulate(values, initial=base))[1:])
-        elif data[offset : offset + 1] == _REAL:
-            values = array.array("d")
-            end = offset + 1 + 8 * count
-            values.frombytes(data[offset + 1 : end])
-            columns.append([None if v != v else v for v in values])  # NaN is not equal to itself
-        else:
-            values, end = _read_integers(data, offset, count)
-            columns.append(values)
-        offset = end
-    if width < columns_now:  # packed before columns were added: they read unknown
-        columns += [[None] * count] * (columns_now - width)
+            offset += _BASE.size
+        kind = data[offset]
+        if kind == _ALL_NULL_BYTE:
+            spans.append(None)
+            offset += 1
+            continue
+        code, size, null = _KINDS[kind]
+        shift = 0 if kind == _REAL_BYTE else _BASE.unpack_from(data, offset + 1)[0]
+        start = offset + (1 if kind == _REAL_BYTE else 9)
+        offset = start + size * count
+        spans.append((code, start, offset, null, shift, base))
+    view = memoryview(data)
+    rows = None  # the positions kept (None: every one)
+    for index, values in (wanted or {}).items():
+        column = _values(view, spans[index], count) if index < width else [None] * count
+        rows = [i for i in (range(count) if rows is None else rows) if column[i] in values]
+        if not rows:
+            return []
+    kept = count if rows is None else len(rows)
+    nulls = [None] * kept  # one list for every column all NULL: zip only reads it
+    columns = [nulls if span is None else _values(view, span, count, rows) for span in spans]
+    columns += [nulls] * (columns_now - width)  # packed before columns were added: unknown
     return list(zip(*columns, strict=True))
+
+
+def _values(view: memoryview, span: tuple | None, count: int, rows: list | None = None) -> list:
+    """The values of a column (its span as `unpack` reads it), of the positions `rows` (None:
+    all), read in place: a few rows cost only their own values. id and ts (a base) are stored
+    as differences from the previous value."""
+    if span is None:
+        return [None] * (count if rows is None else len(rows))
+    code, start, end, null, shift, base = span
+    stored = view[start:end].cast(code)
+    if base is not None:
+        values = list(itertools.accumulate(stored if not shift else [v + shift for v in stored], initial=base))[1:]
+        return values if rows is None else [values[i] for i in rows]
+    values = stored.tolist() if rows is None else [stored[i] for i in rows]
+    if code == "d":
+        return [None if v != v else v for v in values] if _NAN_BITS in stored.tobytes() else values
+    if null in values:
+        return [None if v == null else v + shift for v in values]
+    return [v + shift for v in values] if shift else values
 
 
 def _integers(values) -> bytes:
@@ -97,21 +132,6 @@ def _integers(values) -> bytes:
     null = -(2 ** (_WIDTHS[code] * 8 - 1))
     stored = [null if value is None else value - shift for value in values]
     return code.encode() + shift.to_bytes(8, "little", signed=True) + array.array(code, stored).tobytes()
-
-
-def _read_integers(data: bytes, offset: int, count: int) -> tuple[list, int]:
-    code = chr(data[offset])
-    if code == "n":
-        return [None] * count, offset + 1
-    shift = int.from_bytes(data[offset + 1 : offset + 9], "little", signed=True)
-    width = _WIDTHS[code]
-    null = -(2 ** (width * 8 - 1))
-    values = array.array(code)
-    end = offset + 9 + width * count
-    values.frombytes(data[offset + 9 : end])
-    if null in values:
-        return [None if v == null else v + shift for v in values], end
-    return ([v + shift for v in values] if shift else values.tolist()), end
 
 
 def block_condition(endpoint_ids: list | None, start_ms: int | None, end_ms: int | None) -> tuple[str, list]:

@@ -139,7 +139,7 @@ def _expire_frozen(end_ms: int, dims, after_batch) -> int:
             ]
             if not ids:
                 return deleted
-            thawing.stage((None, None, ("ids", tuple(ids))))
+            thawing.stage((None, None, ("ids", tuple(ids)), {}))
             marks = query(f"SELECT endpoint, MAX(ts) FROM {thawing.STAGING} GROUP BY endpoint").fetchall()
             raise_lost_marks(dict(marks))
             rollups.apply("1 = 1", [], -1, dims, table=thawing.STAGING)

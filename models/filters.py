@@ -81,6 +81,12 @@ class Resolved:
         self._endpoint_ids = ...
         self._stored: dict[str, list] = {}
 
+    def endpoints_alone(self) -> bool:
+        """Whether the filters, besides the window, name endpoints at most."""
+        return not self.filters.search and all(
+            sql == "endpoint" for sql, values in self.filters.values.items() if values
+        )
+
     def stored(self, sql: str) -> list:
         """The values of the filter on record column `sql` as that column stores them (ids of
         names; numbers as they are)."""

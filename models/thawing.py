@@ -34,10 +34,12 @@ def runs(endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = N
     `descending`; None: every such block of those hours. Runs grow from FIRST_RECORDS records to
     CHUNK_RECORDS (an hour is never split). `hint`: {"client" or "question": ids}, one of which
     every record wanted holds: blocks whose filters hold none are left out."""
-    condition, params = block_condition(endpoint_ids, start_ms, end_ms)
-    order = "DESC" if descending else "ASC"
     if hint and not all(hint.values()):
         return []  # a value looked for that no record holds
+    if hint and "client" in hint:  # a client entry's records are all of its endpoint
+        endpoint_ids = _endpoints_of(hint["client"], endpoint_ids)
+    condition, params = block_condition(endpoint_ids, start_ms, end_ms)
+    order = "DESC" if descending else "ASC"
     if hint:
         columns = ", ".join(_FILTERS[column] for column in hint)
         found = query(
@@ -74,18 +76,40 @@ def newest_hour(endpoint_ids, start_ms, end_ms, descending: bool) -> int | None:
     ).fetchone()[0]
 
 
+def _endpoints_of(entries, endpoint_ids) -> list:
+    """Of `endpoint_ids` (None: all), the endpoints of the client entries `entries`."""
+    found = set()
+    for start in range(0, len(entries), 500):
+        part = list(entries)[start : start + 500]
+        found.update(
+            row[0]
+            for row in query(f"SELECT DISTINCT endpoint FROM client WHERE id IN ({', '.join(['?'] * len(part))})", part)
+        )
+    return sorted(found if endpoint_ids is None else found & set(endpoint_ids))
+
+
 def _run(run: list, endpoint_ids, hint) -> tuple:
-    """(first hour, last hour, what to unpack) of [id, hour, id, hour, ...]: the block ids, or
-    with no hint the endpoints whose blocks of those hours are all wanted."""
+    """(first hour, last hour, what to unpack, the values a hint wants by column index) of
+    [id, hour, id, hour, ...]: the block ids, or with no hint the endpoints whose blocks of
+    those hours are all wanted."""
     hours = run[1::2]
     chosen = ("ids", tuple(run[0::2])) if hint else ("endpoints", endpoint_ids)
-    return min(hours), max(hours), chosen
+    wanted = {COLUMNS.index(column): set(values) for column, values in (hint or {}).items()}
+    return min(hours), max(hours), chosen, wanted
 
 
 def stage(run: tuple) -> None:
-    """Unpack the run's blocks into record_staging (emptied first)."""
+    """Unpack the run's blocks into record_staging (emptied first): with a hint, only the
+    records that hold its values (the others cannot be wanted)."""
     _empty(STAGING)
+    insert_rows(f"INSERT INTO {STAGING} ({_ALL})", len(COLUMNS), unpacked(run))
+
+
+def unpacked(run: tuple) -> list[tuple]:
+    """The records of the run's blocks (rows in COLUMNS order, in no order): with a hint, only
+    those that hold its values."""
     kind, chosen = run[2]
+    wanted = run[3] or None
     if kind == "endpoints":
         condition, params = block_condition(chosen, None, None)
         parts = [(f"{condition} AND hour >= ? AND hour <= ?", [*params, run[0], run[1]])]
@@ -94,9 +118,11 @@ def stage(run: tuple) -> None:
         parts = [
             (f"id IN ({', '.join(['?'] * len(ids[i : i + 500]))})", ids[i : i + 500]) for i in range(0, len(ids), 500)
         ]
+    rows = []
     for condition, params in parts:
         for (data,) in query(f"SELECT data FROM record_block WHERE {condition}", params).fetchall():
-            insert_rows(f"INSERT INTO {STAGING} ({_ALL})", len(COLUMNS), blocks.unpack(data))
+            rows += blocks.unpack(data, wanted=wanted)
+    return rows
 
 
 def thaw_ids(after_id: int, upto_id: int, condition: str, params: list) -> bool:

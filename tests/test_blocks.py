@@ -53,3 +53,13 @@ def test_a_filter_holds_every_value_it_was_made_of_and_few_others():
 def test_a_block_packed_before_a_column_was_added_reads_it_unknown():
     rows = rows_of(10, 1)
     assert blocks.unpack(blocks.pack(rows, REALS), 8) == [(*row, None, None) for row in rows]
+
+
+def test_a_block_gives_back_only_the_rows_holding_the_values_wanted():
+    for seed in range(100):
+        rows = rows_of(random.Random(seed).randrange(1, 300), seed)
+        packed = blocks.pack(rows, REALS)
+        wanted = {3: {1, None}, 4: set(random.Random(seed).sample(range(300), 60))}
+        expected = [row for row in rows if row[3] in wanted[3] and row[4] in wanted[4]]
+        assert blocks.unpack(packed, 7, wanted) == [(*row, None) for row in expected]
+        assert blocks.unpack(packed, 6, {2: {"no such value"}}) == []

@@ -1,6 +1,8 @@
 """Records frozen into blocks past the hot horizon (models/freezing.py), read back with the rows
 (models/thawing.py), through the API."""
 
+import csv
+import io
 import time
 
 import stores
@@ -62,3 +64,30 @@ def test_a_deletion_melts_the_blocks_it_takes_from(client, database):
     assert response.json == {"deletedCount": 2}
     assert log(client) == ["q5.example", "q4.example", "q3.example", "q1.example"]
     assert stores.records_scalar(database, "SELECT COUNT(*) FROM {records}") == 4
+
+
+def test_an_export_reads_frozen_records_in_their_place_among_the_rows_of_their_hours(client, database):
+    ingest(client, *[record("ep1", "c1", f"{OLD_DAY}T10:{i:02d}:00Z", f"a{i}.old.example.org") for i in (0, 2, 4)])
+    ingest(client, record("ep2", "c1", f"{OLD_DAY}T10:03:00Z", "other.example.net"))
+    assert frozen(database) == 4
+    # An output from now on keeps what comes next as rows: a late record for the frozen hour.
+    made = {"kind": "http", "url": "http://127.0.0.1:9/x", "paused": True, "start": "now"}
+    assert client.post("/v2/output", json=made, headers=AUTH).status_code == 201
+    ingest(client, record("ep1", "c1", f"{OLD_DAY}T10:01:00Z", "late.old.example.org", status="blocked"))
+    assert frozen(database) == 4 and stores.scalar(database, "SELECT COUNT(*) FROM record") == 1
+
+    def exported(query, window=WINDOW):
+        response = client.get(f"/v2/activity-log/csv?{window}{query}", headers=AUTH)
+        assert response.status_code == 200
+        table = list(csv.reader(io.StringIO(response.get_data(as_text=True), newline="")))
+        at = {name: i for i, name in enumerate(table[0])}
+        return [(row[at["question"]], row[at["registrableDomain"]], row[at["endpointId"]]) for row in table[1:]]
+
+    ep1 = [(f"a{i}.old.example.org", "example.org", "ep1") for i in (4, 2)]
+    ep1 += [("late.old.example.org", "example.org", "ep1"), ("a0.old.example.org", "example.org", "ep1")]
+    both = [*ep1[:1], ("other.example.net", "example.net", "ep2"), *ep1[1:]]
+    assert exported("") == both, "the window alone: frozen records picked and merged in Python"
+    assert exported("&sortOrder=asc") == both[::-1]
+    assert exported("&endpointId[]=ep1") == ep1
+    assert exported("&clientId[]=c1") == both, "a client named: the blocks' records staged for SQL"
+    assert exported("", "startTime=2024-05-01T10:01:00Z&endTime=2024-05-01T10:03:00Z") == both[1:4]
