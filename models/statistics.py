@@ -342,6 +342,9 @@ def statistics_start() -> int | None:
 LatencyRow = namedtuple("LatencyRow", "value count mean p50 p95 max")
 
 
+_PAIRS = "record_latency"
+
+
 def latency(filters: Filters, column: str | None = None, limit: int = 1, descending: bool = True) -> list[LatencyRow]:
     """Response-time summaries of the records that have one: of them all (`column` None: one
     row, value None), or of the `limit` values of `column` with the most (or fewest) of them,
@@ -354,14 +357,24 @@ def latency(filters: Filters, column: str | None = None, limit: int = 1, descend
         group, join = "c.client_id", " JOIN client c ON c.id = r.client"
     elif field is not None:
         group = column_sql(field)
-    source = "record r"
-    if thawing.thaw_window(
-        resolved.endpoint_ids(), filters.start_ms, filters.end_ms, condition, params, resolved.hint()
-    ):
-        source = f"{thawing.BOTH} r"
+    # The frozen records' (group, time) pairs are gathered run by run into a table shaped by
+    # the same SELECT, so that only they, not whole records, are held for the ranking.
+    pairs = f"SELECT {group} AS g, r.response_time_ms AS ms FROM {{source}} r{join} WHERE {{where}}"
+    timed = f"{condition} AND r.response_time_ms IS NOT NULL"
+    query(f"DROP TABLE IF EXISTS {_PAIRS}")
+    query(f"CREATE TEMP TABLE {_PAIRS} AS {pairs.format(source='record', where='1 = 0')}")
+    frozen = thawing.collect(
+        f"{_PAIRS} (g, ms)",
+        resolved.endpoint_ids(),
+        filters.start_ms,
+        filters.end_ms,
+        pairs.format(source=thawing.STAGING, where=timed),
+        params,
+        resolved.hint(),
+    )
+    more = f" UNION ALL SELECT g, ms FROM {_PAIRS}" if frozen else ""
     rows = query(
-        f"WITH t AS (SELECT {group} AS g, r.response_time_ms AS ms FROM {source}{join}"
-        f" WHERE {condition} AND r.response_time_ms IS NOT NULL),"
+        f"WITH t AS ({pairs.format(source='record', where=timed)}{more}),"
         " ranked AS (SELECT g, ms, ROW_NUMBER() OVER (PARTITION BY g ORDER BY ms) AS rn,"
         " COUNT(*) OVER (PARTITION BY g) AS n FROM t)"
         " SELECT g, MAX(n), AVG(ms), MAX(CASE WHEN rn = (n * 50 + 99) / 100 THEN ms END),"

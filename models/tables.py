@@ -21,7 +21,7 @@ from .database import db, is_sqlite, query, retry_locked, write_transaction
 from .tokens import ensure_token_secret
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.

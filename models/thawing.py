@@ -165,14 +165,18 @@ def count_into(part: int, endpoint_ids, start_ms, end_ms, select: str, params: l
     """Add to record_counts, as part `part`, the (b, v, n) rows `select` (a grouped count over
     record_staging, as alias r) gives for each run of the frozen records of the window; whether
     any block may hold some."""
+    counted = f"SELECT ?, CAST(b AS BIGINT), CAST(v AS BIGINT), n FROM ({select}) AS t"
+    return collect(f"{COUNTS} (part, b, v, n)", endpoint_ids, start_ms, end_ms, counted, [part, *params], hint)
+
+
+def collect(into: str, endpoint_ids, start_ms, end_ms, select: str, params: list, hint=None) -> bool:
+    """Insert into `into` (a temporary table and its columns) the rows `select` (over
+    record_staging, as alias r) gives for each run of the frozen records of the window; whether
+    any block may hold some. Only a run of unpacked records is held at a time."""
     found = runs(endpoint_ids, start_ms, end_ms, False, hint)
     for run in found:
         stage(run)
-        query(
-            f"INSERT INTO {COUNTS} (part, b, v, n)"
-            f" SELECT ?, CAST(b AS BIGINT), CAST(v AS BIGINT), n FROM ({select}) AS t",
-            [part, *params],
-        )
+        query(f"INSERT INTO {into} {select}", params)
     return bool(found)
 
 
@@ -186,18 +190,6 @@ def edge(endpoint_ids, start_ms, end_ms, condition: str, params: list, newest: b
         if found is not None:
             return found
     return None
-
-
-def thaw_window(endpoint_ids, start_ms, end_ms, condition: str, params: list, hint=None) -> bool:
-    """Fill record_thawed with the frozen records of the window matching `condition`; whether
-    any block may hold some (then read `BOTH`)."""
-    found = runs(endpoint_ids, start_ms, end_ms, False, hint)
-    if found:
-        start_thawed()
-    for run in found:
-        stage(run)
-        keep(condition, params)
-    return bool(found)
 
 
 def start_thawed() -> None:

@@ -7,9 +7,14 @@ import time
 
 import stores
 
-from helpers import AUTH, ingest, record
+from app import create_app
+from models.clock import now_ms
+from schemas.datetimes import format_ms
+
+from helpers import API_KEY, AUTH, clients, ingest, record
 
 OLD_DAY = "2024-05-01"
+HOUR, DAY = 3_600_000, 86_400_000
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2030-01-01T00:00:00Z"
 
 
@@ -19,7 +24,7 @@ def recent(seconds_ago: float, question: str):
 
 
 def log(client, query=""):
-    response = client.get(f"/v2/activity-log?{WINDOW}&limit=100{query}", headers=AUTH)
+    response = client.get(f"/v2/activity-log?{WINDOW}&pageSize=100{query}", headers=AUTH)
     assert response.status_code == 200, response.json
     return [q["question"] for q in response.json["queries"]]
 
@@ -91,3 +96,92 @@ def test_an_export_reads_frozen_records_in_their_place_among_the_rows_of_their_h
     assert exported("&endpointId[]=ep1") == ep1
     assert exported("&clientId[]=c1") == both, "a client named: the blocks' records staged for SQL"
     assert exported("", "startTime=2024-05-01T10:01:00Z&endTime=2024-05-01T10:03:00Z") == both[1:4]
+
+
+def test_response_time_percentiles_rank_frozen_records_with_the_rows(client, database):
+    old = [
+        record("ep1", "a", f"{OLD_DAY}T10:0{i}:00Z", f"o{i}.example", responseTimeMs=ms)
+        for i, ms in enumerate([1, 2, 3])
+    ]
+    ingest(client, *old)
+    new = [
+        {**recent(60 - i, f"n{i}.example"), "clientId": "b", "responseTimeMs": ms} for i, ms in enumerate([4, 10, 100])
+    ]
+    ingest(client, *new)
+    assert frozen(database) == 3 and stores.scalar(database, "SELECT COUNT(*) FROM record") == 3
+    body = client.get(f"/v2/statistic/latency?{WINDOW}", headers=AUTH).json
+    # Nearest rank over 1 2 3 4 10 100: the median is the 3rd, the 95th percentile the 6th.
+    assert (body["count"], body["p50Ms"], body["p95Ms"], body["maxMs"]) == (6, 3.0, 100.0, 100.0)
+    groups = client.get(f"/v2/statistic/latency/clientId?{WINDOW}", headers=AUTH).json["latencies"]
+    assert [(g["value"], g["count"], g["p50Ms"]) for g in groups] == [("a", 3, 2.0), ("b", 3, 10.0)]
+
+
+def test_retention_drops_whole_blocks_and_melts_the_one_it_cuts_through(tmp_path, database):
+    app = create_app(
+        {
+            "TESTING": True,
+            "INSTANCE_PATH": str(tmp_path / "i"),
+            "ANALYTICS_DATABASE": database,
+            "ANALYTICS_API_KEY": API_KEY,
+            "ANALYTICS_RETENTION_DAYS": 30,
+        }
+    )
+    client = app.test_client()
+    newest = now_ms() - 60_000
+    cutoff = newest + 60_000 - 30 * DAY
+
+    def at(ms, client_id, question):
+        return record("ep1", client_id, format_ms(ms), question)
+
+    ingest(
+        client,
+        *[at(cutoff - 3 * HOUR - i * 60_000, "gone", f"gone{i}.example") for i in range(3)],  # blocks before
+        at(cutoff - 30_000, "cut", "before.example"),  # the block of the cutoff's hour (or the one before)
+        at(cutoff + 30_000, "cut", "after.example"),
+        at(cutoff + 3 * HOUR, "kept", "kept.example"),  # a block after
+        at(newest, "kept", "new.example"),  # a row
+    )
+    assert frozen(database) == 6
+    window = f"startTime={format_ms(cutoff - DAY)}&endTime={format_ms(now_ms() + DAY)}"
+    assert client.get(f"/v2/statistic/count?{window}", headers=AUTH).json["count"] == 7
+    result = app.test_cli_runner().invoke(args=["retention"])
+    assert result.exit_code == 0, result.output
+    assert "Deleted 4 records older than 30 days" in result.output
+    left = client.get(f"/v2/activity-log?{window}", headers=AUTH).json["queries"]
+    assert [q["question"] for q in left] == ["new.example", "kept.example", "after.example"]
+    assert stores.records_scalar(database, "SELECT COUNT(*) FROM {records}") == 3
+    assert stores.scalar(database, "SELECT COUNT(*) FROM record_block WHERE last_ts < ?", [cutoff]) == 0
+    # The statistics keep what they counted: the records' own horizon is not theirs.
+    assert client.get(f"/v2/statistic/count?{window}", headers=AUTH).json["count"] == 7
+    last = {name: entry["lastActivityTime"] for name, entry in clients(client)["ep1"]["clients"].items()}
+    assert last == {"gone": None, "cut": format_ms(cutoff + 30_000), "kept": format_ms(newest)}
+
+
+def test_pages_over_frozen_hours_and_rows_follow_one_order(client, database):
+    old = [
+        record(
+            "ep1",
+            f"c{i % 3}",
+            f"{OLD_DAY}T{10 + hour}:{i:02d}:00Z",
+            f"h{hour}-{i}.example",
+            statusCode=["NOERROR", "NXDOMAIN"][i % 2],
+        )
+        for hour in range(3)
+        for i in range(7)
+    ]
+    ingest(client, *old)
+    ingest(client, *[recent(100 - i, f"new{i}.example") for i in range(5)])
+    assert frozen(database) == 21
+    for query in ("", "&sortOrder=asc", "&clientId[]=c1", "&statusCode[]=NXDOMAIN", "&searchQuestion=h1-"):
+        whole = log(client, query)
+        pages = []
+        for page in range(20):
+            response = client.get(f"/v2/activity-log?{WINDOW}&pageSize=4&page={page}{query}", headers=AUTH)
+            found = [q["question"] for q in response.json["queries"]]
+            if not found:
+                break
+            pages += found
+        assert pages == whole, query
+        assert len(whole) == {"": 26, "&sortOrder=asc": 26, "&clientId[]=c1": 11, "&statusCode[]=NXDOMAIN": 9}.get(
+            query, 7
+        )
