@@ -2,7 +2,7 @@
 
 from catalogue import FIELDS_BY_SQL
 
-from . import first_seen, rollups
+from . import first_seen, freezing, rollups, thawing
 from .database import db, query, write_transaction
 from .filters import stored_ids
 from .utils import placeholders
@@ -44,22 +44,26 @@ def delete_records(
     entry in step with what is committed).
     """
     where, params = [], []
+    selection = None
     if endpoints or client_ids or endpoint_limit is not None:
         selection, params = client_selection(endpoints, client_ids, endpoint_limit)
         where.append(f"client IN ({selection})")
+    melted = (selection, list(params), end_ms)
     if end_ms is not None:
         where.append("ts <= ?")
         params.append(end_ms)
     condition = " AND ".join(where) or "1 = 1"
     dims = rollups.WITH_RECORDS if expire else rollups.DIMS
     if batch_size is None:
+        melt_clients(*melted)
         deleted = _delete(f"SELECT id FROM record WHERE {condition}", params, dims)
         if not expire:
             _forget(endpoints, client_ids, end_ms, endpoint_limit)
         return deleted
-    deleted = 0
+    deleted = _expire_frozen(end_ms, dims, after_batch) if expire and selection is None and end_ms is not None else 0
     while True:
         with write_transaction():
+            melt_clients(*melted)
             count = _delete(
                 f"SELECT id FROM record WHERE {condition} ORDER BY id LIMIT ?",
                 params + [batch_size],
@@ -82,6 +86,7 @@ def delete_to_anonymous(endpoint: str, client_id: str) -> int:
 
     selection, params = client_selection([endpoint], [client_id])
     dims = tuple(dim for dim in rollups.DIMS if dim not in KEPT)
+    melt_clients(selection, params, None)
     deleted = _delete(f"SELECT id FROM record WHERE client IN ({selection})", params, dims)
     rollups.forget(None, client_ids=selection, params=params)
     return deleted
@@ -110,6 +115,50 @@ def _forget(endpoints, client_ids, end_ms, endpoint_limit):
     else:
         rollups.forget(end_ms)
         first_seen.forget(end_ms)
+
+
+# Blocks of frozen records one transaction of retention deletes at most.
+EXPIRE_BLOCKS = 200
+
+
+def _expire_frozen(end_ms: int, dims, after_batch) -> int:
+    """Retention's part in the blocks: those whose records are all at or before `end_ms` go
+    whole, their records counted down from their unpacked rows (blocks it cuts through are
+    melted by the batches after); how many records."""
+    deleted = 0
+    with write_transaction():  # first the blocks it cuts through: their records as rows
+        freezing.melt("hour <= ? AND first_ts <= ? AND last_ts > ?", [end_ms // freezing.HOUR_MS, end_ms, end_ms])
+    while True:
+        with write_transaction():
+            ids = [
+                row[0]
+                for row in query(
+                    "SELECT id FROM record_block WHERE hour <= ? AND last_ts <= ? ORDER BY hour LIMIT ?",
+                    [end_ms // freezing.HOUR_MS, end_ms, EXPIRE_BLOCKS],
+                )
+            ]
+            if not ids:
+                return deleted
+            thawing.stage((None, None, ("ids", tuple(ids)), {}))
+            marks = query(f"SELECT endpoint, MAX(ts) FROM {thawing.STAGING} GROUP BY endpoint").fetchall()
+            raise_lost_marks(dict(marks))
+            rollups.apply("1 = 1", [], -1, dims, table=thawing.STAGING)
+            count = query(f"SELECT COUNT(*) FROM {thawing.STAGING}").fetchone()[0]
+            query(f"DELETE FROM record_block WHERE id IN ({placeholders(len(ids))})", ids)
+            query("UPDATE client SET last_frozen = NULL WHERE last_frozen <= ?", [end_ms])
+            deleted += count
+            if after_batch is not None:
+                after_batch(deleted)
+
+
+def melt_clients(selection: str | None, params: list, end_ms: int | None) -> None:
+    """Unpack the frozen records a deletion of the clients `selection` picks (SQL of client
+    entry ids; None: everyone's) up to `end_ms` may take, so that it works on rows alone."""
+    endpoint_ids = None
+    if selection is not None:
+        found = query(f"SELECT DISTINCT endpoint FROM client WHERE id IN ({selection})", params)
+        endpoint_ids = [row[0] for row in found]
+    freezing.melt_window(endpoint_ids, None, end_ms)
 
 
 def _delete(victims: str, params: list, dims) -> int:
