@@ -4,7 +4,7 @@ from collections import namedtuple
 
 from . import freezing, privacy, rollups, unused_terms
 from .database import db, query, write_transaction
-from .deletion import client_selection, delete_records, delete_to_anonymous, melt_clients
+from .deletion import client_selection, delete_records, delete_to_anonymous
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
 
@@ -87,7 +87,9 @@ def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, 
         deleted = 0
         if not logged:
             selection, params = client_selection([endpoint], [client_id])
-            melt_clients(selection, params, None)  # its frozen records' strings are noted too
+            entries = query(f"SELECT id, endpoint FROM client WHERE id IN ({selection})", params).fetchall()
+            # Its frozen records as rows, so that their strings are noted too.
+            freezing.melt_holding(sorted({row[1] for row in entries}), [row[0] for row in entries])
             unused_terms.note_records(f"client IN ({selection})", params)
             if privacy.effective(privacy.settings(), endpoint)["unlogged_clients"] == privacy.COUNTED:
                 deleted = delete_to_anonymous(endpoint, client_id)

@@ -112,6 +112,50 @@ def melt(condition: str, params: list) -> int:
     return melted
 
 
+def holding(endpoint_ids: list | None, end_ms: int | None, entries: list | None) -> list[int]:
+    """The ids of the blocks, oldest first, that may hold records of `endpoint_ids` (None: all)
+    up to `end_ms` (None: all), of the client entries `entries` (None: any; a block's client
+    filter says whether it may hold one of them)."""
+    condition, params = block_condition(endpoint_ids, None, end_ms)
+    if entries is None or len(entries) > MANY_ENTRIES:
+        return [row[0] for row in query(f"SELECT id FROM record_block WHERE {condition} ORDER BY hour, id", params)]
+    wanted = blocks.Wanted(entries)
+    found = query(f"SELECT id, client_filter FROM record_block WHERE {condition} ORDER BY hour, id", params)
+    return [ident for ident, clients in found if wanted.may_be_in(clients)]
+
+
+# Past this many client entries, picking blocks by their filters costs more than it saves.
+MANY_ENTRIES = 1_000
+
+
+def rewrite(block_ids: list[int], gone: set[int]) -> None:
+    """Pack the blocks `block_ids` again without the records whose ids are in `gone`; a block
+    left empty goes. Call inside a write transaction."""
+    for start in range(0, len(block_ids), 500):
+        part = block_ids[start : start + 500]
+        found = query(f"SELECT id, hour, data FROM record_block WHERE id IN ({', '.join(['?'] * len(part))})", part)
+        for ident, hour, data in found.fetchall():
+            rows = blocks.unpack(data)
+            kept = [row for row in rows if row[0] not in gone]
+            if len(kept) < len(rows):
+                query("DELETE FROM record_block WHERE id = ?", [ident])
+                if kept:
+                    _store(kept, hour)
+
+
+def melt_holding(endpoint_ids: list | None, entries: list) -> int:
+    """Melt the blocks that may hold records of the client entries `entries` (of the endpoints
+    `endpoint_ids`); how many records."""
+    ids = holding(endpoint_ids, None, entries)
+    melted = 0
+    for start in range(0, len(ids), 500):
+        part = ids[start : start + 500]
+        melted += melt(f"id IN ({', '.join(['?'] * len(part))})", part)
+    if ids:
+        query(f"UPDATE client SET last_frozen = NULL WHERE id IN ({', '.join(['?'] * len(entries))})", list(entries))
+    return melted
+
+
 def renote_last_frozen(endpoint: int, entry_ids) -> None:
     """Read again the newest time of the frozen records of these client entries of `endpoint`
     (after a change that moved records away from them): from the blocks whose client filters

@@ -62,13 +62,27 @@ def test_records_an_output_has_not_sent_stay_rows(client, database):
     assert stores.scalar(database, "SELECT COUNT(*) FROM record") == 3
 
 
-def test_a_deletion_melts_the_blocks_it_takes_from(client, database):
+def test_a_deletion_takes_its_records_out_of_the_blocks_and_leaves_the_others_packed(client, database):
     ingest(client, *[record("ep1", f"c{i % 2}", f"{OLD_DAY}T10:{i:02d}:00Z", f"q{i}.example") for i in range(6)])
-    assert frozen(database) == 6
+    ingest(client, *[record("ep1", "c2", f"{OLD_DAY}T1{i + 1}:00:00Z", f"other{i}.example") for i in range(3)])
+    assert frozen(database) == 9
+    blocks_before = stores.scalar(database, "SELECT COUNT(*) FROM record_block")
     response = client.delete("/v2/activity-log?clientId[]=c0&endTime=2024-05-01T10:03:00Z", headers=AUTH)
     assert response.json == {"deletedCount": 2}
-    assert log(client) == ["q5.example", "q4.example", "q3.example", "q1.example"]
-    assert stores.records_scalar(database, "SELECT COUNT(*) FROM {records}") == 4
+    assert log(client, "&clientId[]=c0&clientId[]=c1") == ["q5.example", "q4.example", "q3.example", "q1.example"]
+    assert frozen(database) == 7 and stores.scalar(database, "SELECT COUNT(*) FROM record") == 0, "nothing melted"
+    # c2's blocks (other hours) were not touched; the one block of hour 10 was packed again.
+    assert stores.scalar(database, "SELECT COUNT(*) FROM record_block") == blocks_before
+    count = client.get(f"/v2/statistic/count?{WINDOW}&clientId[]=c0", headers=AUTH).json["count"]
+    assert count == 1, "counted down from the statistics"
+
+    body = {"endpointIds": ["ep1"], "clientIds": ["c1"], "endTime": 2_000_000_000_000}
+    assert client.delete("/v2/client", json=body, headers=AUTH).json["deletedCount"] == 1
+    assert log(client) == ["other2.example", "other1.example", "other0.example", "q4.example"]
+    assert frozen(database) == 4 and stores.scalar(database, "SELECT COUNT(*) FROM record") == 0
+    assert client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 4
+    entries = clients(client)["ep1"]["clients"]
+    assert set(entries) == {"c0", "c2"} and entries["c0"]["lastActivityTime"] == "2024-05-01T10:04:00.000Z"
 
 
 def test_an_export_reads_frozen_records_in_their_place_among_the_rows_of_their_hours(client, database):
