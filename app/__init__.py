@@ -5,6 +5,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 import models.config
 import models.database
+import models.freezing
 import models.tables
 import schemas.geoip
 from models.clock import pin_request_now
@@ -46,6 +47,7 @@ def create_app(test_config=None) -> Flask:
     with models.database.connection():
         models.tables.create_schema()
     schemas.geoip.configure(app.config["ANALYTICS_GEOIP_DB"] or None, app.config["ANALYTICS_ASN_DB"] or None)
+    models.freezing.configure(app.config)
 
     app.extensions["guards"] = guards.State()
     app.before_request(request_size.bound_url)  # first: like an over-long body, refused before it costs anything

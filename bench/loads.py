@@ -40,7 +40,9 @@ class Progress:
 
 
 def checkpoint(path: str) -> int:
-    """Checkpoint the WAL into the file and truncate it; the file's size after."""
+    """Checkpoint the WAL into the file and truncate it; the bytes of the file's pages in use
+    after (pages freed by records packed into blocks are reused, and given back to the disk by
+    the service's hourly housekeeping)."""
     conn = sqlite3.connect(path, timeout=60)
     try:
         for _ in range(50):
@@ -48,9 +50,25 @@ def checkpoint(path: str) -> int:
             if not busy:
                 break
             time.sleep(0.2)
+        pages, free, size = (
+            conn.execute(f"PRAGMA {name}").fetchone()[0] for name in ("page_count", "freelist_count", "page_size")
+        )
     finally:
         conn.close()
-    return os.path.getsize(path)
+    return (pages - free) * size
+
+
+def frozen_lag(path: str, hot_hours: int = 48, timeout: float = 600.0) -> float | None:
+    """Seconds until the service has packed into blocks every record past the hot horizon
+    (models/freezing.py); None: not within `timeout`."""
+    started = time.perf_counter()
+    with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
+        while time.perf_counter() - started < timeout:
+            horizon = (int(time.time() * 1000) // 3_600_000 - hot_hours) * 3_600_000
+            if conn.execute("SELECT 1 FROM record WHERE ts < ? LIMIT 1", [horizon]).fetchone() is None:
+                return time.perf_counter() - started
+            time.sleep(0.5)
+    return None
 
 
 @contextlib.contextmanager

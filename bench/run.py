@@ -138,6 +138,11 @@ def _load_http(args, traffic, server, path: str, result: dict):
     stored = probes.count_records(server, traffic)
     if stored != args.records:
         result["errors"].append(f"GET /v2/statistic/count over every record says {stored}, expected {args.records:,}")
+    http["frozen_after"] = loads.frozen_lag(path)
+    if http["frozen_after"] is None:
+        result["errors"].append("the service had not frozen every record past the hot horizon 600 s after the load")
+    else:
+        print(f"  every record past the hot horizon frozen {http['frozen_after']:,.1f} s after the load", flush=True)
     http["bytes"] = loads.checkpoint(path)
     print(f"  {http['bytes'] / args.records:,.0f} bytes/record; storage breakdown (dbstat) ...", flush=True)
     result["http"] = http

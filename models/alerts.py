@@ -4,7 +4,7 @@ alerting (the job that evaluates and delivers is app/jobs/alerts.py)."""
 import json
 from collections import namedtuple
 
-from . import counting
+from . import counting, thawing
 from .clients import endpoint_last_activity
 from .database import query, write_transaction
 from .utils import can_be_id, chunks, placeholders
@@ -36,8 +36,9 @@ def _rule(row) -> RuleRow:
 def top_id(kind: str) -> int:
     """Where a new rule starts looking: after every client entry (new-client) or record
     (the other kinds) stored so far, so that it judges only what comes after it."""
-    table = "client" if kind == "new-client" else "record"
-    return query(f"SELECT MAX(id) FROM {table}").fetchone()[0] or 0
+    if kind != "new-client":
+        return thawing.newest_id()
+    return query("SELECT MAX(id) FROM client").fetchone()[0] or 0
 
 
 def create_rule(fields: dict, secret: str, now_ms: int) -> RuleRow:

@@ -2,7 +2,7 @@
 
 from collections import namedtuple
 
-from . import privacy, rollups, unused_terms
+from . import freezing, privacy, rollups, unused_terms
 from .database import db, query, write_transaction
 from .deletion import client_selection, delete_records, delete_to_anonymous
 from .tables import CLIENT_META_FIELDS
@@ -24,7 +24,7 @@ def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=No
     selection, params = client_selection([endpoint] if endpoint is not None else None, client_ids, endpoint_limit)
     order = db.obj.dialect.binary_order
     sql = (
-        f"SELECT e.id, {_ENTRY_COLUMNS}, (SELECT MAX(r.ts) FROM record r WHERE r.client = c.id)"
+        f"SELECT e.id, {_ENTRY_COLUMNS}, {freezing.newest_sql('c')}"
         f" FROM client c JOIN endpoint e ON e.id = c.endpoint WHERE c.id IN ({selection})"
         f" ORDER BY {order('e.name')}, {order('c.client_id')}"
     )
@@ -41,12 +41,13 @@ def endpoint_last_activity(endpoint_ids) -> dict[int, int | None]:
     found = {}
     for part in chunks(endpoint_ids, 500):
         rows = query(
-            "SELECT e.id, e.lost_mark, (SELECT MAX(r.ts) FROM record r WHERE r.endpoint = e.id)"
+            "SELECT e.id, e.lost_mark, (SELECT MAX(r.ts) FROM record r WHERE r.endpoint = e.id),"
+            " (SELECT MAX(b.last_ts) FROM record_block b WHERE b.endpoint = e.id)"
             f" FROM endpoint e WHERE e.id IN ({placeholders(len(part))})",
             part,
         )
-        for endpoint_id, mark, newest in rows:
-            times = [t for t in (mark, newest) if t is not None]
+        for endpoint_id, mark, newest, frozen in rows:
+            times = [t for t in (mark, newest, frozen) if t is not None]
             found[endpoint_id] = max(times) if times else None
     return found
 
@@ -86,6 +87,9 @@ def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, 
         deleted = 0
         if not logged:
             selection, params = client_selection([endpoint], [client_id])
+            entries = query(f"SELECT id, endpoint FROM client WHERE id IN ({selection})", params).fetchall()
+            # Its frozen records as rows, so that their strings are noted too.
+            freezing.melt_holding(sorted({row[1] for row in entries}), [row[0] for row in entries])
             unused_terms.note_records(f"client IN ({selection})", params)
             if privacy.effective(privacy.settings(), endpoint)["unlogged_clients"] == privacy.COUNTED:
                 deleted = delete_to_anonymous(endpoint, client_id)
@@ -108,7 +112,7 @@ def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_li
         gone = query(
             "SELECT c.id, e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint"
             f" WHERE c.id IN ({selection})"
-            " AND NOT EXISTS (SELECT 1 FROM record r WHERE r.client = c.id)",
+            f" AND NOT {freezing.has_records_sql('c')}",
             params,
         ).fetchall()
         for part in chunks([ident for ident, _, _ in gone], 500):

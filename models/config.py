@@ -49,8 +49,11 @@ DEFAULTS = {
     # process before a batch being stored counts them itself (0: each batch is counted as it
     # is stored). Reads are exact either way: they count the waiting ones.
     "ANALYTICS_COUNT_BEHIND": 50_000,
+    # Hours of records kept as rows before they are packed into blocks (models/freezing.py).
+    "ANALYTICS_HOT_HOURS": 48,
 }
 _INTEGERS = (
+    "ANALYTICS_HOT_HOURS",
     "ANALYTICS_RETENTION_DAYS",
     "ANALYTICS_STATISTICS_RETENTION_DAYS",
     "ANALYTICS_RETENTION_INTERVAL",

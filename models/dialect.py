@@ -17,6 +17,7 @@ _ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 # The key of the PostgreSQL advisory lock that serialises writers (see Postgres.lock_writes).
 _WRITE_LOCK_KEY = 0x444E5341  # "DNSA"
 _COUNTING_LOCK_KEY = 0x444E5343  # "DNSC": one process counts at a time
+_LEAST = -(2**63)
 
 
 def ascii_lower(text: str) -> str:
@@ -65,6 +66,13 @@ class SQLite:
     victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id INTEGER PRIMARY KEY)"
     # The terms looked for by models/unused_terms.py.
     term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id INTEGER PRIMARY KEY)"
+
+    def greatest(self, first: str, second: str) -> str:
+        """SQL: the greater of two integer expressions, NULL only when both are (`first` once)."""
+        return f"NULLIF(MAX(COALESCE({first}, {_LEAST}), COALESCE({second}, {_LEAST})), {_LEAST})"
+
+    # A temporary table of the record table's columns (models/thawing.py).
+    temp_like_record = "CREATE TEMP TABLE IF NOT EXISTS {table} AS SELECT * FROM main.record WHERE 0"
 
     def __init__(self, wal_limit: int = 256 << 20, path: str | None = None, busy_seconds: float = 30.0):
         self.wal_limit = wal_limit
@@ -283,6 +291,10 @@ class Postgres(SQLite):
     name = "postgresql"
     victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id BIGINT PRIMARY KEY)"
     term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id BIGINT PRIMARY KEY)"
+    temp_like_record = "CREATE TEMP TABLE IF NOT EXISTS {table} (LIKE record)"
+
+    def greatest(self, first: str, second: str) -> str:
+        return f"GREATEST({first}, {second})"  # NULLs are left out
 
     def driver_sql(self, sql: str) -> str:
         # psycopg's placeholders are %s, so a literal % (the modulo of time buckets) is doubled.

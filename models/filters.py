@@ -16,6 +16,8 @@ SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex", "regex
 # What one pattern may cost RE2 to compile (its automata); a pattern past it is refused.
 PATTERN_MEMORY = 1 << 20
 _TERM_SCAN_BATCH = 10_000
+# Names a pattern may match for reads to look for them in the frozen blocks' filters.
+_HINTED_NAMES = 1_000
 
 
 def compile_pattern(text: str, *, lines: bool = False):
@@ -79,6 +81,12 @@ class Resolved:
         self._endpoint_ids = ...
         self._stored: dict[str, list] = {}
 
+    def endpoints_alone(self) -> bool:
+        """Whether the filters, besides the window, name endpoints at most."""
+        return not self.filters.search and all(
+            sql == "endpoint" for sql, values in self.filters.values.items() if values
+        )
+
     def stored(self, sql: str) -> list:
         """The values of the filter on record column `sql` as that column stores them (ids of
         names; numbers as they are)."""
@@ -103,6 +111,17 @@ class Resolved:
             parts.append(f"{self.alias}.ts <= ?")
             params.append(end_ms)
         return " AND ".join(parts + self.parts) or "1 = 1", params + self.params
+
+    def hint(self) -> dict | None:
+        """{"client" or "question": stored ids} one of which every record these filters select
+        holds, for the columns they name a few values of (None: no such column): which frozen
+        blocks may hold such records (models/thawing.py)."""
+        found = {sql: self.stored(sql) for sql in ("client", "question") if self.filters.values.get(sql)}
+        if "question" not in found and self.filters.search and self.filters.search_mode == "regex":
+            matched = _matching_terms(self.filters.search)  # remembered: no second search
+            if len(matched) <= _HINTED_NAMES:
+                found["question"] = matched
+        return found or None
 
     def endpoint_ids(self) -> list[int] | None:
         """The ids of the endpoints these filters allow (None: all)."""

@@ -10,7 +10,7 @@ counted yet. A client's newly observed names come from its records.
 
 from dataclasses import replace
 
-from . import counting
+from . import counting, thawing
 from .database import db, insert_rows, query
 from .domains import TABLE as DOMAINS
 from .filters import Resolved, column_sql
@@ -55,6 +55,13 @@ def note_stored_names(endpoint_ids: list | None = None) -> None:
         " ON CONFLICT (endpoint, term) DO NOTHING",
         list(endpoint_ids or []),
     )
+    scope = endpoint_ids or None
+    for run in thawing.runs(scope, None, None, False):  # and of the frozen ones, a run at a time
+        thawing.stage(run)
+        query(
+            f"{_INSERT} SELECT question, endpoint, MIN(ts), MAX(ts) FROM {thawing.STAGING}"
+            f" GROUP BY question, endpoint {_WIDEN}"
+        )
     _note_everywhere()
 
 
@@ -118,10 +125,16 @@ def newly_seen(resolved: Resolved, column, limit: int) -> list[tuple]:
     if filters.values.get("client"):
         # A client's first time: the earliest of its records, read from the records.
         values = {sql: filters.values[sql] for sql in ("endpoint", "client") if sql in filters.values}
-        condition, params = Resolved(replace(filters, values=values, search=None)).where(None, end)
+        by_client = Resolved(replace(filters, values=values, search=None))
+        condition, params = by_client.where(None, end)
+        first = f"SELECT {column_sql(column)} AS v, MIN(r.ts) AS f FROM {{source}} r WHERE {condition} GROUP BY 1"
+        thawing.start_counts()
+        staged = f"SELECT f AS b, v, 0 AS n FROM ({first.format(source=thawing.STAGING)}) AS s"
+        frozen = thawing.count_into(1, by_client.endpoint_ids(), None, end, staged, params, by_client.hint())
+        more = f" UNION ALL SELECT v, b FROM {thawing.COUNTS} WHERE part = 1" if frozen else ""
         return query(
-            f"SELECT {column_sql(column)} AS v, MIN(r.ts) AS f FROM record r WHERE {condition}"
-            " GROUP BY 1 HAVING MIN(r.ts) >= ? ORDER BY f DESC LIMIT ?",
+            f"SELECT v, MIN(f) AS f FROM ({first.format(source='record')}{more}) AS seen"
+            " GROUP BY v HAVING MIN(f) >= ? ORDER BY f DESC LIMIT ?",
             [*params, start, limit],
         ).fetchall()
     endpoints = resolved.endpoint_ids()

@@ -5,7 +5,8 @@ from itertools import chain
 
 from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 
-from . import counting, domains, privacy
+from . import counting, domains, freezing, privacy
+from .clock import now_ms
 from .database import insert_rows, query, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids
@@ -83,7 +84,8 @@ def _store(records: list[tuple], in_transaction, first) -> int:
         insert_rows(_INSERT_RECORD, len(_INSERTED), list(zip(*stored, strict=True)))
         mapped = domains.map_questions(terms, questions)
         # Counted behind the request (models/counting.py), unless too many wait already.
-        counting.catch_up(counting.behind_limit, {"ts": columns[_TS], **dict(zip(_INSERTED, stored, strict=True))})
+        if counting.catch_up(counting.behind_limit, {"ts": columns[_TS], **dict(zip(_INSERTED, stored, strict=True))}):
+            freezing.freeze(now_ms())  # what the count let go of, past the hot horizon
         if in_transaction is not None:
             in_transaction()
     domains.remember(mapped)

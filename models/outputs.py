@@ -10,7 +10,7 @@ reads from the cursor in id order and moves it only once a batch is accepted.
 import json
 from collections import namedtuple
 
-from . import activity, jobs
+from . import activity, jobs, thawing
 from .database import query, write_transaction
 from .filters import Filters, Resolved
 from .utils import can_be_id
@@ -177,10 +177,19 @@ def note_failure(output_id: int, error: str, now: int):
 def backlog(output: OutputRow, at_most: int) -> int:
     """How many of the output's records are stored after its cursor, counted up to `at_most`."""
     condition, params = Resolved(_filters(output), inline=True).where()
+    source = _source(output.cursor, condition, params)
     return query(
-        f"SELECT COUNT(*) FROM (SELECT 1 FROM record r WHERE r.id > ? AND {condition} LIMIT ?) t",
+        f"SELECT COUNT(*) FROM (SELECT 1 FROM {source} WHERE r.id > ? AND {condition} LIMIT ?) t",
         [output.cursor, *params, at_most],
     ).fetchone()[0]
+
+
+def _source(cursor: int, condition: str, params: list) -> str:
+    """The FROM item of the records after `cursor`: an output made to start from older records
+    than the newest sends the frozen ones too (models/thawing.py)."""
+    if thawing.thaw_ids(cursor, thawing.newest_id(), condition, params):
+        return f"{thawing.BOTH} r"
+    return "record r"
 
 
 def skip_point(output: OutputRow, keep: int) -> tuple[int, int] | None:
@@ -188,14 +197,15 @@ def skip_point(output: OutputRow, keep: int) -> tuple[int, int] | None:
     many records it would pass: (new cursor, skipped), or None when no more than `keep` wait.
     Reads only, so that counting a long backlog holds no write lock (ingest does not wait)."""
     condition, params = Resolved(_filters(output), inline=True).where()
+    source = _source(output.cursor, condition, params)
     found = query(
-        f"SELECT r.id FROM record r WHERE r.id > ? AND {condition} ORDER BY r.id DESC LIMIT 1 OFFSET ?",
+        f"SELECT r.id FROM {source} WHERE r.id > ? AND {condition} ORDER BY r.id DESC LIMIT 1 OFFSET ?",
         [output.cursor, *params, keep],
     ).fetchone()
     if found is None:
         return None
     skipped = query(
-        f"SELECT COUNT(*) FROM record r WHERE r.id > ? AND r.id <= ? AND {condition}",
+        f"SELECT COUNT(*) FROM {source} WHERE r.id > ? AND r.id <= ? AND {condition}",
         [output.cursor, found[0], *params],
     ).fetchone()[0]
     return found[0], skipped

@@ -13,7 +13,7 @@ crash is simply run again from its cursor.
 
 import json
 
-from . import counting, domains, first_seen, privacy, rollups, unused_terms
+from . import counting, domains, first_seen, freezing, privacy, rollups, thawing, unused_terms
 from .database import insert_rows, query, update_rows, write_transaction
 from .tables import CLIENT_META_FIELDS
 from .terms import term_ids, term_values
@@ -92,10 +92,11 @@ def plan_ages(now: int) -> None:
 
 
 def _newest_id() -> int:
-    return query("SELECT COALESCE(MAX(id), 0) FROM record").fetchone()[0]
+    return thawing.newest_id()
 
 
 def _add_task(endpoint: int, detail: dict, kind: str, after: int, upto: int, id_upto: int, now: int) -> int:
+    freezing.melt_window([endpoint], after + 1, upto)  # a rewrite works on rows
     total = query(
         "SELECT COUNT(*) FROM record WHERE endpoint = ? AND ts > ? AND ts <= ? AND id <= ?",
         [endpoint, after, upto, id_upto],
@@ -141,6 +142,7 @@ def _step(task, on_finished) -> int:
     key = privacy.hash_keys([name])[name] if rules["client_ip"] == privacy.HASH else None
     with write_transaction():
         counting.catch_up()  # the names' times and counts of every record, before they change
+        freezing.melt_window([endpoint], max(cursor_ts, ts_after + 1), ts_upto)  # frozen again meanwhile
         rows = query(
             "SELECT r.id, r.ts, r.client, c.client_id, " + ", ".join(f"r.{c}" for c in _COLUMNS) + ", r.dst_asn"
             " FROM record r JOIN client c ON c.id = r.client"
@@ -248,6 +250,7 @@ def _rewrite(endpoint: int, rows: list, rules: dict, key) -> int:
     rollups.apply(condition, ids, 1)
     unused_terms.note(unused)
     if moved_from:
+        freezing.renote_last_frozen(endpoint, moved_from)  # their frozen records may have moved
         _retire_entries(moved_from, rules, key)
     return len(updates)
 
@@ -273,7 +276,7 @@ def _retire_entries(entry_ids: set, rules: dict, key) -> None:
     counts past the records' horizon go to the entry their id now maps to, and they go."""
     for entry, endpoint, client_id, ip, ip_ts in query(
         f"SELECT id, endpoint, client_id, ip, ip_ts FROM client WHERE id IN ({placeholders(len(entry_ids))})"
-        " AND NOT EXISTS (SELECT 1 FROM record r WHERE r.client = client.id) AND unlogged IS NULL",
+        f" AND NOT {freezing.has_records_sql('client')} AND unlogged IS NULL",
         sorted(entry_ids),
     ).fetchall():
         target = _entries(endpoint, {privacy.client_kept(client_id, rules, key)})

@@ -250,7 +250,7 @@ def _save(marks: dict[int, int]):
     settings.write(_BUILT_THROUGH, json.dumps({_BY_ID[ident].description: mark for ident, mark in marks.items()}))
 
 
-def apply(condition: str, params: list, sign: int, dims=None, counted_only=False):
+def apply(condition: str, params: list, sign: int, dims=None, counted_only=False, table: str = "record"):
     """Add (sign 1) or subtract (sign -1) the counts, in `dims` (None: all), of the records matching
     `condition` (SQL on the record table). Deletions and rewrites call it before they change
     records, in their transaction: the tail is counted first, so that every record they count
@@ -265,7 +265,7 @@ def apply(condition: str, params: list, sign: int, dims=None, counted_only=False
         condition, params = f"({condition}) AND id <= ?", [*params, counting.counted_through()]
     else:
         counting.catch_up()
-    cursor = query(f"SELECT {', '.join(COLUMNS)} FROM record WHERE {condition}", params)
+    cursor = query(f"SELECT {', '.join(COLUMNS)} FROM {table} WHERE {condition}", params)
     counts: dict[tuple, int] = {}
     while rows := cursor.fetchmany(10_000):
         for key, n in count(dict(zip(COLUMNS, zip(*rows, strict=True), strict=True)), dims).items():
@@ -359,6 +359,11 @@ def relayout(previous: str):
     new = tuple(dim for dim in DIMS if dim.description not in old)
     if new:
         apply("1 = 1", [], 1, new, counted_only=True)
+        from . import thawing  # and the frozen records, a run at a time
+
+        for run in thawing.runs(None, None, None, False):
+            thawing.stage(run)
+            apply("1 = 1", [], 1, new, counted_only=True, table=thawing.STAGING)
 
 
 def _upsert(counts: dict, sign: int):

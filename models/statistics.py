@@ -1,11 +1,12 @@
 """Aggregates over the records, computed in SQL: counts, counts per group, time buckets."""
 
 import heapq
+import itertools
 from collections import namedtuple
 
 from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
 
-from . import counting, first_seen, rollups
+from . import counting, first_seen, rollups, thawing
 from .database import query
 from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql, derived_in, stored_ids
@@ -27,6 +28,12 @@ def top(filters: Filters, column: str, limit: int, descending: bool = True) -> l
 def series(filters: Filters, interval_ms: int) -> dict[int, int]:
     """Record counts per time bucket (the bucket's start, a multiple of interval_ms)."""
     return {start: n for (start, _), n in _grouped(Resolved(filters), interval_ms=interval_ms).items()}
+
+
+def stored_series(filters: Filters, interval_ms: int) -> dict[int, int]:
+    """Counts per time bucket of the records stored (not those the statistics remember past
+    the records' horizon)."""
+    return {start: n for (start, _), n in _grouped(Resolved(filters), interval_ms=interval_ms, stored=True).items()}
 
 
 def top_series(filters: Filters, interval_ms: int, column: str, limit: int) -> tuple[list[str], dict]:
@@ -125,6 +132,7 @@ def _grouped(resolved: Resolved, interval_ms=None, column=None, only=None, store
     hourly rollups with them: a window there is counted in whole days. `stored`: count the
     records stored, not what the statistics remember (rollups that expire with them only)."""
     start, end = resolved.filters.start_ms, resolved.filters.end_ms
+    thawing.start_counts()
     if not stored and (expired := rollups.statistics_from()) is not None:
         start = expired if start is None else max(start, expired)
         if end is not None and start > end:
@@ -197,21 +205,35 @@ def _usable_rollups(filters: Filters, interval_ms, column) -> list[rollups.Dim]:
     return rollups.usable(columns - {"endpoint"}, endpoints_bound, interval_ms)
 
 
+# Numbers the parts of a statistic that count frozen records (thawing.COUNTS).
+_PARTS = itertools.count(1)
+
+
 def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, only, derived, counted=None):
     """(SELECT of (b: bucket, v: value, n: count) rows, params) counting the records of a part:
     all of them, or (`counted`) those the rollups hold ("counted") or not yet ("waiting")."""
     condition, params = resolved.where(start_ms, end_ms)
-    keys = [_bucket_sql(interval_ms) if interval_ms else "NULL", f"r.{column.sql}" if column else "NULL"]
+    nothing = "CAST(NULL AS BIGINT)"  # typed: PostgreSQL unites it with the counts of frozen records
+    keys = [_bucket_sql(interval_ms) if interval_ms else nothing, f"r.{column.sql}" if column else nothing]
     if only is not None:
         condition, params = _only(condition, params, f"r.{column.sql}", only, derived)
-    source = "record r"
+    source, grouped = (
+        "record r",
+        f"SELECT {keys[0]} AS b, {keys[1]} AS v, COUNT(*) AS n FROM {{source}} WHERE {{condition}} GROUP BY 1, 2",
+    )
+    frozen = ""
+    if counted != "waiting":  # frozen records are all counted: the part's window of them too
+        part = next(_PARTS)
+        staged = grouped.format(source=f"{thawing.STAGING} r", condition=condition)
+        if thawing.count_into(part, resolved.endpoint_ids(), start_ms, end_ms, staged, params, resolved.hint()):
+            frozen = f" UNION ALL SELECT b, v, n FROM {thawing.COUNTS} WHERE part = {part}"
     if counted == "counted":
         # `+ 0`: not a range of ids to read by; the part's window is.
         condition = f"(r.id + 0) <= {counting.COUNTED_SQL} AND {condition}"
     elif counted == "waiting":
         source, waiting, mark = counting.waiting_records()
         condition, params = f"{waiting} AND {condition}", [*mark, *params]
-    return f"SELECT {keys[0]} AS b, {keys[1]} AS v, COUNT(*) AS n FROM {source} WHERE {condition} GROUP BY 1, 2", params
+    return grouped.format(source=source, condition=condition) + frozen, params
 
 
 def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, only, derived) -> tuple[str, list] | None:
@@ -234,14 +256,14 @@ def _from_rollups(resolved: Resolved, dim, first, last, interval_ms, column, onl
             else:
                 condition += f" AND {rollups.value_sql(dim, sql)} IN ({placeholders(len(stored))})"
             params += stored
-    value = rollups.value_sql(dim, column.sql) if column else "NULL"
+    value = rollups.value_sql(dim, column.sql) if column else "CAST(NULL AS BIGINT)"
     if only is not None:
         condition, params = _only(condition, params, value, only, derived)
     if interval_ms:
         i, start = int(interval_ms), f"(period * {int(dim.period_ms)})"
         bucket = f"({start} - ((({start}) % {i}) + {i}) % {i})"
     else:
-        bucket = "NULL"
+        bucket = "CAST(NULL AS BIGINT)"
     return f"SELECT {bucket} AS b, {value} AS v, n FROM rollup WHERE {condition}", params
 
 
@@ -301,6 +323,12 @@ def availability(filters: Filters) -> tuple[int | None, int | None, int]:
         query(f"SELECT {aggregate} FROM record r WHERE {condition}", params).fetchone()[0]
         for aggregate in ("MIN(r.ts)", "MAX(r.ts)")
     )
+    window = (resolved.endpoint_ids(), filters.start_ms, filters.end_ms, condition, params)
+    hint = resolved.hint()
+    oldest, newest = (
+        min((t for t in (oldest, thawing.edge(*window, newest=False, hint=hint)) if t is not None), default=None),
+        max((t for t in (newest, thawing.edge(*window, newest=True, hint=hint)) if t is not None), default=None),
+    )
     return oldest, newest, sum(_grouped(resolved, stored=True).values())
 
 
@@ -312,6 +340,9 @@ def statistics_start() -> int | None:
 # A summary of response times: how many records have one, their mean, median, 95th percentile
 # (nearest rank) and maximum, in milliseconds.
 LatencyRow = namedtuple("LatencyRow", "value count mean p50 p95 max")
+
+
+_PAIRS = "record_latency"
 
 
 def latency(filters: Filters, column: str | None = None, limit: int = 1, descending: bool = True) -> list[LatencyRow]:
@@ -326,9 +357,24 @@ def latency(filters: Filters, column: str | None = None, limit: int = 1, descend
         group, join = "c.client_id", " JOIN client c ON c.id = r.client"
     elif field is not None:
         group = column_sql(field)
+    # The frozen records' (group, time) pairs are gathered run by run into a table shaped by
+    # the same SELECT, so that only they, not whole records, are held for the ranking.
+    pairs = f"SELECT {group} AS g, r.response_time_ms AS ms FROM {{source}} r{join} WHERE {{where}}"
+    timed = f"{condition} AND r.response_time_ms IS NOT NULL"
+    query(f"DROP TABLE IF EXISTS {_PAIRS}")
+    query(f"CREATE TEMP TABLE {_PAIRS} AS {pairs.format(source='record', where='1 = 0')}")
+    frozen = thawing.collect(
+        f"{_PAIRS} (g, ms)",
+        resolved.endpoint_ids(),
+        filters.start_ms,
+        filters.end_ms,
+        pairs.format(source=thawing.STAGING, where=timed),
+        params,
+        resolved.hint(),
+    )
+    more = f" UNION ALL SELECT g, ms FROM {_PAIRS}" if frozen else ""
     rows = query(
-        f"WITH t AS (SELECT {group} AS g, r.response_time_ms AS ms FROM record r{join}"
-        f" WHERE {condition} AND r.response_time_ms IS NOT NULL),"
+        f"WITH t AS ({pairs.format(source='record', where=timed)}{more}),"
         " ranked AS (SELECT g, ms, ROW_NUMBER() OVER (PARTITION BY g ORDER BY ms) AS rn,"
         " COUNT(*) OVER (PARTITION BY g) AS n FROM t)"
         " SELECT g, MAX(n), AVG(ms), MAX(CASE WHEN rn = (n * 50 + 99) / 100 THEN ms END),"

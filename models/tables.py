@@ -4,6 +4,7 @@ from peewee import (
     SQL,
     BigAutoField,
     BigIntegerField,
+    BlobField,
     BooleanField,
     CompositeKey,
     DoubleField,
@@ -20,7 +21,7 @@ from .database import db, is_sqlite, query, retry_locked, write_transaction
 from .tokens import ensure_token_secret
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -87,6 +88,8 @@ class Client(BaseModel):
     os_version_ts = BigIntegerField(null=True)
     # Marked as not logged (TRUE; NULL: logged): none of its records is stored (models/privacy.py).
     unlogged = BooleanField(null=True)
+    # The newest timestamp among its frozen records (models/freezing.py; NULL: none frozen).
+    last_frozen = BigIntegerField(null=True)
 
     class Meta:
         indexes = ((("endpoint", "client_id"), True),)
@@ -388,6 +391,32 @@ Record = type(
 )
 
 
+class RecordBlock(BaseModel):
+    """Records packed together once old enough to be left alone (models/freezing.py): some of
+    one endpoint's records of one hour (`hour`: its number since 1970), ts and id bounds, `n`
+    records, packed by models/blocks.py. A record is in the record table or in one block."""
+
+    id = NeverReusedId()
+    endpoint = IntegerField()
+    hour = BigIntegerField()
+    first_ts = BigIntegerField()
+    last_ts = BigIntegerField()
+    first_id = BigIntegerField()
+    last_id = BigIntegerField()
+    n = IntegerField()
+    client_filter = BlobField()  # Bloom filters of its records' client entries and names (blocks.bloom)
+    question_filter = BlobField()
+    data = BlobField()
+
+    class Meta:
+        # Covering the reads that pick blocks (models/thawing.py): the blobs stay unread.
+        indexes = (
+            (("endpoint", "hour", "n", "first_ts", "last_ts"), False),
+            (("hour", "endpoint", "n", "first_ts", "last_ts"), False),
+            (("last_id", "first_id"), False),
+        )
+
+
 class IngestBatch(BaseModel):
     """Batches stored under an idempotency key (by the API key that sent them), with what
     their answer was, so that a batch sent again is answered without being stored again."""
@@ -432,6 +461,7 @@ class FeedLoss(BaseModel):
 TABLES = (
     Endpoint,
     Client,
+    RecordBlock,
     Term,
     TermCandidate,
     TermDomain,

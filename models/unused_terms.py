@@ -25,13 +25,14 @@ when step 2 read its place, or the copy was made before its source went, and rea
 
 from catalogue import FIELDS, FIELDS_BY_SQL, TERM
 
-from . import rollups, settings
+from . import blocks, rollups, settings, thawing
 from .database import db, query, secure_deletes, write_transaction
 from .domains import TABLE as DOMAINS
 from .terms import GENERATION, generation
 from .utils import chunks, placeholders
 
 TERM_COLUMNS = tuple(field.sql for field in FIELDS if field.storage == TERM)
+_TERM_AT = [blocks.COLUMNS.index(column) for column in TERM_COLUMNS]
 # Rollups whose value holds a term id (alone, or as id * PAIR + code): shorter periods first.
 _TERM_DIMS = sorted(
     (dim for dim in rollups.DIMS if dim.columns and FIELDS_BY_SQL[dim.columns[0]].storage == TERM),
@@ -104,7 +105,7 @@ def _claim() -> tuple[list[int], int, int]:
         # A question's registrable domain may be left unused with it.
         note(domains - set(ids))
         settings.write(GENERATION, str(current + 1))
-        newest = query("SELECT COALESCE(MAX(id), 0) FROM record").fetchone()[0]
+        newest = thawing.newest_id()
     return sorted(set(ids) | domains), current, newest
 
 
@@ -120,12 +121,20 @@ def _unreferenced(claimed: list[int], newest: int) -> set[int]:
     left = set(claimed)
     any_column = " OR ".join(f"{column} IN ({_CHECKED})" for column in TERM_COLUMNS)
     top = newest
+    nothing = ", ".join(["NULL"] * len(TERM_COLUMNS))
     while top > 0 and left:
+        # The rows and the frozen records' blocks of the id range in one statement (one
+        # snapshot): a record moved between them meanwhile (freezing.py) is in exactly one.
         rows = query(
-            f"SELECT {', '.join(TERM_COLUMNS)} FROM record WHERE id > ? AND id <= ? AND ({any_column})",
-            [top - SCAN_IDS, top],
+            f"SELECT {', '.join(TERM_COLUMNS)}, NULL FROM record WHERE id > ? AND id <= ? AND ({any_column})"
+            f" UNION ALL SELECT {nothing}, data FROM record_block WHERE last_id > ? AND first_id <= ?",
+            [top - SCAN_IDS, top, top - SCAN_IDS, top],
         ).fetchall()
-        _found(left, {value for row in rows for value in row})
+        referred = {value for row in rows if row[-1] is None for value in row[:-1]}
+        for row in rows:
+            if row[-1] is not None:
+                referred |= _block_terms(row[-1], top - SCAN_IDS, top)
+        _found(left, referred)
         top -= SCAN_IDS
     for dim in _TERM_DIMS:
         if not left:
@@ -138,6 +147,11 @@ def _unreferenced(claimed: list[int], newest: int) -> set[int]:
         _found(left, {row[0] for row in rows})
     query("DELETE FROM term_check")
     return left
+
+
+def _block_terms(data: bytes, after_id: int, upto_id: int) -> set:
+    """The term ids the frozen records of ids in (after_id, upto_id] of a block refer to."""
+    return {record[i] for record in blocks.unpack(data) if after_id < record[0] <= upto_id for i in _TERM_AT}
 
 
 def _found(left: set, referred: set) -> None:

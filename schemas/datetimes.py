@@ -99,11 +99,15 @@ def _checked_ms(ms: int) -> int:
 
 def format_ms(ms: int) -> str:
     """The one output shape of every time the service writes. (Client lists and CSV exports
-    write one per row: the date is worked out once per day, the rest is integer arithmetic.)"""
-    seconds, millis = divmod(ms, 1000)
-    day, second = divmod(seconds, 86_400)
-    hours, rest = divmod(second, 3600)
-    return f"{_date(day)}T{hours:02d}:{rest // 60:02d}:{rest % 60:02d}.{millis:03d}Z"
+    write one per row: the date and time up to the minute are worked out once per minute.)"""
+    minute, rest = divmod(ms, 60_000)
+    return f"{_minute(minute)}{rest // 1000:02d}.{rest % 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=4096)
+def _minute(minute: int) -> str:
+    day, rest = divmod(minute, 1440)
+    return f"{_date(day)}T{rest // 60:02d}:{rest % 60:02d}:"
 
 
 @functools.lru_cache(maxsize=4096)

@@ -40,6 +40,36 @@ def scalar(database: str, statement: str, params=()):
     return run_sql(database, statement, params)[0][0]
 
 
+def on_records(database: str, statement: str, params=()) -> list[tuple]:
+    """Run `statement`, whose `{records}` stands for every stored record (rows of the record
+    table, and the frozen ones unpacked from their blocks: models/freezing.py); its rows."""
+    from models import blocks
+
+    columns = ", ".join(blocks.COLUMNS)
+    create = f"CREATE TEMP TABLE every_record AS SELECT {columns} FROM record"
+    frozen = f"INSERT INTO every_record ({columns}) VALUES ({', '.join(['?'] * len(blocks.COLUMNS))})"
+    if not is_postgres(database):
+        with sqlite3.connect(database, timeout=30) as conn:
+            conn.execute(create)
+            for (data,) in conn.execute("SELECT data FROM record_block").fetchall():
+                conn.executemany(frozen, blocks.unpack(data))
+            return conn.execute(statement.format(records="every_record"), params).fetchall()
+    import psycopg
+
+    with psycopg.connect(database) as conn:
+        conn.execute(create)
+        for (data,) in conn.execute("SELECT data FROM record_block").fetchall():
+            conn.cursor().executemany(Postgres().driver_sql(frozen), blocks.unpack(data))
+        cursor = conn.execute(Postgres().driver_sql(statement.format(records="every_record")), params)
+        found = cursor.fetchall() if cursor.description else []
+        conn.rollback()
+        return found
+
+
+def records_scalar(database: str, statement: str, params=()):
+    return on_records(database, statement, params)[0][0]
+
+
 def refuse_deletes(database: str, table: str, when: str = "TRUE"):
     """Make every deletion of a `table` row matching `when` (SQL on `old`) fail, as a disk or
     constraint failure part-way through a change would."""
@@ -83,6 +113,8 @@ def stored_rows(database: str) -> str:
     assert "record" in tables and "client" in tables
     text = [str(row) for table in tables if table != "term" for row in run_sql(database, f'SELECT * FROM "{table}"')]
     for column in ("src_ip", "question", "trigger_value", "answers"):
-        text += [v for (v,) in run_sql(database, f"SELECT t.value FROM record r JOIN term t ON t.id = r.{column}")]
+        text += [
+            v for (v,) in on_records(database, f"SELECT t.value FROM {{records}} r JOIN term t ON t.id = r.{column}")
+        ]
     text += [v for (v,) in run_sql(database, "SELECT t.value FROM name_seen n JOIN term t ON t.id = n.term")]
     return "\n".join(text)

@@ -7,6 +7,8 @@ import sys
 import threading
 import time
 
+import stores
+
 from app import create_app
 
 from helpers import API_KEY, AUTH, record
@@ -56,7 +58,7 @@ def test_backup_while_ingesting_and_restore(tmp_path):
     for copy in copies:
         with sqlite3.connect(copy) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-            count = conn.execute("SELECT COUNT(*) FROM record").fetchone()[0]
+        count = stores.records_scalar(str(copy), "SELECT COUNT(*) FROM {records}")
         assert count % 200 == 0 and count >= 600, "whole batches only: a consistent snapshot"
 
     # Restore: serve the last copy as the database; its data reads back through the API.
@@ -66,8 +68,7 @@ def test_backup_while_ingesting_and_restore(tmp_path):
     items = restored.get("/v2/client", headers=AUTH).json["items"]
     assert "seed" in items["e1"]["clients"]
     total = restored.get("/v2/data-availability", headers=AUTH).json["recordCount"]
-    with sqlite3.connect(copies[-1]) as conn:
-        assert total == conn.execute("SELECT COUNT(*) FROM record").fetchone()[0]
+    assert total == stores.records_scalar(str(copies[-1]), "SELECT COUNT(*) FROM {records}")
 
 
 def test_backup_into_a_missing_folder_is_one_clear_line(tmp_path):

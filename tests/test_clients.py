@@ -255,7 +255,7 @@ def test_delete_is_one_transaction(client, database):
     items = clients(client)
     assert {e: set(v["clients"]) for e, v in items.items()} == {"ep1": {"a", "b"}, "ep2": {"a", "c"}}
     assert items["ep1"]["clients"]["b"]["lastActivityTime"] == T2, "records are all still there"
-    assert stores.scalar(database, "SELECT COUNT(*) FROM record") == 5
+    assert stores.records_scalar(database, "SELECT COUNT(*) FROM {records}") == 5
 
 
 def test_alias_set_replace_and_clear(client):

@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from stores import is_postgres, run_sql, scalar
+from stores import is_postgres, records_scalar, run_sql, scalar
 
 import models.counting
 import models.database
@@ -24,7 +24,7 @@ from helpers import API_KEY, AUTH, ingest, record, samples, wait_for
 
 DAY = 86_400_000
 COUNTED = "SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = 'rollups_counted_through'"
-NEWEST = "SELECT COALESCE(MAX(id), 0) FROM record"
+NEWEST = "SELECT COALESCE(MAX(id), 0) FROM {records}"
 
 
 def app_behind(tmp_path, database, behind: int, **config):
@@ -59,7 +59,7 @@ def test_a_batch_counts_the_waiting_records_once_they_pass_the_bound(tmp_path, d
     assert count(client, "2024-05-01T00:00:00Z", "2024-05-02T23:59:59.999Z") == 8, "counted from the records"
 
     ingest(client, *batch(8, 8))
-    assert scalar(database, COUNTED) == scalar(database, NEWEST) == 16, "16 may not: the batch counted them all"
+    assert scalar(database, COUNTED) == records_scalar(database, NEWEST) == 16, "16 may not: the batch counted them all"
     assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == 16, "the daily totals hold them"
     assert count(client, "2024-05-01T00:00:00Z", "2024-05-02T23:59:59.999Z") == 16, "and are not counted twice"
 
@@ -91,11 +91,11 @@ def test_records_that_expire_are_counted_into_the_statistics_first(tmp_path, dat
 
     result = runner.invoke(args=["retention"])
     assert result.exit_code == 0, result.output
-    assert scalar(database, "SELECT COUNT(*) FROM record") == 5, "the old day's records expired"
+    assert records_scalar(database, "SELECT COUNT(*) FROM {records}") == 5, "the old day's records expired"
     # Past the records' horizon only the daily statistics answer: they were counted before the
     # records went, with the rest of what was waiting.
     assert count(client, format_ms(old_day), format_ms(old_day + DAY - 1)) == 12
-    assert scalar(database, COUNTED) == scalar(database, NEWEST)
+    assert scalar(database, COUNTED) == records_scalar(database, NEWEST)
 
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
@@ -109,7 +109,7 @@ def test_the_service_counts_what_it_stores(tmp_path, database, workers):
             assert (status, body["accepted"]) == (200, 10)
         # Far under ANALYTICS_COUNT_BEHIND: only the counting process counts them.
         wait_for(lambda: scalar(database, COUNTED) >= 200, 20, "the counting process to count 200 records")
-        assert scalar(database, COUNTED) == scalar(database, NEWEST) == 200, server.log_path.read_text()
+        assert scalar(database, COUNTED) == records_scalar(database, NEWEST) == 200, server.log_path.read_text()
         assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == 200
         status, body = server.call("GET", "/v2/statistic/count?startTime=2024-05-01T00:00:00Z", headers=AUTH)
         assert (status, body["count"]) == (200, 200)
@@ -267,7 +267,7 @@ def test_rows_counted_down_to_nothing_go(tmp_path, database):
 
     result = runner.invoke(args=["retention"])
     assert result.exit_code == 0, result.output
-    assert scalar(database, "SELECT COUNT(*) FROM record") == 0
+    assert records_scalar(database, "SELECT COUNT(*) FROM {records}") == 0
     assert scalar(database, f"SELECT COUNT(*) FROM rollup WHERE dim IN ({hourly})") == 0
     assert scalar(database, "SELECT COUNT(*) FROM rollup WHERE n = 0") == 0
     assert count(client, format_ms(old_day), format_ms(old_day + DAY - 1)) == n, "the day's statistics stay"
@@ -328,7 +328,7 @@ def test_a_long_tail_counted_aside_in_parts_gives_the_counts_of_counting_as_stor
             assert scalar(database, COUNTED) == 0
             with app.app_context(), models.database.connection():
                 assert models.counting.catch_up_aside() == 12_600
-        assert scalar(database, COUNTED) == scalar(database, NEWEST) == 12_600
+        assert scalar(database, COUNTED) == records_scalar(database, NEWEST) == 12_600
     rows = "SELECT dim, period, endpoint, value, n FROM rollup ORDER BY dim, period, endpoint, value"
     assert run_sql(counted_aside, rows) == run_sql(counted_as_stored, rows)
     names = "SELECT term, endpoint, first, last FROM name_seen ORDER BY term, endpoint"

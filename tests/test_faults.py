@@ -24,8 +24,9 @@ def stored_batches(database) -> dict[str, int]:
     if not stores.is_postgres(database):
         assert stores.scalar(database, "PRAGMA integrity_check") == "ok"
     return dict(
-        stores.run_sql(
-            database, "SELECT c.client_id, COUNT(*) FROM record r JOIN client c ON c.id = r.client GROUP BY c.client_id"
+        stores.on_records(
+            database,
+            "SELECT c.client_id, COUNT(*) FROM {records} r JOIN client c ON c.id = r.client GROUP BY c.client_id",
         )
     )
 
@@ -154,8 +155,8 @@ def test_concurrent_writers_readers_and_deleters(tmp_path, database):
         assert "locked" not in server.log_path.read_text()
         status, body = server.call("GET", f"/v2/statistic/count?{window}", headers=AUTH)
         assert body["count"] == totals["ingested"] - totals["deleted"]
-        assert stores.scalar(database, "SELECT COUNT(*) FROM record") == body["count"]
-        assert stores.scalar(database, "SELECT COUNT(DISTINCT question) FROM record") == body["count"]
+        assert stores.records_scalar(database, "SELECT COUNT(*) FROM {records}") == body["count"]
+        assert stores.records_scalar(database, "SELECT COUNT(DISTINCT question) FROM {records}") == body["count"]
         print(f"\nconcurrency: {totals['calls']} calls, {totals['ingested']} ingested, {totals['deleted']} deleted")
         assert totals["ingested"] > 0 and totals["deleted"] > 0
     finally:

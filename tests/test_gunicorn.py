@@ -46,7 +46,7 @@ def test_two_workers_start_on_a_new_database_and_serve_ingest_get_delete(server,
     status, body = server.call("GET", "/v2/client")
     assert status == 401 and body["error"]["code"] == 40101
 
-    assert stores.scalar(database, "SELECT COUNT(*) FROM record") == 180
+    assert stores.records_scalar(database, "SELECT COUNT(*) FROM {records}") == 180
     if not stores.is_postgres(database):
         assert stores.scalar(database, "PRAGMA journal_mode") == "wal"
         assert stores.scalar(database, "PRAGMA integrity_check") == "ok"

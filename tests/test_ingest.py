@@ -9,8 +9,8 @@ import stores
 from helpers import API_KEY, AUTH, assert_error, clients, ingest, record
 
 
-def stored(database, sql="SELECT COUNT(*) FROM record"):
-    return stores.scalar(database, sql)
+def stored(database, sql="SELECT COUNT(*) FROM {records}"):
+    return stores.records_scalar(database, sql)
 
 
 def test_json_array(client, database):
@@ -113,7 +113,7 @@ def test_malformed_bodies(client, database, body, content_type):
 
 def test_question_is_stored_lower_case_without_trailing_dot(client, database):
     ingest(client, record(question="WWW.Example.COM."))
-    assert stored(database, "SELECT value FROM term t JOIN record r ON r.question = t.id") == "www.example.com"
+    assert stored(database, "SELECT value FROM term t JOIN {records} r ON r.question = t.id") == "www.example.com"
 
 
 def test_timestamp_defaults_to_receipt(client):
@@ -167,9 +167,9 @@ def test_a_batch_of_several_statements_keeps_its_order(client, database):
     its ids in the order it was sent, each record its own values."""
     n = 2_627
     ingest(client, *[record(client_id=f"c{i % 7}", question=f"d{i}.example", responseTimeMs=i) for i in range(n)])
-    rows = stores.run_sql(
+    rows = stores.on_records(
         database,
-        "SELECT t.value, r.response_time_ms FROM record r JOIN term t ON t.id = r.question ORDER BY r.id",
+        "SELECT t.value, r.response_time_ms FROM {records} r JOIN term t ON t.id = r.question ORDER BY r.id",
     )
     assert rows == [(f"d{i}.example", i) for i in range(n)]
 
@@ -212,9 +212,9 @@ def test_a_new_database_gives_the_common_values_the_smallest_ids(new_database):
     names = [record(question=f"name-{i}.example", client_id=f"c{i}") for i in range(2_000)]
     common = record(question="last.example", rrType="HTTPS", statusCode="SERVFAIL", protocol="doq", trigger="rebind")
     ingest(loader, *names, common)
-    ((rr_type, status, protocol, trigger),) = stores.run_sql(
+    ((rr_type, status, protocol, trigger),) = stores.on_records(
         database,
-        "SELECT r.rr_type, r.status, r.protocol, r.trigger_type FROM record r JOIN term q ON q.id = r.question"
+        "SELECT r.rr_type, r.status, r.protocol, r.trigger_type FROM {records} r JOIN term q ON q.id = r.question"
         " WHERE q.value = 'last.example'",
     )
     assert max(rr_type, status, protocol, trigger) < 128, (rr_type, status, protocol, trigger)

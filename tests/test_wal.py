@@ -9,6 +9,7 @@ import threading
 import time
 
 import pytest
+import stores
 
 from helpers import API_KEY, AUTH, record
 from servers import Gunicorn
@@ -121,6 +122,5 @@ def test_a_batch_is_answered_as_stored_when_bounding_the_log_after_it_fails(tmp_
     process.start()
     acknowledged, statuses = results.get(timeout=120)
     process.join(30)
-    with sqlite3.connect(database) as conn:
-        stored = conn.execute("SELECT COUNT(*) FROM record").fetchone()[0]
+    stored = stores.records_scalar(database, "SELECT COUNT(*) FROM {records}")
     assert stored == acknowledged, f"{stored} records stored, {acknowledged} acknowledged (answers {statuses})"

@@ -16,8 +16,12 @@ from gunicorn.dirty import DirtyApp
 
 import models.counting
 import models.database
+import models.freezing
+from models.clock import now_ms
 
 POLL_SECONDS = 0.05
+# How often records past the hot horizon are looked for when nothing was counted meanwhile.
+FREEZE_LOOK_SECONDS = 10.0
 # After a failed count (the database gone, a disk full): how long before trying again.
 RETRY_SECONDS = 5.0
 
@@ -29,6 +33,7 @@ def count_behind(app):
     """A web worker's batches leave up to ANALYTICS_COUNT_BEHIND records waiting for the
     counting process (elsewhere none wait: every batch is counted as it is stored)."""
     models.counting.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"]
+    models.freezing.configure(app.config)
 
 
 def start_background(app) -> threading.Thread:
@@ -67,6 +72,7 @@ class CountingProcess(DirtyApp):
 
 
 def _loop(app):
+    looked = 0.0  # when freezing was last looked for
     while True:
         time.sleep(POLL_SECONDS)
         if _worker is not None and (os.getppid() != _worker.ppid or not _worker.alive):
@@ -75,15 +81,25 @@ def _loop(app):
             os._exit(0)  # the main thread is gunicorn's, serving nothing without its arbiter
         try:
             with app.app_context(), models.database.connection():
-                if not models.counting.waiting():
+                # Records cross the hot horizon as time passes, counted or not lately.
+                freeze = time.monotonic() - looked > FREEZE_LOOK_SECONDS
+                if not models.counting.waiting() and not freeze:
                     continue
                 # One process counts at a time (several services on one PostgreSQL schema, a
                 # restart's old and new pool): the others' counts would all be thrown away.
                 with models.database.counting_turn() as mine:
                     if not mine:
                         continue
-                    while models.counting.catch_up_aside():
-                        pass
+                    counted = 0
+                    while found := models.counting.catch_up_aside():
+                        counted += found
+                    if counted or freeze:  # what the count let go of, past the hot horizon
+                        looked = time.monotonic()
+                        while True:
+                            models.database.yield_to_storing()
+                            with models.database.write_transaction():
+                                if models.freezing.freeze(now_ms()) < models.freezing.STEP_RECORDS:
+                                    break
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)

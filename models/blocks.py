@@ -1,0 +1,197 @@
+"""Records packed into blocks: the form records take once they are old enough to be left alone
+(models/freezing.py), about a fifth of their size as rows with three indexes.
+
+A block holds one endpoint's records of one hour, ordered by time then id, one column after
+another: ids and times as differences from the previous record's, every integer column
+narrowed to the fewest bytes its values need (NULL a value of its own), real columns as 8-byte
+floats (NULL as NaN), the whole compressed with zlib. `pack` and `unpack` are exact inverses
+on the record table's rows (tuples in its column order).
+"""
+
+import array
+import itertools
+import struct
+import zlib
+
+from peewee import DoubleField
+
+from .tables import Record
+
+HOUR_MS = 3_600_000
+# The record table's columns, in the order a block's rows hold them; the real ones by position.
+COLUMNS = tuple(field.column_name for field in Record._meta.sorted_fields)
+REALS = frozenset(i for i, field in enumerate(Record._meta.sorted_fields) if isinstance(field, DoubleField))
+assert COLUMNS[:2] == ("id", "ts"), "blocks pack id and ts first"
+
+# The blob's first byte: how what follows is laid out.
+_FORMAT = 2
+_HEADER = struct.Struct("<BII")  # format, records, columns
+_BASE = struct.Struct("<q")
+# array typecodes by size, signed; in a column, NULL is the smallest value of the chosen size.
+_CODES = ("b", "h", "i", "q")
+_WIDTHS = {code: array.array(code).itemsize for code in _CODES}
+_REAL = b"d"
+_ALL_NULL = b"n"
+_NAN = float("nan")
+_NAN_BITS = struct.pack("d", _NAN)
+_ALL_NULL_BYTE, _REAL_BYTE = _ALL_NULL[0], _REAL[0]
+# A column's first byte -> (array typecode, bytes a value, the NULL value).
+_KINDS = {ord(code): (code, _WIDTHS[code], -(2 ** (_WIDTHS[code] * 8 - 1))) for code in _CODES}
+_KINDS[_REAL_BYTE] = ("d", 8, None)
+
+
+def pack(rows: list[tuple], reals: frozenset[int] = REALS) -> bytes:
+    """`rows` (record rows, id then ts first, in (ts, id) order) as one blob; the columns at
+    the indexes `reals` hold floats, the others integers."""
+    columns = list(zip(*rows, strict=True))
+    parts = [_HEADER.pack(_FORMAT, len(rows), len(columns))]
+    for index, column in enumerate(columns):
+        if index in reals:
+            parts.append(_REAL + array.array("d", [_NAN if v is None else v for v in column]).tobytes())
+            continue
+        if index < 2:  # id and ts (never NULL): the first, then differences from the previous
+            parts.append(_BASE.pack(column[0]))
+            column = [0, *(b - a for a, b in itertools.pairwise(column))]
+        parts.append(_integers(column))
+    return zlib.compress(b"".join(parts), 6)
+
+
+def unpack(blob: bytes, columns_now: int = len(COLUMNS), wanted: dict[int, set] | None = None) -> list[tuple]:
+    """The rows `pack` was given, with NULL for the columns added since (of `columns_now`).
+    `wanted`: {column index: values}: only the rows holding one of the values in each such
+    column (a read after a few clients or names builds only their rows: most of the work)."""
+    data = zlib.decompress(blob)
+    form, count, width = _HEADER.unpack_from(data)
+    if form != _FORMAT:
+        raise ValueError(f"a block of an unknown format ({form})")
+    spans, offset = [], _HEADER.size
+    for index in range(width):  # where each column lies, from the widths alone
+        base = None
+        if index < 2:
+            (base,) = _BASE.unpack_from(data, offset)
+            offset += _BASE.size
+        kind = data[offset]
+        if kind == _ALL_NULL_BYTE:
+            spans.append(None)
+            offset += 1
+            continue
+        code, size, null = _KINDS[kind]
+        shift = 0 if kind == _REAL_BYTE else _BASE.unpack_from(data, offset + 1)[0]
+        start = offset + (1 if kind == _REAL_BYTE else 9)
+        offset = start + size * count
+        spans.append((code, start, offset, null, shift, base))
+    view = memoryview(data)
+    rows = None  # the positions kept (None: every one)
+    for index, values in (wanted or {}).items():
+        column = _values(view, spans[index], count) if index < width else [None] * count
+        rows = [i for i in (range(count) if rows is None else rows) if column[i] in values]
+        if not rows:
+            return []
+    kept = count if rows is None else len(rows)
+    nulls = [None] * kept  # one list for every column all NULL: zip only reads it
+    columns = [nulls if span is None else _values(view, span, count, rows) for span in spans]
+    columns += [nulls] * (columns_now - width)  # packed before columns were added: unknown
+    return list(zip(*columns, strict=True))
+
+
+def _values(view: memoryview, span: tuple | None, count: int, rows: list | None = None) -> list:
+    """The values of a column (its span as `unpack` reads it), of the positions `rows` (None:
+    all), read in place: a few rows cost only their own values. id and ts (a base) are stored
+    as differences from the previous value."""
+    if span is None:
+        return [None] * (count if rows is None else len(rows))
+    code, start, end, null, shift, base = span
+    stored = view[start:end].cast(code)
+    if base is not None:
+        values = list(itertools.accumulate(stored if not shift else [v + shift for v in stored], initial=base))[1:]
+        return values if rows is None else [values[i] for i in rows]
+    values = stored.tolist() if rows is None else [stored[i] for i in rows]
+    if code == "d":
+        return [None if v != v else v for v in values] if _NAN_BITS in stored.tobytes() else values
+    if null in values:
+        return [None if v == null else v + shift for v in values]
+    return [v + shift for v in values] if shift else values
+
+
+def _integers(values) -> bytes:
+    """A column of integers (or NULLs) in the fewest bytes that hold them: its typecode, the
+    amount taken off every value (0 when they fit as they are: read back at C speed), then the
+    values less it, NULL the smallest value of the type; `_ALL_NULL` alone when all are NULL."""
+    known = [value for value in values if value is not None]
+    if not known:
+        return _ALL_NULL
+    low, high = min(known), max(known)
+    for code in _CODES:
+        top = 2 ** (_WIDTHS[code] * 8 - 1) - 1
+        if -top <= low and high <= top:  # as they are
+            shift = 0
+            break
+        if high - low < 2 * top:  # less the smallest, shifted to the type's smallest but one
+            shift = low + top
+            break
+    null = -(2 ** (_WIDTHS[code] * 8 - 1))
+    stored = [null if value is None else value - shift for value in values]
+    return code.encode() + shift.to_bytes(8, "little", signed=True) + array.array(code, stored).tobytes()
+
+
+def block_condition(endpoint_ids: list | None, start_ms: int | None, end_ms: int | None) -> tuple[str, list]:
+    """SQL on record_block: the blocks that may hold records of `endpoint_ids` (None: all) with
+    ts in [start_ms, end_ms] (None: unbounded)."""
+    parts, params = [], []
+    if endpoint_ids is not None:
+        parts.append(f"endpoint IN ({', '.join(['?'] * len(endpoint_ids))})" if endpoint_ids else "0 = 1")
+        params += list(endpoint_ids)
+    # The hours bound a range of the indexes; the times narrow it to the blocks' own bounds.
+    if start_ms is not None:
+        parts.append("hour >= ? AND last_ts >= ?")
+        params += [start_ms // HOUR_MS, start_ms]
+    if end_ms is not None:
+        parts.append("hour <= ? AND first_ts <= ?")
+        params += [end_ms // HOUR_MS, end_ms]
+    return " AND ".join(parts) or "1 = 1", params
+
+
+def bloom(values) -> bytes:
+    """A Bloom filter of the integers `values` (None left out): about 10 bits a value and 3
+    probes, about 1 % false positives. A read looking for a few clients or names unpacks only
+    the blocks whose filters may hold one (see models/thawing.py)."""
+    distinct = {value for value in values if value is not None}
+    size = max(8, (10 * len(distinct) + 7) // 8)
+    bits, mask = size * 8, 0
+    for value in distinct:
+        for probe in _probes(value, bits):
+            mask |= 1 << probe
+    return mask.to_bytes(size, "little")
+
+
+def may_hold(filter_: bytes, values) -> bool:
+    """Whether the block whose Bloom filter is `filter_` may hold one of `values`."""
+    return Wanted(values).may_be_in(filter_)
+
+
+class Wanted:
+    """Values looked for in the filters of many blocks: their probes are worked out once per
+    size of filter, then each filter costs a few byte lookups a value."""
+
+    def __init__(self, values):
+        self.values = list(values)
+        self._by_size: dict[int, list] = {}
+
+    def may_be_in(self, filter_: bytes) -> bool:
+        probes = self._by_size.get(len(filter_))
+        if probes is None:
+            bits = len(filter_) * 8
+            probes = [[(p >> 3, 1 << (p & 7)) for p in _probes(value, bits)] for value in self.values]
+            self._by_size[len(filter_)] = probes
+        for value in probes:  # loops, not any/all over generators: this runs per block
+            for at, bit in value:
+                if not filter_[at] & bit:
+                    break
+            else:
+                return True
+        return False
+
+
+def _probes(value: int, bits: int) -> tuple[int, int, int]:
+    mixed = (value * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    return mixed % bits, (mixed >> 21) % bits, (mixed >> 42) % bits

@@ -1,0 +1,210 @@
+"""Reading frozen records (models/freezing.py) with the same SQL as records stored as rows.
+
+The blocks a read may need are unpacked a run of hours at a time (at most about CHUNK_RECORDS
+records) into a temporary table of the read's connection, `record_staging`, shaped as the
+record table. A read then either runs its own statement on that table and merges the answers
+(counts, sums, first and last times), or keeps the rows of it that match its condition in a
+second temporary table, `record_thawed`, and reads the record table and that one together
+(pages in time order). Either way only a chunk of unpacked records, and the rows matching,
+are held at once.
+"""
+
+from . import blocks
+from .blocks import COLUMNS, HOUR_MS, block_condition
+from .database import db, insert_rows, query
+
+STAGING = "record_staging"
+# The record_block column holding the Bloom filter of each record column a hint may name.
+_FILTERS = {"client": "client_filter", "question": "question_filter"}
+THAWED = "record_thawed"
+# A read unpacks a first run of about FIRST_RECORDS records, then runs twice as long each time,
+# up to CHUNK_RECORDS: a page from the newest frozen hour unpacks little.
+FIRST_RECORDS = 2_000
+CHUNK_RECORDS = 50_000
+_ALL = ", ".join(COLUMNS)
+# The records of the window, stored as rows or thawed (the rows of record_thawed); or as rows
+# or staged (a read that takes the staged records as they are, without keeping some first).
+BOTH = f"(SELECT {_ALL} FROM record UNION ALL SELECT {_ALL} FROM {THAWED})"
+WITH_STAGED = f"(SELECT {_ALL} FROM record UNION ALL SELECT {_ALL} FROM {STAGING})"
+
+
+def runs(endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = None) -> list[tuple]:
+    """(first hour, last hour, block ids or None) of each run of the blocks that may hold
+    records of `endpoint_ids` (None: every endpoint) in [start_ms, end_ms], newest first if
+    `descending`; None: every such block of those hours. Runs grow from FIRST_RECORDS records to
+    CHUNK_RECORDS (an hour is never split). `hint`: {"client" or "question": ids}, one of which
+    every record wanted holds: blocks whose filters hold none are left out."""
+    if hint and not all(hint.values()):
+        return []  # a value looked for that no record holds
+    if hint and "client" in hint:  # a client entry's records are all of its endpoint
+        endpoint_ids = _endpoints_of(hint["client"], endpoint_ids)
+    condition, params = block_condition(endpoint_ids, start_ms, end_ms)
+    order = "DESC" if descending else "ASC"
+    if hint:
+        columns = ", ".join(_FILTERS[column] for column in hint)
+        found = query(
+            f"SELECT hour, n, id, {columns} FROM record_block WHERE {condition} ORDER BY hour {order}", params
+        ).fetchall()
+        wanted = [blocks.Wanted(values) for values in hint.values()]
+        chosen = [
+            (hour, n, ident)
+            for hour, n, ident, *filters in found
+            if all(want.may_be_in(f) for f, want in zip(filters, wanted, strict=True))
+        ]
+    else:
+        chosen = query(
+            f"SELECT hour, SUM(n), NULL FROM record_block WHERE {condition} GROUP BY hour ORDER BY hour {order}",
+            params,
+        ).fetchall()
+    made, run, held, size = [], None, 0, FIRST_RECORDS
+    for hour, count, ident in chosen:
+        if run is not None and hour != run[-1] and held + count > size:
+            made.append(_run(run, endpoint_ids, hint))
+            run, held, size = None, 0, min(2 * size, CHUNK_RECORDS)
+        run = [ident, hour] if run is None else [*run, ident, hour]
+        held += count
+    if run is not None:
+        made.append(_run(run, endpoint_ids, hint))
+    return made
+
+
+def newest_hour(endpoint_ids, start_ms, end_ms, descending: bool) -> int | None:
+    """The newest (oldest if not `descending`) hour of a block that may hold records of the window."""
+    condition, params = block_condition(endpoint_ids, start_ms, end_ms)
+    return query(
+        f"SELECT {'MAX' if descending else 'MIN'}(hour) FROM record_block WHERE {condition}", params
+    ).fetchone()[0]
+
+
+def _endpoints_of(entries, endpoint_ids) -> list:
+    """Of `endpoint_ids` (None: all), the endpoints of the client entries `entries`."""
+    found = set()
+    for start in range(0, len(entries), 500):
+        part = list(entries)[start : start + 500]
+        found.update(
+            row[0]
+            for row in query(f"SELECT DISTINCT endpoint FROM client WHERE id IN ({', '.join(['?'] * len(part))})", part)
+        )
+    return sorted(found if endpoint_ids is None else found & set(endpoint_ids))
+
+
+def _run(run: list, endpoint_ids, hint) -> tuple:
+    """(first hour, last hour, what to unpack, the values a hint wants by column index) of
+    [id, hour, id, hour, ...]: the block ids, or with no hint the endpoints whose blocks of
+    those hours are all wanted."""
+    hours = run[1::2]
+    chosen = ("ids", tuple(run[0::2])) if hint else ("endpoints", endpoint_ids)
+    wanted = {COLUMNS.index(column): set(values) for column, values in (hint or {}).items()}
+    return min(hours), max(hours), chosen, wanted
+
+
+def stage(run: tuple) -> None:
+    """Unpack the run's blocks into record_staging (emptied first): with a hint, only the
+    records that hold its values (the others cannot be wanted)."""
+    _empty(STAGING)
+    insert_rows(f"INSERT INTO {STAGING} ({_ALL})", len(COLUMNS), unpacked(run))
+
+
+def unpacked(run: tuple) -> list[tuple]:
+    """The records of the run's blocks (rows in COLUMNS order, in no order): with a hint, only
+    those that hold its values."""
+    kind, chosen = run[2]
+    wanted = run[3] or None
+    if kind == "endpoints":
+        condition, params = block_condition(chosen, None, None)
+        parts = [(f"{condition} AND hour >= ? AND hour <= ?", [*params, run[0], run[1]])]
+    else:
+        ids = list(chosen)
+        parts = [
+            (f"id IN ({', '.join(['?'] * len(ids[i : i + 500]))})", ids[i : i + 500]) for i in range(0, len(ids), 500)
+        ]
+    rows = []
+    for condition, params in parts:
+        for (data,) in query(f"SELECT data FROM record_block WHERE {condition}", params).fetchall():
+            rows += blocks.unpack(data, wanted=wanted)
+    return rows
+
+
+def thaw_ids(after_id: int, upto_id: int, condition: str, params: list) -> bool:
+    """Fill record_thawed with the frozen records of ids in (after_id, upto_id] matching
+    `condition` (SQL on alias r); whether any block may hold such ids."""
+    found = query("SELECT data FROM record_block WHERE last_id > ? AND first_id <= ?", [after_id, upto_id]).fetchall()
+    if not found:
+        return False
+    start_thawed()
+    _empty(STAGING)
+    for (data,) in found:
+        insert_rows(f"INSERT INTO {STAGING} ({_ALL})", len(COLUMNS), blocks.unpack(data))
+    keep(f"r.id > ? AND r.id <= ? AND {condition}", [after_id, upto_id, *params])
+    return True
+
+
+def newest_id() -> int:
+    """The highest id of a record stored, as a row or frozen (0: none)."""
+    row = query(
+        "SELECT MAX(id) FROM (SELECT MAX(id) AS id FROM record UNION ALL SELECT MAX(last_id) FROM record_block) t"
+    ).fetchone()
+    return row[0] or 0
+
+
+def keep(condition: str, params: list) -> None:
+    """Add the staged records matching `condition` (SQL on alias r) to record_thawed."""
+    query(f"INSERT INTO {THAWED} ({_ALL}) SELECT {_ALL} FROM {STAGING} r WHERE {condition}", params)
+
+
+COUNTS = "record_counts"
+
+
+def start_counts() -> None:
+    """Empty record_counts, the counts of frozen records a statistic read gathers."""
+    query(f"CREATE TEMP TABLE IF NOT EXISTS {COUNTS} (part INTEGER, b BIGINT, v BIGINT, n BIGINT)")
+    query(f"DELETE FROM {COUNTS}")
+
+
+def count_into(part: int, endpoint_ids, start_ms, end_ms, select: str, params: list, hint=None) -> bool:
+    """Add to record_counts, as part `part`, the (b, v, n) rows `select` (a grouped count over
+    record_staging, as alias r) gives for each run of the frozen records of the window; whether
+    any block may hold some."""
+    counted = f"SELECT ?, CAST(b AS BIGINT), CAST(v AS BIGINT), n FROM ({select}) AS t"
+    return collect(f"{COUNTS} (part, b, v, n)", endpoint_ids, start_ms, end_ms, counted, [part, *params], hint)
+
+
+def collect(into: str, endpoint_ids, start_ms, end_ms, select: str, params: list, hint=None) -> bool:
+    """Insert into `into` (a temporary table and its columns) the rows `select` (over
+    record_staging, as alias r) gives for each run of the frozen records of the window; whether
+    any block may hold some. Only a run of unpacked records is held at a time."""
+    found = runs(endpoint_ids, start_ms, end_ms, False, hint)
+    for run in found:
+        stage(run)
+        query(f"INSERT INTO {into} {select}", params)
+    return bool(found)
+
+
+def edge(endpoint_ids, start_ms, end_ms, condition: str, params: list, newest: bool, hint=None):
+    """The oldest (newest) ts among the frozen records of the window matching `condition`
+    (SQL on alias r); None when none does. Runs are read from that end until one matches."""
+    aggregate = "MAX(r.ts)" if newest else "MIN(r.ts)"
+    for run in runs(endpoint_ids, start_ms, end_ms, newest, hint):
+        stage(run)
+        found = query(f"SELECT {aggregate} FROM {STAGING} r WHERE {condition}", params).fetchone()[0]
+        if found is not None:
+            return found
+    return None
+
+
+def start_thawed() -> None:
+    _empty(THAWED)
+
+
+def run_start_ms(run: tuple) -> int:
+    return run[0] * HOUR_MS
+
+
+def run_end_ms(run: tuple) -> int:
+    """The last ms of the run's hours."""
+    return (run[1] + 1) * HOUR_MS - 1
+
+
+def _empty(table: str) -> None:
+    query(db.obj.dialect.temp_like_record.format(table=table))
+    query(f"DELETE FROM {table}")

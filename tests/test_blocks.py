@@ -1,0 +1,65 @@
+"""Records packed into blocks (models/blocks.py): exactly the rows they were given back."""
+
+import random
+
+from models import blocks
+
+REALS = frozenset({5})
+
+
+def rows_of(count, seed):
+    pick = random.Random(seed)
+    ids = pick.sample(range(1, 10**9), count)
+    start = pick.randrange(0, 2**41)
+    rows = []
+    for i, ident in enumerate(ids):
+        rows.append(
+            (
+                ident,
+                start + i * pick.choice([0, 1, 17, 86_400_000]),
+                pick.choice([None, 0, -1, 2**62, -(2**62), pick.randrange(-(2**63), 2**63)]),
+                pick.choice([None, 1, 2, 3]),
+                pick.randrange(0, 300),
+                pick.choice([None, 0.0, -0.0, 0.1, 1e300, -3.5, float(pick.randrange(10**6))]),
+            )
+        )
+    return rows
+
+
+def test_a_block_gives_back_exactly_the_rows_it_was_given():
+    for seed in range(200):
+        rows = rows_of(random.Random(seed).randrange(1, 300), seed)
+        back = blocks.unpack(blocks.pack(rows, REALS), 6)
+        assert back == rows
+        assert [repr(v) for row in back for v in row] == [repr(v) for row in rows for v in row], "types and signs"
+
+
+def test_columns_of_one_value_and_of_nulls_only_pack_small():
+    rows = [(i, 1_700_000_000_000 + i, 7, None, 0, None) for i in range(1, 10_001)]
+    packed = blocks.pack(rows, REALS)
+    assert blocks.unpack(packed, 6) == rows
+    assert len(packed) < 2_000
+
+
+def test_a_filter_holds_every_value_it_was_made_of_and_few_others():
+    pick = random.Random(7)
+    values = pick.sample(range(1, 10**7), 500)
+    made = blocks.bloom([*values, None])
+    assert all(blocks.may_hold(made, [value]) for value in values)
+    others = [value for value in range(10**7, 10**7 + 10_000)]
+    assert sum(blocks.may_hold(made, [value]) for value in others) < 300, "about 1 % false positives"
+
+
+def test_a_block_packed_before_a_column_was_added_reads_it_unknown():
+    rows = rows_of(10, 1)
+    assert blocks.unpack(blocks.pack(rows, REALS), 8) == [(*row, None, None) for row in rows]
+
+
+def test_a_block_gives_back_only_the_rows_holding_the_values_wanted():
+    for seed in range(100):
+        rows = rows_of(random.Random(seed).randrange(1, 300), seed)
+        packed = blocks.pack(rows, REALS)
+        wanted = {3: {1, None}, 4: set(random.Random(seed).sample(range(300), 60))}
+        expected = [row for row in rows if row[3] in wanted[3] and row[4] in wanted[4]]
+        assert blocks.unpack(packed, 7, wanted) == [(*row, None) for row in expected]
+        assert blocks.unpack(packed, 6, {2: {"no such value"}}) == []
