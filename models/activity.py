@@ -14,6 +14,8 @@ from .names import value_texts
 from .utils import placeholders
 
 HOUR_MS = 3_600_000
+# Records an export unpacks at a time (a run of frozen hours; an hour is never split).
+EXPORT_RECORDS = 2_500
 # Raw rows carry ids only: their texts come from value_texts, looked up once per batch rather
 # than joined into every row.
 ROW_FIELDS = ("id", *(field.sql for field in READ_FIELDS))
@@ -77,7 +79,9 @@ def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int 
     a run of hours at a time, once, as the walk reaches them (models/thawing.py)."""
     resolved = Resolved(filters)
     start, end = filters.start_ms, filters.end_ms
-    runs = thawing.runs(resolved.endpoint_ids(), start, end, descending, resolved.hint())
+    # Short runs: with runs of 10,000-50,000 records held as tuples, the worker's memory grew
+    # through the frozen part of a 10M-record export (bench/run.py).
+    runs = thawing.runs(resolved.endpoint_ids(), start, end, descending, resolved.hint(), EXPORT_RECORDS)
     # Stretches of the window in walking order: each read from the rows, and from the run of
     # frozen hours it covers (None: rows alone, before the first run and after the last).
     stretches, bound = [], end if descending else start

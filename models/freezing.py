@@ -12,6 +12,9 @@ under their own ids, first; that change then works on rows alone, and the rows a
 again later.
 """
 
+import itertools
+from operator import itemgetter
+
 from . import blocks, counting
 from .blocks import COLUMNS, HOUR_MS, block_condition
 from .database import db, insert_rows, query
@@ -27,6 +30,7 @@ def configure(config) -> None:
 
 # Records a block holds at most, and a call of `freeze` packs at most (one write transaction).
 BLOCK_RECORDS = 20_000
+CLIENT_SHARE = 256
 STEP_RECORDS = 50_000
 
 _TS = COLUMNS.index("ts")
@@ -77,21 +81,28 @@ def freeze(now_ms: int, budget: int = STEP_RECORDS) -> int:
 
 
 def _store(rows: list, hour: int) -> None:
-    """Rows of one hour, ordered by endpoint, ts, id, as blocks."""
+    """Rows of one hour, ordered by endpoint, ts, id, as blocks. An endpoint's hour of more than
+    CLIENT_SHARE records is shared out by client entry (id modulo the shares): a read after a
+    few clients then unpacks about CLIENT_SHARE records of its hour, not every one of them."""
     made = []
-    start = 0
-    while start < len(rows):
-        endpoint = rows[start][_ENDPOINT]
-        end = start
-        while end < len(rows) and rows[end][_ENDPOINT] == endpoint and end - start < BLOCK_RECORDS:
-            end += 1
-        part = rows[start:end]
-        ids = [row[0] for row in part]
-        bounds = (part[0][_TS], part[-1][_TS], min(ids), max(ids))
-        filters = (blocks.bloom(row[_CLIENT] for row in part), blocks.bloom(row[_QUESTION] for row in part))
-        made.append((endpoint, hour, *bounds, len(part), *filters, blocks.pack(part)))
-        start = end
+    for endpoint, group in itertools.groupby(rows, key=itemgetter(_ENDPOINT)):
+        records = list(group)
+        shares = -(-len(records) // CLIENT_SHARE)
+        parts = [records] if shares == 1 else [[] for _ in range(shares)]
+        if shares > 1:
+            for row in records:  # in (ts, id) order still, each share
+                parts[row[_CLIENT] % shares].append(row)
+        for part in parts:
+            for start in range(0, len(part), BLOCK_RECORDS):
+                made.append(_block(endpoint, hour, part[start : start + BLOCK_RECORDS]))
     insert_rows(_BLOCK, 10, made)
+
+
+def _block(endpoint: int, hour: int, part: list) -> tuple:
+    ids = [row[0] for row in part]
+    bounds = (part[0][_TS], part[-1][_TS], min(ids), max(ids))
+    filters = (blocks.bloom(row[_CLIENT] for row in part), blocks.bloom(row[_QUESTION] for row in part))
+    return (endpoint, hour, *bounds, len(part), *filters, blocks.pack(part))
 
 
 def melt(condition: str, params: list) -> int:

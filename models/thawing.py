@@ -28,11 +28,13 @@ BOTH = f"(SELECT {_ALL} FROM record UNION ALL SELECT {_ALL} FROM {THAWED})"
 WITH_STAGED = f"(SELECT {_ALL} FROM record UNION ALL SELECT {_ALL} FROM {STAGING})"
 
 
-def runs(endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = None) -> list[tuple]:
+def runs(
+    endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = None, largest: int = CHUNK_RECORDS
+) -> list[tuple]:
     """(first hour, last hour, block ids or None) of each run of the blocks that may hold
     records of `endpoint_ids` (None: every endpoint) in [start_ms, end_ms], newest first if
     `descending`; None: every such block of those hours. Runs grow from FIRST_RECORDS records to
-    CHUNK_RECORDS (an hour is never split). `hint`: {"client" or "question": ids}, one of which
+    `largest` (an hour is never split). `hint`: {"client" or "question": ids}, one of which
     every record wanted holds: blocks whose filters hold none are left out."""
     if hint and not all(hint.values()):
         return []  # a value looked for that no record holds
@@ -56,11 +58,11 @@ def runs(endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = N
             f"SELECT hour, SUM(n), NULL FROM record_block WHERE {condition} GROUP BY hour ORDER BY hour {order}",
             params,
         ).fetchall()
-    made, run, held, size = [], None, 0, FIRST_RECORDS
+    made, run, held, size = [], None, 0, min(FIRST_RECORDS, largest)
     for hour, count, ident in chosen:
         if run is not None and hour != run[-1] and held + count > size:
             made.append(_run(run, endpoint_ids, hint))
-            run, held, size = None, 0, min(2 * size, CHUNK_RECORDS)
+            run, held, size = None, 0, min(2 * size, largest)
         run = [ident, hour] if run is None else [*run, ident, hour]
         held += count
     if run is not None:

@@ -8,6 +8,7 @@ import time
 import stores
 
 from app import create_app
+from models import blocks
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
@@ -199,3 +200,26 @@ def test_pages_over_frozen_hours_and_rows_follow_one_order(client, database):
         assert len(whole) == {"": 26, "&sortOrder=asc": 26, "&clientId[]=c1": 11, "&statusCode[]=NXDOMAIN": 9}.get(
             query, 7
         )
+
+
+def test_a_busy_hour_is_shared_out_by_client_and_read_whole(client, database):
+    # 600 records of one endpoint's hour, 12 clients: three blocks of about 200, each holding
+    # whole clients, so that a read after one client unpacks a third of the hour.
+    busy = [
+        record("ep1", f"c{i % 12}", f"{OLD_DAY}T10:{i // 10:02d}:{i % 10:02d}Z", f"n{i % 40}.example")
+        for i in range(600)
+    ]
+    ingest(client, *busy)
+    assert frozen(database) == 600
+    shares = stores.run_sql(database, "SELECT n, client_filter FROM record_block ORDER BY id")
+    assert [n for n, _ in shares] == [200, 200, 200]
+    entries = dict(stores.run_sql(database, "SELECT client_id, id FROM client"))
+    held = [sorted(name for name, entry in entries.items() if blocks.may_hold(bytes(f), [entry])) for _, f in shares]
+    assert sorted(name for names in held for name in names) == sorted(entries), "each client in one share"
+    assert all(len(names) < 12 for names in held)
+    counts = client.get(f"/v2/statistic/count/question?{WINDOW}&clientId[]=c5&pageSize=100", headers=AUTH).json
+    assert {c["value"]: c["count"] for c in counts["counts"]} == {f"n{(5 + 12 * k) % 40}.example": 5 for k in range(10)}
+    assert log(client, "&clientId[]=c5")[:3] == ["n33.example", "n21.example", "n9.example"]
+    deleted = client.delete("/v2/client", json={"endpointIds": ["ep1"], "clientIds": ["c5"]}, headers=AUTH)
+    assert deleted.json["deletedCount"] == 1
+    assert frozen(database) == 550 and client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 550

@@ -20,7 +20,7 @@ import models.freezing
 from models.clock import now_ms
 
 POLL_SECONDS = 0.05
-# How often records past the hot horizon are looked for when nothing was counted meanwhile.
+# How often records past the hot horizon are looked for (and frozen: models/freezing.py).
 FREEZE_LOOK_SECONDS = 10.0
 # After a failed count (the database gone, a disk full): how long before trying again.
 RETRY_SECONDS = 5.0
@@ -93,13 +93,16 @@ def _loop(app):
                     counted = 0
                     while found := models.counting.catch_up_aside():
                         counted += found
-                    if counted or freeze:  # what the count let go of, past the hot horizon
+                    if freeze:  # what the counts let go of, past the hot horizon
                         looked = time.monotonic()
                         while True:
                             models.database.yield_to_storing()
                             with models.database.write_transaction():
-                                if models.freezing.freeze(now_ms()) < models.freezing.STEP_RECORDS:
-                                    break
+                                packed = models.freezing.freeze(now_ms())
+                            # While records arrive, one step a look: freezing as fast as a
+                            # backfill of old records arrived took a tenth of the ingest's rate.
+                            if packed < models.freezing.STEP_RECORDS or counted or models.counting.waiting():
+                                break
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)
