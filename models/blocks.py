@@ -1,10 +1,11 @@
 """Records packed into blocks: the form records take once they are old enough to be left alone
 (models/freezing.py), about a fifth of their size as rows with three indexes.
 
-A block holds one endpoint's records of one hour, ordered by time then id, one column after
-another: ids and times as differences from the previous record's, every integer column
-narrowed to the fewest bytes its values need (NULL a value of its own), real columns as 8-byte
-floats (NULL as NaN), the whole compressed with zlib. `pack` and `unpack` are exact inverses
+A block holds records of one endpoint's hour (all, or a share of its clients), ordered by time
+then id, one column after another: ids and times as differences from the previous record's,
+every integer column narrowed to the fewest bytes its values need (NULL a value of its own),
+real columns as 8-byte floats (NULL as NaN); the KEY columns compressed with zlib, the others
+after them apart. `pack` and `unpack` are exact inverses
 on the record table's rows (tuples in its column order).
 """
 
@@ -23,9 +24,13 @@ COLUMNS = tuple(field.column_name for field in Record._meta.sorted_fields)
 REALS = frozenset(i for i, field in enumerate(Record._meta.sorted_fields) if isinstance(field, DoubleField))
 assert COLUMNS[:2] == ("id", "ts"), "blocks pack id and ts first"
 
+# The columns every read of frozen records needs (and the NOT NULL ones): compressed apart from
+# the others, so that a read of a client's or a name's records inflates only them.
+KEY = frozenset(COLUMNS.index(column) for column in ("id", "ts", "endpoint", "client", "question"))
+
 # The blob's first byte: how what follows is laid out.
-_FORMAT = 2
-_HEADER = struct.Struct("<BII")  # format, records, columns
+_FORMAT = 3
+_HEADER = struct.Struct("<BIII")  # format, records, columns, bytes of the key columns' stream
 _BASE = struct.Struct("<q")
 # array typecodes by size, signed; in a column, NULL is the smallest value of the chosen size.
 _CODES = ("b", "h", "i", "q")
@@ -42,10 +47,12 @@ _KINDS[_REAL_BYTE] = ("d", 8, None)
 
 def pack(rows: list[tuple], reals: frozenset[int] = REALS) -> bytes:
     """`rows` (record rows, id then ts first, in (ts, id) order) as one blob; the columns at
-    the indexes `reals` hold floats, the others integers."""
+    the indexes `reals` hold floats, the others integers. Two zlib streams: the KEY columns,
+    then the others."""
     columns = list(zip(*rows, strict=True))
-    parts = [_HEADER.pack(_FORMAT, len(rows), len(columns))]
+    streams = ([], [])
     for index, column in enumerate(columns):
+        parts = streams[index not in KEY]
         if index in reals:
             parts.append(_REAL + array.array("d", [_NAN if v is None else v for v in column]).tobytes())
             continue
@@ -53,54 +60,69 @@ def pack(rows: list[tuple], reals: frozenset[int] = REALS) -> bytes:
             parts.append(_BASE.pack(column[0]))
             column = [0, *(b - a for a, b in itertools.pairwise(column))]
         parts.append(_integers(column))
-    return zlib.compress(b"".join(parts), 6)
+    keys = zlib.compress(b"".join(streams[0]), 6)
+    return _HEADER.pack(_FORMAT, len(rows), len(columns), len(keys)) + keys + zlib.compress(b"".join(streams[1]), 6)
 
 
-def unpack(blob: bytes, columns_now: int = len(COLUMNS), wanted: dict[int, set] | None = None) -> list[tuple]:
+def unpack(
+    blob: bytes, columns_now: int = len(COLUMNS), wanted: dict[int, set] | None = None, only=None
+) -> list[tuple]:
     """The rows `pack` was given, with NULL for the columns added since (of `columns_now`).
     `wanted`: {column index: values}: only the rows holding one of the values in each such
-    column (a read after a few clients or names builds only their rows: most of the work)."""
-    data = zlib.decompress(blob)
-    form, count, width = _HEADER.unpack_from(data)
+    column (a read after a few clients or names builds only their rows: most of the work).
+    `only`: the column indexes to return (in their order; None: all); when they are all KEY
+    columns, the other stream is not inflated."""
+    form, count, width, key_size = _HEADER.unpack_from(blob)
     if form != _FORMAT:
         raise ValueError(f"a block of an unknown format ({form})")
-    spans, offset = [], _HEADER.size
-    for index in range(width):  # where each column lies, from the widths alone
+    returned = range(columns_now) if only is None else sorted(only)
+    needed = {*returned, *(wanted or ())}
+    view = memoryview(blob)
+    spans = _spans(zlib.decompress(view[_HEADER.size : _HEADER.size + key_size]), sorted(KEY), count)
+    if any(index not in KEY and index < width for index in needed):
+        rest = [index for index in range(width) if index not in KEY]
+        spans.update(_spans(zlib.decompress(view[_HEADER.size + key_size :]), rest, count))
+    rows = None  # the positions kept (None: every one)
+    for index, values in (wanted or {}).items():
+        column = _values(spans.get(index), count)
+        rows = [i for i in (range(count) if rows is None else rows) if column[i] in values]
+        if not rows:
+            return []
+    kept = count if rows is None else len(rows)
+    nulls = [None] * kept  # one list for every column all NULL (or packed before it was added)
+    columns = [nulls if spans.get(index) is None else _values(spans[index], count, rows) for index in returned]
+    return list(zip(*columns, strict=True))
+
+
+def _spans(data: bytes, indexes: list[int], count: int) -> dict[int, tuple | None]:
+    """Where each column of a stream (the columns `indexes`, in order) lies, from the widths
+    alone: {index: (view, typecode, start, end, NULL value, shift, base) or None: all NULL}."""
+    view, spans, offset = memoryview(data), {}, 0
+    for index in indexes:
         base = None
         if index < 2:
             (base,) = _BASE.unpack_from(data, offset)
             offset += _BASE.size
         kind = data[offset]
         if kind == _ALL_NULL_BYTE:
-            spans.append(None)
+            spans[index] = None
             offset += 1
             continue
         code, size, null = _KINDS[kind]
         shift = 0 if kind == _REAL_BYTE else _BASE.unpack_from(data, offset + 1)[0]
         start = offset + (1 if kind == _REAL_BYTE else 9)
         offset = start + size * count
-        spans.append((code, start, offset, null, shift, base))
-    view = memoryview(data)
-    rows = None  # the positions kept (None: every one)
-    for index, values in (wanted or {}).items():
-        column = _values(view, spans[index], count) if index < width else [None] * count
-        rows = [i for i in (range(count) if rows is None else rows) if column[i] in values]
-        if not rows:
-            return []
-    kept = count if rows is None else len(rows)
-    nulls = [None] * kept  # one list for every column all NULL: zip only reads it
-    columns = [nulls if span is None else _values(view, span, count, rows) for span in spans]
-    columns += [nulls] * (columns_now - width)  # packed before columns were added: unknown
-    return list(zip(*columns, strict=True))
+        spans[index] = (view, code, start, offset, null, shift, base)
+    return spans
 
 
-def _values(view: memoryview, span: tuple | None, count: int, rows: list | None = None) -> list:
-    """The values of a column (its span as `unpack` reads it), of the positions `rows` (None:
+def _values(span: tuple | None, count: int, rows: list | None = None) -> list:
+    """The values of a column (its span as `_spans` gives it), of the positions `rows` (None:
     all), read in place: a few rows cost only their own values. id and ts (a base) are stored
     as differences from the previous value."""
     if span is None:
         return [None] * (count if rows is None else len(rows))
-    code, start, end, null, shift, base = span
+    view, code, start, end, null, shift, base = span
     stored = view[start:end].cast(code)
     if base is not None:
         values = list(itertools.accumulate(stored if not shift else [v + shift for v in stored], initial=base))[1:]

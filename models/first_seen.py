@@ -10,7 +10,7 @@ counted yet. A client's newly observed names come from its records.
 
 from dataclasses import replace
 
-from . import counting, thawing
+from . import blocks, counting, thawing
 from .database import db, insert_rows, query
 from .domains import TABLE as DOMAINS
 from .filters import Resolved, column_sql
@@ -57,7 +57,7 @@ def note_stored_names(endpoint_ids: list | None = None) -> None:
     )
     scope = endpoint_ids or None
     for run in thawing.runs(scope, None, None, False):  # and of the frozen ones, a run at a time
-        thawing.stage(run)
+        thawing.stage(run, blocks.KEY)
         query(
             f"{_INSERT} SELECT question, endpoint, MIN(ts), MAX(ts) FROM {thawing.STAGING}"
             f" GROUP BY question, endpoint {_WIDEN}"

@@ -181,7 +181,7 @@ def renote_last_frozen(endpoint: int, entry_ids) -> None:
                 break  # the newest hour holding the entry is read whole (it may have several blocks)
             if blocks.may_hold(clients, [entry]):
                 (data,) = query("SELECT data FROM record_block WHERE id = ?", [ident]).fetchone()
-                times = [row[_TS] for row in blocks.unpack(data) if row[_CLIENT] == entry]
+                times = [ts for ts, client in blocks.unpack(data, only={_TS, _CLIENT}) if client == entry]
                 if times:
                     newest, hour_found = max([*times, *([newest] if newest is not None else [])]), hour
         query("UPDATE client SET last_frozen = ? WHERE id = ?", [newest, entry])

@@ -9,6 +9,8 @@ second temporary table, `record_thawed`, and reads the record table and that one
 are held at once.
 """
 
+import re
+
 from . import blocks
 from .blocks import COLUMNS, HOUR_MS, block_condition
 from .database import db, insert_rows, query
@@ -100,16 +102,34 @@ def _run(run: list, endpoint_ids, hint) -> tuple:
     return min(hours), max(hours), chosen, wanted
 
 
-def stage(run: tuple) -> None:
+def stage(run: tuple, only=None) -> None:
     """Unpack the run's blocks into record_staging (emptied first): with a hint, only the
-    records that hold its values (the others cannot be wanted)."""
+    records that hold its values (the others cannot be wanted); `only`: the column indexes to
+    fill (the others NULL; None: all), see `named`."""
     _empty(STAGING)
-    insert_rows(f"INSERT INTO {STAGING} ({_ALL})", len(COLUMNS), unpacked(run))
+    columns = range(len(COLUMNS)) if only is None else sorted(only)
+    names = ", ".join(COLUMNS[i] for i in columns)
+    insert_rows(f"INSERT INTO {STAGING} ({names})", len(columns), unpacked(run, only))
 
 
-def unpacked(run: tuple) -> list[tuple]:
-    """The records of the run's blocks (rows in COLUMNS order, in no order): with a hint, only
-    those that hold its values."""
+def named(*statements: str) -> frozenset | None:
+    """The indexes of the record columns the statements name (as words, with or without an
+    alias), and the NOT NULL ones (blocks.KEY: the staging table may demand them); None when a
+    statement takes every column (a `*` other than COUNT's). A read that names only KEY
+    columns inflates only their stream of each block."""
+    text = " ".join(statements).replace("(*)", "")
+    if "*" in text:
+        return None
+    words = set(_WORDS.findall(text.lower()))
+    return blocks.KEY | {index for index, column in enumerate(COLUMNS) if column in words}
+
+
+_WORDS = re.compile(r"[a-z_0-9]+")
+
+
+def unpacked(run: tuple, only=None) -> list[tuple]:
+    """The records of the run's blocks (rows of the columns `only`, None: all, in COLUMNS
+    order; in no order): with a hint, only those that hold its values."""
     kind, chosen = run[2]
     wanted = run[3] or None
     if kind == "endpoints":
@@ -123,7 +143,7 @@ def unpacked(run: tuple) -> list[tuple]:
     rows = []
     for condition, params in parts:
         for (data,) in query(f"SELECT data FROM record_block WHERE {condition}", params).fetchall():
-            rows += blocks.unpack(data, wanted=wanted)
+            rows += blocks.unpack(data, wanted=wanted, only=only)
     return rows
 
 
@@ -176,8 +196,9 @@ def collect(into: str, endpoint_ids, start_ms, end_ms, select: str, params: list
     record_staging, as alias r) gives for each run of the frozen records of the window; whether
     any block may hold some. Only a run of unpacked records is held at a time."""
     found = runs(endpoint_ids, start_ms, end_ms, False, hint)
+    only = named(select)
     for run in found:
-        stage(run)
+        stage(run, only)
         query(f"INSERT INTO {into} {select}", params)
     return bool(found)
 
@@ -186,8 +207,9 @@ def edge(endpoint_ids, start_ms, end_ms, condition: str, params: list, newest: b
     """The oldest (newest) ts among the frozen records of the window matching `condition`
     (SQL on alias r); None when none does. Runs are read from that end until one matches."""
     aggregate = "MAX(r.ts)" if newest else "MIN(r.ts)"
+    only = named(condition)
     for run in runs(endpoint_ids, start_ms, end_ms, newest, hint):
-        stage(run)
+        stage(run, only)
         found = query(f"SELECT {aggregate} FROM {STAGING} r WHERE {condition}", params).fetchone()[0]
         if found is not None:
             return found

@@ -1,6 +1,9 @@
 """Records packed into blocks (models/blocks.py): exactly the rows they were given back."""
 
 import random
+import zlib
+
+import pytest
 
 from models import blocks
 
@@ -63,3 +66,20 @@ def test_a_block_gives_back_only_the_rows_holding_the_values_wanted():
         expected = [row for row in rows if row[3] in wanted[3] and row[4] in wanted[4]]
         assert blocks.unpack(packed, 7, wanted) == [(*row, None) for row in expected]
         assert blocks.unpack(packed, 6, {2: {"no such value"}}) == []
+
+
+def test_a_read_of_the_key_columns_alone_leaves_the_others_packed():
+    rows = rows_of(200, 3)
+    packed = blocks.pack(rows, REALS)
+    key = sorted(blocks.KEY)
+    assert key == [0, 1, 2, 3, 5]
+    assert blocks.unpack(packed, 6, only={1, 3}) == [(row[1], row[3]) for row in rows]
+    wanted = {3: {2}}
+    expected = [(row[0], row[5]) for row in rows if row[3] == 2]
+    assert blocks.unpack(packed, 7, wanted, only={0, 5}) == expected
+    # The other columns' stream is not even inflated: spoiled, the key columns still read.
+    _, _, _, key_size = blocks._HEADER.unpack_from(packed)
+    spoiled = packed[: blocks._HEADER.size + key_size] + b"\x00" * 40
+    assert blocks.unpack(spoiled, 6, only=key) == [tuple(row[i] for i in key) for row in rows]
+    with pytest.raises(zlib.error):
+        blocks.unpack(spoiled, 6, only={0, 4})
