@@ -130,7 +130,10 @@ def newly_seen(resolved: Resolved, column, limit: int) -> list[tuple]:
         first = f"SELECT {column_sql(column)} AS v, MIN(r.ts) AS f FROM {{source}} r WHERE {condition} GROUP BY 1"
         thawing.start_counts()
         staged = f"SELECT f AS b, v, 0 AS n FROM ({first.format(source=thawing.STAGING)}) AS s"
-        frozen = thawing.count_into(1, by_client.endpoint_ids(), None, end, staged, params, by_client.hint())
+        # Its condition is on clients, endpoints and time alone: a client's first record of
+        # each name decides (an endpoint's entries are its own).
+        earliest = ("client", "question")
+        frozen = thawing.count_into(1, by_client.endpoint_ids(), None, end, staged, params, by_client.hint(), earliest)
         more = f" UNION ALL SELECT v, b FROM {thawing.COUNTS} WHERE part = 1" if frozen else ""
         return query(
             f"SELECT v, MIN(f) AS f FROM ({first.format(source='record')}{more}) AS seen"

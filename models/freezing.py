@@ -28,10 +28,14 @@ def configure(config) -> None:
     hot_hours = config["ANALYTICS_HOT_HOURS"]
 
 
-# Records a block holds at most, and a call of `freeze` packs at most (one write transaction).
+# Records a block holds at most (an endpoint's hour of more than CLIENT_SHARE is shared out).
 BLOCK_RECORDS = 20_000
 CLIENT_SHARE = 256
-STEP_RECORDS = 50_000
+# Records a call of `freeze` packs at least once it packs (an hour is never split) and at most
+# about: one write transaction, which batches being stored wait for.
+STEP_RECORDS = 5_000
+# Records the counting process freezes every FREEZE_LOOK_SECONDS while records arrive.
+LOOK_RECORDS = 50_000
 
 _TS = COLUMNS.index("ts")
 _ENDPOINT = COLUMNS.index("endpoint")

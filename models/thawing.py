@@ -10,6 +10,7 @@ are held at once.
 """
 
 import re
+from operator import itemgetter
 
 from . import blocks
 from .blocks import COLUMNS, HOUR_MS, block_condition
@@ -102,14 +103,31 @@ def _run(run: list, endpoint_ids, hint) -> tuple:
     return min(hours), max(hours), chosen, wanted
 
 
-def stage(run: tuple, only=None) -> None:
+def stage(run: tuple, only=None, earliest: tuple = ()) -> None:
     """Unpack the run's blocks into record_staging (emptied first): with a hint, only the
     records that hold its values (the others cannot be wanted); `only`: the column indexes to
-    fill (the others NULL; None: all), see `named`."""
+    fill (the others NULL; None: all), see `named`. `earliest` (column names): only the
+    earliest record of each combination of their values, for a statement taking the first
+    times of groups those columns decide, under a condition they and ts decide."""
     _empty(STAGING)
     columns = range(len(COLUMNS)) if only is None else sorted(only)
     names = ", ".join(COLUMNS[i] for i in columns)
-    insert_rows(f"INSERT INTO {STAGING} ({names})", len(columns), unpacked(run, only))
+    rows = unpacked(run, only)
+    if earliest:
+        at = [columns.index(COLUMNS.index(name)) for name in earliest]
+        rows = _earliest(rows, itemgetter(*at), columns.index(COLUMNS.index("ts")))
+    insert_rows(f"INSERT INTO {STAGING} ({names})", len(columns), rows)
+
+
+def _earliest(rows: list[tuple], key, ts_at: int) -> list[tuple]:
+    """Of `rows`, the one of the smallest ts of each `key` (a busy client's names: a record a
+    name, not hundreds, staged for SQL)."""
+    first = {}
+    for row in rows:
+        held = first.get(key(row))
+        if held is None or row[ts_at] < held[ts_at]:
+            first[key(row)] = row
+    return list(first.values())
 
 
 def named(*statements: str) -> frozenset | None:
@@ -183,22 +201,27 @@ def start_counts() -> None:
     query(f"DELETE FROM {COUNTS}")
 
 
-def count_into(part: int, endpoint_ids, start_ms, end_ms, select: str, params: list, hint=None) -> bool:
+def count_into(
+    part: int, endpoint_ids, start_ms, end_ms, select: str, params: list, hint=None, earliest: tuple = ()
+) -> bool:
     """Add to record_counts, as part `part`, the (b, v, n) rows `select` (a grouped count over
     record_staging, as alias r) gives for each run of the frozen records of the window; whether
-    any block may hold some."""
+    any block may hold some. `earliest`: as for `stage`."""
     counted = f"SELECT ?, CAST(b AS BIGINT), CAST(v AS BIGINT), n FROM ({select}) AS t"
-    return collect(f"{COUNTS} (part, b, v, n)", endpoint_ids, start_ms, end_ms, counted, [part, *params], hint)
+    into = f"{COUNTS} (part, b, v, n)"
+    return collect(into, endpoint_ids, start_ms, end_ms, counted, [part, *params], hint, earliest)
 
 
-def collect(into: str, endpoint_ids, start_ms, end_ms, select: str, params: list, hint=None) -> bool:
+def collect(
+    into: str, endpoint_ids, start_ms, end_ms, select: str, params: list, hint=None, earliest: tuple = ()
+) -> bool:
     """Insert into `into` (a temporary table and its columns) the rows `select` (over
     record_staging, as alias r) gives for each run of the frozen records of the window; whether
     any block may hold some. Only a run of unpacked records is held at a time."""
     found = runs(endpoint_ids, start_ms, end_ms, False, hint)
     only = named(select)
     for run in found:
-        stage(run, only)
+        stage(run, only, earliest)
         query(f"INSERT INTO {into} {select}", params)
     return bool(found)
 

@@ -95,13 +95,18 @@ def _loop(app):
                         counted += found
                     if freeze:  # what the counts let go of, past the hot horizon
                         looked = time.monotonic()
+                        packed = 0
                         while True:
                             models.database.yield_to_storing()
-                            with models.database.write_transaction():
-                                packed = models.freezing.freeze(now_ms())
-                            # While records arrive, one step a look: freezing as fast as a
+                            with models.database.write_transaction():  # short: batches wait for it
+                                step = models.freezing.freeze(now_ms())
+                            packed += step
+                            if step < models.freezing.STEP_RECORDS:
+                                break
+                            # While records arrive, LOOK_RECORDS a look: freezing as fast as a
                             # backfill of old records arrived took a tenth of the ingest's rate.
-                            if packed < models.freezing.STEP_RECORDS or counted or models.counting.waiting():
+                            arriving = counted or models.counting.waiting()
+                            if arriving and packed >= models.freezing.LOOK_RECORDS:
                                 break
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
