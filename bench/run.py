@@ -6,6 +6,7 @@ import os
 import secrets
 import shutil
 import signal
+import sqlite3
 import sys
 import tempfile
 import time
@@ -39,7 +40,11 @@ def parse_args(argv):
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default=os.path.join(ROOT, "BENCHMARKS.md"), help="markdown file to write")
     parser.add_argument("--dir", help="directory for the databases (default: a temporary one, removed after)")
-    parser.add_argument("--keep", action="store_true", help="keep the databases and the gunicorn log")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the databases, and the gunicorn log (served-before-writes.db: as the reads saw it)",
+    )
     args = parser.parse_args(argv)
     if args.large:
         args.records = 10_000_000
@@ -71,6 +76,8 @@ def main(argv=None) -> int:
     try:
         _load_http(args, traffic, server, http_path, result)
         _time_reads(args, traffic, server, http_path, result)
+        if args.keep:  # as the reads saw it: the deletions take the clients they time away
+            _copy_database(http_path, os.path.join(workdir, "served-before-writes.db"))
         _time_writes(args, traffic, server, result)
     finally:
         server.stop()
@@ -189,6 +196,11 @@ def _time_writes(args, traffic, server, result: dict):
     if retention["error"]:
         result["errors"].append(retention["error"])
     print(f"  retention: {retention['seconds']:,.1f} s for {retention['deleted']} records ({retention['method']})")
+
+
+def _copy_database(path: str, copy: str):
+    with sqlite3.connect(path) as source, sqlite3.connect(copy) as target:
+        source.backup(target)
 
 
 def _remove_database(path: str):

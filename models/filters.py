@@ -83,9 +83,11 @@ class Resolved:
 
     def endpoints_alone(self) -> bool:
         """Whether the filters, besides the window, name endpoints at most."""
-        return not self.filters.search and all(
-            sql == "endpoint" for sql, values in self.filters.values.items() if values
-        )
+        return self.naming_only("endpoint")
+
+    def naming_only(self, *columns: str) -> bool:
+        """Whether the filters, besides the window, name values of these columns at most."""
+        return not self.filters.search and all(sql in columns for sql, values in self.filters.values.items() if values)
 
     def stored(self, sql: str) -> list:
         """The values of the filter on record column `sql` as that column stores them (ids of

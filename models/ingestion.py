@@ -85,7 +85,9 @@ def _store(records: list[tuple], in_transaction, first) -> int:
         mapped = domains.map_questions(terms, questions)
         # Counted behind the request (models/counting.py), unless too many wait already.
         if counting.catch_up(counting.behind_limit, {"ts": columns[_TS], **dict(zip(_INSERTED, stored, strict=True))}):
-            freezing.freeze(now_ms())  # what the count let go of, past the hot horizon
+            # What the count let go of, past the hot horizon: at least as many as arrived, so
+            # that freezing keeps up with a backfill of old records.
+            freezing.freeze(now_ms(), max(freezing.STEP_RECORDS, len(records)))
         if in_transaction is not None:
             in_transaction()
     domains.remember(mapped)

@@ -7,6 +7,7 @@ from collections import namedtuple
 from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
 
 from . import counting, first_seen, rollups, thawing
+from .blocks import COLUMNS
 from .database import query
 from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql, derived_in, stored_ids
@@ -224,8 +225,15 @@ def _from_records(resolved: Resolved, start_ms, end_ms, interval_ms, column, onl
     frozen = ""
     if counted != "waiting":  # frozen records are all counted: the part's window of them too
         part = next(_PARTS)
-        staged = grouped.format(source=f"{thawing.STAGING} r", condition=condition)
-        if thawing.count_into(part, resolved.endpoint_ids(), start_ms, end_ms, staged, params, resolved.hint()):
+        window = (part, resolved.endpoint_ids(), start_ms, end_ms)
+        # `derived`: the values `only` are of a field derived from the column (SQL maps them).
+        if resolved.naming_only("endpoint", "client") and not derived and not (column and column.derived_from):
+            at = None if column is None else COLUMNS.index(column.sql)
+            found = thawing.tally_into(*window, resolved.hint(), at, interval_ms, only)
+        else:
+            staged = grouped.format(source=f"{thawing.STAGING} r", condition=condition)
+            found = thawing.count_into(*window, staged, params, resolved.hint())
+        if found:
             frozen = f" UNION ALL SELECT b, v, n FROM {thawing.COUNTS} WHERE part = {part}"
     if counted == "counted":
         # `+ 0`: not a range of ids to read by; the part's window is.

@@ -10,6 +10,7 @@ are held at once.
 """
 
 import re
+from collections import Counter
 from operator import itemgetter
 
 from . import blocks
@@ -17,6 +18,7 @@ from .blocks import COLUMNS, HOUR_MS, block_condition
 from .database import db, insert_rows, query
 
 STAGING = "record_staging"
+_TS = COLUMNS.index("ts")
 # The record_block column holding the Bloom filter of each record column a hint may name.
 _FILTERS = {"client": "client_filter", "question": "question_filter"}
 THAWED = "record_thawed"
@@ -210,6 +212,33 @@ def count_into(
     counted = f"SELECT ?, CAST(b AS BIGINT), CAST(v AS BIGINT), n FROM ({select}) AS t"
     into = f"{COUNTS} (part, b, v, n)"
     return collect(into, endpoint_ids, start_ms, end_ms, counted, [part, *params], hint, earliest)
+
+
+def tally_into(part: int, endpoint_ids, start_ms, end_ms, hint, column: int | None, interval_ms, values) -> bool:
+    """Add to record_counts, as part `part`, the (b, v, n) counts of the frozen records of the
+    window holding the hint's values, by bucket of `interval_ms` (None: one) and value of the
+    column at index `column` (None: one), only its `values` (None: any); whether any block may
+    hold some. Counted in Python, without staging: for filters naming endpoints and clients at
+    most, which the blocks chosen and the hint's rows decide (a busy client's 100,000 records
+    cost a count each, not a row of a temporary table)."""
+    found = runs(endpoint_ids, start_ms, end_ms, False, hint)
+    low = -(2**63) if start_ms is None else start_ms
+    high = 2**63 if end_ms is None else end_ms
+    only = {_TS} if column is None else {_TS, column}
+    ts_at = sorted(only).index(_TS)
+    value_at = None if column is None else sorted(only).index(column)
+    kept = None if values is None else set(values)
+    step = int(interval_ms) if interval_ms else None  # floored as statistics._bucket_sql floors
+    counts = Counter()
+    for run in found:
+        for row in unpacked(run, only):
+            ts = row[ts_at]
+            if low <= ts <= high:
+                value = None if value_at is None else row[value_at]
+                if kept is None or value in kept:
+                    counts[(ts - ts % step if step else None, value)] += 1
+    insert_rows(f"INSERT INTO {COUNTS} (part, b, v, n)", 4, [(part, b, v, n) for (b, v), n in counts.items()])
+    return bool(found)
 
 
 def collect(

@@ -223,3 +223,26 @@ def test_a_busy_hour_is_shared_out_by_client_and_read_whole(client, database):
     deleted = client.delete("/v2/client", json={"endpointIds": ["ep1"], "clientIds": ["c5"]}, headers=AUTH)
     assert deleted.json["deletedCount"] == 1
     assert frozen(database) == 550 and client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 550
+
+
+def test_counts_of_clients_frozen_records_follow_the_window_to_the_millisecond(client, database):
+    # Counted from the blocks in Python (filters naming clients and endpoints only): a block's
+    # hour reaches past the window's edges, which must be kept to.
+    ingest(
+        client,
+        *[record("ep1", "ab"[i % 2], f"{OLD_DAY}T10:{i:02d}:{i % 7:02d}Z", f"n{i % 5}.example") for i in range(60)],
+        *[record("ep2", "a", f"{OLD_DAY}T1{i}:30:00Z", "other.example") for i in range(3)],
+    )
+    assert frozen(database) == 63
+    for start, end in [("10:07:03.500", "10:31:04.250"), ("09:00:00", "10:20:06.001"), ("10:59:00", "12:30:00")]:
+        window = f"startTime={OLD_DAY}T{start}Z&endTime={OLD_DAY}T{end}Z"
+        for filters in ("&clientId[]=a", "&clientId[]=a&endpointId[]=ep1", "&clientId[]=b&clientId[]=a"):
+            query = f"{window}{filters}"
+            found = client.get(f"/v2/activity-log?{query}&pageSize=100", headers=AUTH).json["queries"]
+            listed = [q["question"] for q in found]
+            count = client.get(f"/v2/statistic/count?{query}", headers=AUTH).json["count"]
+            assert count == len(listed), (start, end, filters)
+            names = client.get(f"/v2/statistic/count/question?{query}&limit=100", headers=AUTH).json["counts"]
+            assert {c["value"]: c["count"] for c in names} == {n: listed.count(n) for n in set(listed)}
+            series = client.get(f"/v2/statistic/timeseries?{query}&interval=900", headers=AUTH).json["queries"]
+            assert sum(point["count"] for point in series) == count
