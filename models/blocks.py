@@ -1,18 +1,19 @@
 """Records packed into blocks: the form records take once they are old enough to be left alone
 (models/freezing.py), about a fifth of their size as rows with three indexes.
 
-A block holds records of one endpoint's hour (all, or a share of its clients), ordered by time
-then id, one column after another: ids and times as differences from the previous record's,
-every integer column narrowed to the fewest bytes its values need (NULL a value of its own),
+A block holds records of one endpoint's hour (all, or a share of its clients), ordered by
+client entry, time, id, one column after another: every integer column narrowed to the fewest
+bytes its values need, less its smallest value where that narrows it (NULL a value of its own),
 real columns as 8-byte floats (NULL as NaN); the KEY columns compressed with zlib, the others
-after them apart. `pack` and `unpack` are exact inverses
-on the record table's rows (tuples in its column order).
+after them apart. `unpack` gives back the rows `pack` was given (tuples in the record table's
+column order), in the block's order.
 """
 
 import array
-import itertools
+import bisect
 import struct
 import zlib
+from operator import itemgetter
 
 from peewee import DoubleField
 
@@ -27,6 +28,9 @@ assert COLUMNS[:2] == ("id", "ts"), "blocks pack id and ts first"
 # The columns every read of frozen records needs (and the NOT NULL ones): compressed apart from
 # the others, so that a read of a client's or a name's records inflates only them.
 KEY = frozenset(COLUMNS.index(column) for column in ("id", "ts", "endpoint", "client", "question"))
+# A block's rows are ordered by this column (the client entry), then ts and id: a read of a few
+# clients finds their rows by bisection, not by testing each row.
+SORTED = COLUMNS.index("client")
 
 # The blob's first byte: how what follows is laid out.
 _FORMAT = 3
@@ -46,9 +50,10 @@ _KINDS[_REAL_BYTE] = ("d", 8, None)
 
 
 def pack(rows: list[tuple], reals: frozenset[int] = REALS) -> bytes:
-    """`rows` (record rows, id then ts first, in (ts, id) order) as one blob; the columns at
-    the indexes `reals` hold floats, the others integers. Two zlib streams: the KEY columns,
-    then the others."""
+    """`rows` (record rows, id then ts first; SORTED never NULL) as one blob, ordered by
+    (SORTED, ts, id); the columns at the indexes `reals` hold floats, the others integers. Two
+    zlib streams: the KEY columns, then the others."""
+    rows = sorted(rows, key=itemgetter(SORTED, 1, 0))
     columns = list(zip(*rows, strict=True))
     streams = ([], [])
     for index, column in enumerate(columns):
@@ -56,9 +61,6 @@ def pack(rows: list[tuple], reals: frozenset[int] = REALS) -> bytes:
         if index in reals:
             parts.append(_REAL + array.array("d", [_NAN if v is None else v for v in column]).tobytes())
             continue
-        if index < 2:  # id and ts (never NULL): the first, then differences from the previous
-            parts.append(_BASE.pack(column[0]))
-            column = [0, *(b - a for a, b in itertools.pairwise(column))]
         parts.append(_integers(column))
     keys = zlib.compress(b"".join(streams[0]), 6)
     return _HEADER.pack(_FORMAT, len(rows), len(columns), len(keys)) + keys + zlib.compress(b"".join(streams[1]), 6)
@@ -71,7 +73,8 @@ def unpack(
     `wanted`: {column index: values}: only the rows holding one of the values in each such
     column (a read after a few clients or names builds only their rows: most of the work).
     `only`: the column indexes to return (in their order; None: all); when they are all KEY
-    columns, the other stream is not inflated."""
+    columns, the other stream is not inflated. Rows come in the block's order: by (SORTED,
+    ts, id); a client's rows are found by bisection and read as slices."""
     form, count, width, key_size = _HEADER.unpack_from(blob)
     if form != _FORMAT:
         raise ValueError(f"a block of an unknown format ({form})")
@@ -82,27 +85,40 @@ def unpack(
     if any(index not in KEY and index < width for index in needed):
         rest = [index for index in range(width) if index not in KEY]
         spans.update(_spans(zlib.decompress(view[_HEADER.size + key_size :]), rest, count))
-    rows = None  # the positions kept (None: every one)
+    ranges, rows = None, None  # the rows kept: ranges (low, high) of them, or their positions
+    if wanted and SORTED in wanted and spans.get(SORTED) is not None:
+        column = _values(spans[SORTED])
+        ranges = []
+        for value in sorted(value for value in wanted[SORTED] if value is not None):
+            low = bisect.bisect_left(column, value)
+            high = bisect.bisect_right(column, value, low)
+            if high > low:
+                ranges.append((low, high))
+        if not ranges:
+            return []
     for index, values in (wanted or {}).items():
-        column = _values(spans.get(index), count)
-        rows = [i for i in (range(count) if rows is None else rows) if column[i] in values]
+        if index == SORTED and ranges is not None:
+            continue
+        column = [None] * count if spans.get(index) is None else _values(spans[index])
+        if rows is None:
+            rows = range(count) if ranges is None else [i for r in ranges for i in range(*r)]
+        rows, ranges = [i for i in rows if column[i] in values], None
         if not rows:
             return []
-    kept = count if rows is None else len(rows)
+    if rows is not None:
+        kept = len(rows)
+    else:
+        kept = count if ranges is None else sum(high - low for low, high in ranges)
     nulls = [None] * kept  # one list for every column all NULL (or packed before it was added)
-    columns = [nulls if spans.get(index) is None else _values(spans[index], count, rows) for index in returned]
+    columns = [nulls if spans.get(index) is None else _values(spans[index], rows, ranges) for index in returned]
     return list(zip(*columns, strict=True))
 
 
 def _spans(data: bytes, indexes: list[int], count: int) -> dict[int, tuple | None]:
     """Where each column of a stream (the columns `indexes`, in order) lies, from the widths
-    alone: {index: (view, typecode, start, end, NULL value, shift, base) or None: all NULL}."""
+    alone: {index: (view, typecode, start, end, NULL value, shift) or None: all NULL}."""
     view, spans, offset = memoryview(data), {}, 0
     for index in indexes:
-        base = None
-        if index < 2:
-            (base,) = _BASE.unpack_from(data, offset)
-            offset += _BASE.size
         kind = data[offset]
         if kind == _ALL_NULL_BYTE:
             spans[index] = None
@@ -112,22 +128,26 @@ def _spans(data: bytes, indexes: list[int], count: int) -> dict[int, tuple | Non
         shift = 0 if kind == _REAL_BYTE else _BASE.unpack_from(data, offset + 1)[0]
         start = offset + (1 if kind == _REAL_BYTE else 9)
         offset = start + size * count
-        spans[index] = (view, code, start, offset, null, shift, base)
+        spans[index] = (view, code, start, offset, null, shift)
     return spans
 
 
-def _values(span: tuple | None, count: int, rows: list | None = None) -> list:
-    """The values of a column (its span as `_spans` gives it), of the positions `rows` (None:
-    all), read in place: a few rows cost only their own values. id and ts (a base) are stored
-    as differences from the previous value."""
-    if span is None:
-        return [None] * (count if rows is None else len(rows))
-    view, code, start, end, null, shift, base = span
+def _values(span: tuple, rows: list | None = None, ranges: list | None = None) -> list:
+    """The values of a column (its span as `_spans` gives it), of the positions `rows` or the
+    ranges of positions `ranges` (neither: all), read in place: only the values picked are
+    made Python objects."""
+    view, code, start, end, null, shift = span
     stored = view[start:end].cast(code)
-    if base is not None:
-        values = list(itertools.accumulate(stored if not shift else [v + shift for v in stored], initial=base))[1:]
-        return values if rows is None else [values[i] for i in rows]
-    values = stored.tolist() if rows is None else [stored[i] for i in rows]
+    if ranges is not None:  # slices, at C speed: a client's rows are one range
+        values = (
+            stored[slice(*ranges[0])].tolist()
+            if len(ranges) == 1
+            else [v for r in ranges for v in stored[slice(*r)].tolist()]
+        )
+    elif rows is not None:
+        values = [stored[i] for i in rows]
+    else:
+        values = stored.tolist()
     if code == "d":
         return [None if v != v else v for v in values] if _NAN_BITS in stored.tobytes() else values
     if null in values:

@@ -103,8 +103,8 @@ def _store(rows: list, hour: int) -> None:
 
 
 def _block(endpoint: int, hour: int, part: list) -> tuple:
-    ids = [row[0] for row in part]
-    bounds = (part[0][_TS], part[-1][_TS], min(ids), max(ids))
+    ids, times = [row[0] for row in part], [row[_TS] for row in part]
+    bounds = (min(times), max(times), min(ids), max(ids))  # `part` may be in a block's order
     filters = (blocks.bloom(row[_CLIENT] for row in part), blocks.bloom(row[_QUESTION] for row in part))
     return (endpoint, hour, *bounds, len(part), *filters, blocks.pack(part))
 

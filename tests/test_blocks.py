@@ -1,4 +1,5 @@
-"""Records packed into blocks (models/blocks.py): exactly the rows they were given back."""
+"""Records packed into blocks (models/blocks.py): exactly the rows they were given back, in the
+block's order (client, ts, id)."""
 
 import random
 import zlib
@@ -21,7 +22,7 @@ def rows_of(count, seed):
                 ident,
                 start + i * pick.choice([0, 1, 17, 86_400_000]),
                 pick.choice([None, 0, -1, 2**62, -(2**62), pick.randrange(-(2**63), 2**63)]),
-                pick.choice([None, 1, 2, 3]),
+                pick.choice([1, 2, 3, 2**40]),  # the client entry (blocks.SORTED): never NULL
                 pick.randrange(0, 300),
                 pick.choice([None, 0.0, -0.0, 0.1, 1e300, -3.5, float(pick.randrange(10**6))]),
             )
@@ -29,16 +30,21 @@ def rows_of(count, seed):
     return rows
 
 
+def in_block_order(rows):
+    return sorted(rows, key=lambda row: (row[blocks.SORTED], row[1], row[0]))
+
+
 def test_a_block_gives_back_exactly_the_rows_it_was_given():
+    assert blocks.SORTED == 3
     for seed in range(200):
-        rows = rows_of(random.Random(seed).randrange(1, 300), seed)
-        back = blocks.unpack(blocks.pack(rows, REALS), 6)
+        rows = in_block_order(rows_of(random.Random(seed).randrange(1, 300), seed))
+        back = blocks.unpack(blocks.pack(rows[::-1], REALS), 6)
         assert back == rows
         assert [repr(v) for row in back for v in row] == [repr(v) for row in rows for v in row], "types and signs"
 
 
 def test_columns_of_one_value_and_of_nulls_only_pack_small():
-    rows = [(i, 1_700_000_000_000 + i, 7, None, 0, None) for i in range(1, 10_001)]
+    rows = [(7, 1_700_000_000_000, 7, 5, 0, None)] * 10_000
     packed = blocks.pack(rows, REALS)
     assert blocks.unpack(packed, 6) == rows
     assert len(packed) < 2_000
@@ -54,22 +60,24 @@ def test_a_filter_holds_every_value_it_was_made_of_and_few_others():
 
 
 def test_a_block_packed_before_a_column_was_added_reads_it_unknown():
-    rows = rows_of(10, 1)
+    rows = in_block_order(rows_of(10, 1))
     assert blocks.unpack(blocks.pack(rows, REALS), 8) == [(*row, None, None) for row in rows]
 
 
 def test_a_block_gives_back_only_the_rows_holding_the_values_wanted():
     for seed in range(100):
-        rows = rows_of(random.Random(seed).randrange(1, 300), seed)
+        rows = in_block_order(rows_of(random.Random(seed).randrange(1, 300), seed))
         packed = blocks.pack(rows, REALS)
-        wanted = {3: {1, None}, 4: set(random.Random(seed).sample(range(300), 60))}
-        expected = [row for row in rows if row[3] in wanted[3] and row[4] in wanted[4]]
-        assert blocks.unpack(packed, 7, wanted) == [(*row, None) for row in expected]
+        names = set(random.Random(seed).sample(range(300), 60))
+        for wanted in ({3: {1, 3}, 4: names}, {4: names, 3: {2**40}}, {3: {2, 3, 7}}, {4: names}):
+            expected = [row for row in rows if all(row[i] in values for i, values in wanted.items())]
+            assert blocks.unpack(packed, 7, wanted) == [(*row, None) for row in expected]
+        assert blocks.unpack(packed, 6, {3: {4}}) == []
         assert blocks.unpack(packed, 6, {2: {"no such value"}}) == []
 
 
 def test_a_read_of_the_key_columns_alone_leaves_the_others_packed():
-    rows = rows_of(200, 3)
+    rows = in_block_order(rows_of(200, 3))
     packed = blocks.pack(rows, REALS)
     key = sorted(blocks.KEY)
     assert key == [0, 1, 2, 3, 5]
