@@ -14,7 +14,7 @@ from .names import value_texts
 from .utils import placeholders
 
 HOUR_MS = 3_600_000
-# Records an export unpacks at a time (a run of frozen hours; an hour is never split).
+# Records an export builds at a time from frozen blocks (a run of hours, or a span of one).
 EXPORT_RECORDS = 2_500
 # Raw rows carry ids only: their texts come from value_texts, looked up once per batch rather
 # than joined into every row.
@@ -125,14 +125,15 @@ def _thawed_stretch(resolved: Resolved, run: tuple, window: tuple, descending: b
         # The run's blocks are those of the endpoints allowed: only the window is left to test,
         # here, and a sort merges them with the rows of those hours (late, or melted). Staging
         # them in a table to run the statement there cost more than the rest of the export.
-        low, high = window
-        rows = _as_selected(
-            [r for r in thawing.unpacked(run) if (low is None or r[1] >= low) and (high is None or r[1] <= high)]
-        )
-        rows += query(f"{_SELECT} WHERE {condition}", params).fetchall()
-        rows.sort(key=_ORDER, reverse=descending)
-        for start in range(0, len(rows), batch_size):
-            yield rows[start : start + batch_size]
+        # Spans of EXPORT_RECORDS at most: an hour of a busy store is tens of thousands.
+        for first, last, frozen in thawing.pieces(run, EXPORT_RECORDS, *window, descending):
+            rows = _as_selected(frozen)
+            rows += query(
+                f"{_SELECT} WHERE {' AND '.join([condition, 'r.ts >= ? AND r.ts <= ?'])}", [*params, first, last]
+            ).fetchall()
+            rows.sort(key=_ORDER, reverse=descending)
+            for start in range(0, len(rows), batch_size):
+                yield rows[start : start + batch_size]
         return
     thawing.stage(run)
     select = _SELECT.replace(" FROM record r", f" FROM {thawing.WITH_STAGED} r")

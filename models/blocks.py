@@ -75,19 +75,11 @@ def unpack(
     `only`: the column indexes to return (in their order; None: all); when they are all KEY
     columns, the other stream is not inflated. Rows come in the block's order: by (SORTED,
     ts, id); a client's rows are found by bisection and read as slices."""
-    form, count, width, key_size = _HEADER.unpack_from(blob)
-    if form != _FORMAT:
-        raise ValueError(f"a block of an unknown format ({form})")
     returned = range(columns_now) if only is None else sorted(only)
-    needed = {*returned, *(wanted or ())}
-    view = memoryview(blob)
-    spans = _spans(zlib.decompress(view[_HEADER.size : _HEADER.size + key_size]), sorted(KEY), count)
-    if any(index not in KEY and index < width for index in needed):
-        rest = [index for index in range(width) if index not in KEY]
-        spans.update(_spans(zlib.decompress(view[_HEADER.size + key_size :]), rest, count))
+    block = Inflated(blob, {*returned, *(wanted or ())})
     ranges, rows = None, None  # the rows kept: ranges (low, high) of them, or their positions
-    if wanted and SORTED in wanted and spans.get(SORTED) is not None:
-        column = _values(spans[SORTED])
+    if wanted and SORTED in wanted and block.spans.get(SORTED) is not None:
+        column = block.column(SORTED)
         ranges = []
         for value in sorted(value for value in wanted[SORTED] if value is not None):
             low = bisect.bisect_left(column, value)
@@ -99,19 +91,44 @@ def unpack(
     for index, values in (wanted or {}).items():
         if index == SORTED and ranges is not None:
             continue
-        column = [None] * count if spans.get(index) is None else _values(spans[index])
+        column = block.column(index)
         if rows is None:
-            rows = range(count) if ranges is None else [i for r in ranges for i in range(*r)]
+            rows = range(block.count) if ranges is None else [i for r in ranges for i in range(*r)]
         rows, ranges = [i for i in rows if column[i] in values], None
         if not rows:
             return []
-    if rows is not None:
-        kept = len(rows)
-    else:
-        kept = count if ranges is None else sum(high - low for low, high in ranges)
-    nulls = [None] * kept  # one list for every column all NULL (or packed before it was added)
-    columns = [nulls if spans.get(index) is None else _values(spans[index], rows, ranges) for index in returned]
-    return list(zip(*columns, strict=True))
+    return block.rows(returned, rows, ranges)
+
+
+class Inflated:
+    """A block's columns, inflated once (the other stream only when `needed`, column indexes,
+    holds one of its columns; None: all): rows are built from it as they are wanted."""
+
+    def __init__(self, blob: bytes, needed=None):
+        form, self.count, width, key_size = _HEADER.unpack_from(blob)
+        if form != _FORMAT:
+            raise ValueError(f"a block of an unknown format ({form})")
+        view = memoryview(blob)
+        self.spans = _spans(zlib.decompress(view[_HEADER.size : _HEADER.size + key_size]), sorted(KEY), self.count)
+        if needed is None or any(index not in KEY and index < width for index in needed):
+            rest = [index for index in range(width) if index not in KEY]
+            self.spans.update(_spans(zlib.decompress(view[_HEADER.size + key_size :]), rest, self.count))
+
+    def column(self, index: int) -> list:
+        """Every value of the column at `index` (NULL when the block has none)."""
+        span = self.spans.get(index)
+        return [None] * self.count if span is None else _values(span)
+
+    def rows(self, returned, rows: list | None = None, ranges: list | None = None) -> list[tuple]:
+        """The rows at the positions `rows`, or in the ranges of positions `ranges` (neither:
+        all), of the columns `returned` (indexes, in order)."""
+        if rows is not None:
+            kept = len(rows)
+        else:
+            kept = self.count if ranges is None else sum(high - low for low, high in ranges)
+        nulls = [None] * kept  # one list for every column all NULL (or packed before it was added)
+        columns = [nulls if self.spans.get(i) is None else _values(self.spans[i], rows, ranges) for i in returned]
+        return list(zip(*columns, strict=True))
 
 
 def _spans(data: bytes, indexes: list[int], count: int) -> dict[int, tuple | None]:

@@ -9,6 +9,7 @@ second temporary table, `record_thawed`, and reads the record table and that one
 are held at once.
 """
 
+import bisect
 import re
 from collections import Counter
 from operator import itemgetter
@@ -16,6 +17,7 @@ from operator import itemgetter
 from . import blocks
 from .blocks import COLUMNS, HOUR_MS, block_condition
 from .database import db, insert_rows, query
+from .utils import chunks, placeholders
 
 STAGING = "record_staging"
 _TS = COLUMNS.index("ts")
@@ -150,21 +152,52 @@ _WORDS = re.compile(r"[a-z_0-9]+")
 def unpacked(run: tuple, only=None) -> list[tuple]:
     """The records of the run's blocks (rows of the columns `only`, None: all, in COLUMNS
     order; in no order): with a hint, only those that hold its values."""
-    kind, chosen = run[2]
     wanted = run[3] or None
+    rows = []
+    for data in _blobs(run):
+        rows += blocks.unpack(data, wanted=wanted, only=only)
+    return rows
+
+
+def _blobs(run: tuple):
+    """The data of each block of the run."""
+    kind, chosen = run[2]
     if kind == "endpoints":
         condition, params = block_condition(chosen, None, None)
         parts = [(f"{condition} AND hour >= ? AND hour <= ?", [*params, run[0], run[1]])]
     else:
         ids = list(chosen)
-        parts = [
-            (f"id IN ({', '.join(['?'] * len(ids[i : i + 500]))})", ids[i : i + 500]) for i in range(0, len(ids), 500)
-        ]
-    rows = []
+        parts = [(f"id IN ({placeholders(len(part))})", part) for part in chunks(ids, 500)]
     for condition, params in parts:
         for (data,) in query(f"SELECT data FROM record_block WHERE {condition}", params).fetchall():
-            rows += blocks.unpack(data, wanted=wanted, only=only)
-    return rows
+            yield data
+
+
+def pieces(run: tuple, largest: int, low: int, high: int, descending: bool):
+    """The records of the run's blocks with ts in [low, high], as (first ts, last ts, records)
+    of spans of time that tile [low, high], newest first if `descending`, each holding about
+    `largest` records at most (records of one ms are never split): the blocks are inflated
+    once and a span's records built only when its turn comes, so an hour of tens of thousands
+    of records is not held as rows at once. Records in no order within a span."""
+    opened = []
+    for data in _blobs(run):
+        block = blocks.Inflated(data)
+        times = block.column(_TS)
+        order = sorted(range(block.count), key=times.__getitem__)
+        opened.append((block, order, [times[i] for i in order]))
+    stamps = sorted(t for _, _, times in opened for t in times if low <= t <= high)
+    cuts = [low]  # each span's first ms
+    for at in range(largest, len(stamps), largest):
+        if stamps[at] > cuts[-1]:
+            cuts.append(stamps[at])
+    spans = [(first, last - 1) for first, last in zip(cuts, [*cuts[1:], high + 1], strict=True)]
+    for first, last in reversed(spans) if descending else spans:
+        records = []
+        for block, order, times in opened:
+            chosen = order[bisect.bisect_left(times, first) : bisect.bisect_right(times, last)]
+            if chosen:
+                records += block.rows(range(len(COLUMNS)), sorted(chosen))
+        yield first, last, records
 
 
 def thaw_ids(after_id: int, upto_id: int, condition: str, params: list) -> bool:

@@ -7,6 +7,7 @@ import time
 
 import stores
 
+import models.activity
 from app import create_app
 from models import blocks
 from models.clock import now_ms
@@ -246,3 +247,26 @@ def test_counts_of_clients_frozen_records_follow_the_window_to_the_millisecond(c
             assert {c["value"]: c["count"] for c in names} == {n: listed.count(n) for n in set(listed)}
             series = client.get(f"/v2/statistic/timeseries?{query}&interval=900", headers=AUTH).json["queries"]
             assert sum(point["count"] for point in series) == count
+
+
+def test_an_export_builds_a_busy_frozen_hour_in_spans_of_time(client, database, monkeypatch):
+    monkeypatch.setattr(models.activity, "EXPORT_RECORDS", 3)
+    # 20 records of one hour, two clients (a block is ordered by client), some in the same ms.
+    # Records a ms apart too: a span's last ms holds records.
+    seconds = (0, 1, 1, 1, 2, 2.999, 3, 3, 4, 5, 5.999, 6, 7, 7, 8, 9, 9, 9, 9, 10)
+    stamps = [f"{OLD_DAY}T10:00:{second:06.3f}Z" for second in seconds]
+    ingest(client, *[record("ep1", f"c{i % 2}", stamp, f"q{i}.example") for i, stamp in enumerate(stamps)])
+    assert frozen(database) == 20
+    made = {"kind": "http", "url": "http://127.0.0.1:9/x", "paused": True, "start": "now"}
+    assert client.post("/v2/output", json=made, headers=AUTH).status_code == 201
+    ingest(client, record("ep1", "c1", f"{OLD_DAY}T10:00:03Z", "late.example"))  # a row of that hour
+    assert frozen(database) == 20
+
+    def exported(order):
+        response = client.get(f"/v2/activity-log/csv?{WINDOW}&sortOrder={order}", headers=AUTH)
+        table = list(csv.reader(io.StringIO(response.get_data(as_text=True), newline="")))
+        return [row[table[0].index("question")] for row in table[1:]]
+
+    newest_first = log(client)
+    assert len(newest_first) == 21 and exported("desc") == newest_first
+    assert exported("asc") == newest_first[::-1]
