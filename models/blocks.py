@@ -79,13 +79,7 @@ def unpack(
     block = Inflated(blob, {*returned, *(wanted or ())})
     ranges, rows = None, None  # the rows kept: ranges (low, high) of them, or their positions
     if wanted and SORTED in wanted and block.spans.get(SORTED) is not None:
-        column = block.column(SORTED)
-        ranges = []
-        for value in sorted(value for value in wanted[SORTED] if value is not None):
-            low = bisect.bisect_left(column, value)
-            high = bisect.bisect_right(column, value, low)
-            if high > low:
-                ranges.append((low, high))
+        ranges = block.ranges(wanted[SORTED])
         if not ranges:
             return []
     for index, values in (wanted or {}).items():
@@ -113,6 +107,22 @@ class Inflated:
         if needed is None or any(index not in KEY and index < width for index in needed):
             rest = [index for index in range(width) if index not in KEY]
             self.spans.update(_spans(zlib.decompress(view[_HEADER.size + key_size :]), rest, self.count))
+
+    def ranges(self, values) -> list[tuple[int, int]]:
+        """The ranges of positions of the rows whose SORTED column holds one of `values`."""
+        column = self.column(SORTED)
+        found = []
+        for value in sorted(value for value in values if value is not None):
+            low = bisect.bisect_left(column, value)
+            high = bisect.bisect_right(column, value, low)
+            if high > low:
+                found.append((low, high))
+        return found
+
+    def values(self, index: int, ranges: list) -> list:
+        """The values of the column at `index` in the ranges of positions `ranges`."""
+        span = self.spans.get(index)
+        return [None] * sum(high - low for low, high in ranges) if span is None else _values(span, None, ranges)
 
     def column(self, index: int) -> list:
         """Every value of the column at `index` (NULL when the block has none)."""

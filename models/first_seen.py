@@ -132,8 +132,13 @@ def newly_seen(resolved: Resolved, column, limit: int) -> list[tuple]:
         staged = f"SELECT f AS b, v, 0 AS n FROM ({first.format(source=thawing.STAGING)}) AS s"
         # Its condition is on clients, endpoints and time alone: a client's first record of
         # each name decides (an endpoint's entries are its own).
-        earliest = ("client", "question")
-        frozen = thawing.count_into(1, by_client.endpoint_ids(), None, end, staged, params, by_client.hint(), earliest)
+        hint = by_client.hint()
+        if derived or not hint:
+            earliest = ("client", "question")
+            frozen = thawing.count_into(1, by_client.endpoint_ids(), None, end, staged, params, hint, earliest)
+        else:  # the first times read from the blocks' columns in Python, without staging
+            at = blocks.COLUMNS.index(column.sql)
+            frozen = thawing.earliest_into(1, by_client.endpoint_ids(), end, hint["client"], at)
         more = f" UNION ALL SELECT v, b FROM {thawing.COUNTS} WHERE part = 1" if frozen else ""
         return query(
             f"SELECT v, MIN(f) AS f FROM ({first.format(source='record')}{more}) AS seen"

@@ -274,6 +274,30 @@ def tally_into(part: int, endpoint_ids, start_ms, end_ms, hint, column: int | No
     return bool(found)
 
 
+def earliest_into(part: int, endpoint_ids, end_ms, entries: list, column: int) -> bool:
+    """Add to record_counts, as part `part`, (b: first ts, v: value, n: 0) of each value of the
+    column at index `column` among the frozen records of the client entries `entries` up to
+    `end_ms` (None: all); whether any block may hold some. A block holds each client's records
+    in time order: the first of each value is found at C speed, without a row a record."""
+    found = runs(endpoint_ids, None, end_ms, False, {"client": entries})
+    high = 2**63 if end_ms is None else end_ms
+    first = {}
+    for run in found:
+        for data in _blobs(run):
+            block = blocks.Inflated(data, {_TS, column, blocks.SORTED})
+            for span in block.ranges(entries):
+                times, values = block.values(_TS, [span]), block.values(column, [span])
+                if times[-1] > high:  # in time order: keep those up to the end
+                    kept = bisect.bisect_right(times, high)
+                    times, values = times[:kept], values[:kept]
+                # Read backwards, a dict keeps each value's first time in the span.
+                for value, ts in dict(zip(reversed(values), reversed(times), strict=True)).items():
+                    if ts < first.get(value, high + 1):
+                        first[value] = ts
+    insert_rows(f"INSERT INTO {COUNTS} (part, b, v, n)", 4, [(part, ts, v, 0) for v, ts in first.items()])
+    return bool(found)
+
+
 def collect(
     into: str, endpoint_ids, start_ms, end_ms, select: str, params: list, hint=None, earliest: tuple = ()
 ) -> bool:

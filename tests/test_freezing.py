@@ -270,3 +270,29 @@ def test_an_export_builds_a_busy_frozen_hour_in_spans_of_time(client, database, 
     newest_first = log(client)
     assert len(newest_first) == 21 and exported("desc") == newest_first
     assert exported("asc") == newest_first[::-1]
+
+
+def test_a_clients_first_seen_names_come_from_its_first_frozen_records(client, database):
+    ingest(
+        client,
+        *[
+            record("ep1", who, f"{OLD_DAY}T10:{minute}:00Z", name)
+            for who, minute, name in [
+                ("c2", "01", "a.example"),  # another client's: not c1's first
+                ("c1", "05", "a.example"),
+                ("c1", "20", "b.example"),
+                ("c1", "50", "a.example"),
+                ("c1", "55", "c.example"),
+            ]
+        ],
+    )
+    assert frozen(database) == 5
+
+    def first_seen(start, end):
+        window = f"startTime={OLD_DAY}T10:{start}:00Z&endTime={OLD_DAY}T10:{end}:00Z"
+        response = client.get(f"/v2/statistic/first-seen/question?{window}&clientId[]=c1", headers=AUTH)
+        return [(n["value"], n["firstSeen"][11:16], n["count"]) for n in response.json["names"]]
+
+    assert first_seen("00", "59") == [("c.example", "10:55", 1), ("b.example", "10:20", 1), ("a.example", "10:05", 2)]
+    assert first_seen("10", "59") == [("c.example", "10:55", 1), ("b.example", "10:20", 1)], "a.example was older"
+    assert first_seen("00", "30") == [("b.example", "10:20", 1), ("a.example", "10:05", 1)], "none after the end"
