@@ -179,10 +179,17 @@ def pieces(run: tuple, largest: int, low: int, high: int, descending: bool):
     `largest` records at most (records of one ms are never split): the blocks are inflated
     once and a span's records built only when its turn comes, so an hour of tens of thousands
     of records is not held as rows at once. Records in no order within a span."""
+    inflated = [(block, block.column(_TS)) for block in map(blocks.Inflated, _blobs(run))]
+    if sum(low <= t <= high for _, times in inflated for t in times) <= largest:  # one span
+        records = []
+        for block, times in inflated:
+            chosen = [i for i, t in enumerate(times) if low <= t <= high]
+            if chosen:
+                records += block.rows(range(len(COLUMNS)), None if len(chosen) == block.count else chosen)
+        yield low, high, records
+        return
     opened = []
-    for data in _blobs(run):
-        block = blocks.Inflated(data)
-        times = block.column(_TS)
+    for block, times in inflated:
         order = sorted(range(block.count), key=times.__getitem__)
         opened.append((block, order, [times[i] for i in order]))
     stamps = sorted(t for _, _, times in opened for t in times if low <= t <= high)
