@@ -11,7 +11,7 @@ from .database import query
 from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql
 from .names import value_texts
-from .utils import placeholders
+from .utils import chunks, placeholders
 
 HOUR_MS = 3_600_000
 # Records an export builds at a time from frozen blocks (a run of hours, or a span of one).
@@ -119,22 +119,20 @@ def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int 
 
 def _thawed_stretch(resolved: Resolved, run: tuple, window: tuple, descending: bool, batch_size: int):
     """The records of the window, whose hours are those of `run`: its frozen ones unpacked, with
-    the rows of those hours, in one ordered statement (a run holds at most ~50,000 records)."""
-    condition, params = resolved.where(*window)
+    the rows of those hours, in time order (a run holds at most ~50,000 records)."""
     if resolved.endpoints_alone():
         # The run's blocks are those of the endpoints allowed: only the window is left to test,
         # here, and a sort merges them with the rows of those hours (late, or melted). Staging
         # them in a table to run the statement there cost more than the rest of the export.
         # Spans of EXPORT_RECORDS at most: an hour of a busy store is tens of thousands.
         for first, last, frozen in thawing.pieces(run, EXPORT_RECORDS, *window, descending):
-            rows = _as_selected(frozen)
-            rows += query(
-                f"{_SELECT} WHERE {' AND '.join([condition, 'r.ts >= ? AND r.ts <= ?'])}", [*params, first, last]
-            ).fetchall()
+            condition, params = resolved.where(first, last)  # the span's rows
+            rows = _as_selected(frozen) + query(f"{_SELECT} WHERE {condition}", params).fetchall()
             rows.sort(key=_ORDER, reverse=descending)
             for start in range(0, len(rows), batch_size):
                 yield rows[start : start + batch_size]
         return
+    condition, params = resolved.where(*window)
     thawing.stage(run)
     select = _SELECT.replace(" FROM record r", f" FROM {thawing.WITH_STAGED} r")
     order = "DESC" if descending else "ASC"
@@ -150,8 +148,7 @@ def _as_selected(records: list[tuple]) -> list[tuple]:
     for source in _DERIVED:
         found = {}
         sources = list({record[source] for record in records} - {None})
-        for start in range(0, len(sources), 500):
-            part = sources[start : start + 500]
+        for part in chunks(sources, 500):
             found.update(query(f"SELECT term, domain FROM {DOMAINS} WHERE term IN ({placeholders(len(part))})", part))
         derived.append([found.get(record[source]) for record in records])
     return [stored + more for stored, more in zip(map(_STORED, records), zip(*derived, strict=True), strict=True)]

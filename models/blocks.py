@@ -18,6 +18,7 @@ from operator import itemgetter
 from peewee import DoubleField
 
 from .tables import Record
+from .utils import placeholders
 
 HOUR_MS = 3_600_000
 # The record table's columns, in the order a block's rows hold them; the real ones by position.
@@ -35,7 +36,7 @@ SORTED = COLUMNS.index("client")
 # The blob's first byte: how what follows is laid out.
 _FORMAT = 3
 _HEADER = struct.Struct("<BIII")  # format, records, columns, bytes of the key columns' stream
-_BASE = struct.Struct("<q")
+_SHIFT = struct.Struct("<q")
 # array typecodes by size, signed; in a column, NULL is the smallest value of the chosen size.
 _CODES = ("b", "h", "i", "q")
 _WIDTHS = {code: array.array(code).itemsize for code in _CODES}
@@ -152,7 +153,7 @@ def _spans(data: bytes, indexes: list[int], count: int) -> dict[int, tuple | Non
             offset += 1
             continue
         code, size, null = _KINDS[kind]
-        shift = 0 if kind == _REAL_BYTE else _BASE.unpack_from(data, offset + 1)[0]
+        shift = 0 if kind == _REAL_BYTE else _SHIFT.unpack_from(data, offset + 1)[0]
         start = offset + (1 if kind == _REAL_BYTE else 9)
         offset = start + size * count
         spans[index] = (view, code, start, offset, null, shift)
@@ -208,7 +209,7 @@ def block_condition(endpoint_ids: list | None, start_ms: int | None, end_ms: int
     ts in [start_ms, end_ms] (None: unbounded)."""
     parts, params = [], []
     if endpoint_ids is not None:
-        parts.append(f"endpoint IN ({', '.join(['?'] * len(endpoint_ids))})" if endpoint_ids else "0 = 1")
+        parts.append(f"endpoint IN ({placeholders(len(endpoint_ids))})" if endpoint_ids else "0 = 1")
         params += list(endpoint_ids)
     # The hours bound a range of the indexes; the times narrow it to the blocks' own bounds.
     if start_ms is not None:

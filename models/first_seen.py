@@ -129,11 +129,11 @@ def newly_seen(resolved: Resolved, column, limit: int) -> list[tuple]:
         condition, params = by_client.where(None, end)
         first = f"SELECT {column_sql(column)} AS v, MIN(r.ts) AS f FROM {{source}} r WHERE {condition} GROUP BY 1"
         thawing.start_counts()
-        staged = f"SELECT f AS b, v, 0 AS n FROM ({first.format(source=thawing.STAGING)}) AS s"
         # Its condition is on clients, endpoints and time alone: a client's first record of
         # each name decides (an endpoint's entries are its own).
-        hint = by_client.hint()
-        if derived or not hint:
+        hint = by_client.hint()  # {"client": entries}: the filters name clients
+        if derived:  # the names' domains from SQL: the earliest record of each name staged
+            staged = f"SELECT f AS b, v, 0 AS n FROM ({first.format(source=thawing.STAGING)}) AS s"
             earliest = ("client", "question")
             frozen = thawing.count_into(1, by_client.endpoint_ids(), None, end, staged, params, hint, earliest)
         else:  # the first times read from the blocks' columns in Python, without staging

@@ -17,7 +17,9 @@ from operator import itemgetter
 
 from . import blocks, counting
 from .blocks import COLUMNS, HOUR_MS, block_condition
-from .database import db, insert_rows, query
+from .clock import now_ms
+from .database import db, insert_rows, query, write_transaction, yield_to_storing
+from .utils import chunks, placeholders
 
 # Hours of records kept as rows before the current one (ANALYTICS_HOT_HOURS).
 hot_hours = 48
@@ -68,7 +70,7 @@ def freeze(now_ms: int, budget: int = STEP_RECORDS) -> int:
         start = oldest // HOUR_MS * HOUR_MS
         window = [start, start + HOUR_MS, upto]
         rows = query(
-            f"SELECT {', '.join(COLUMNS)} FROM record WHERE ts >= ? AND ts < ? AND id <= ? ORDER BY endpoint, ts, id",
+            f"SELECT {', '.join(COLUMNS)} FROM record WHERE ts >= ? AND ts < ? AND id <= ? ORDER BY endpoint",
             window,
         ).fetchall()
         _store(rows, start // HOUR_MS)
@@ -84,17 +86,33 @@ def freeze(now_ms: int, budget: int = STEP_RECORDS) -> int:
     return packed
 
 
+def freeze_a_look(arriving) -> int:
+    """Freeze what is past the hot horizon, in write transactions of about STEP_RECORDS, each
+    after the batches waiting to be stored: all of it, or LOOK_RECORDS at most while
+    `arriving()` (freezing as fast as a backfill of old records arrived took a tenth of the
+    ingest's rate); how many. Outside a transaction."""
+    packed = 0
+    while True:
+        yield_to_storing()
+        with write_transaction():  # short: batches wait for it
+            step = freeze(now_ms())
+        packed += step
+        if step < STEP_RECORDS or (packed >= LOOK_RECORDS and arriving()):
+            return packed
+
+
 def _store(rows: list, hour: int) -> None:
-    """Rows of one hour, ordered by endpoint, ts, id, as blocks. An endpoint's hour of more than
-    CLIENT_SHARE records is shared out by client entry (id modulo the shares): a read after a
-    few clients then unpacks about CLIENT_SHARE records of its hour, not every one of them."""
+    """Rows of one hour, grouped by endpoint, as blocks (blocks.pack orders each). An endpoint's
+    hour of more than CLIENT_SHARE records is shared out by client entry (id modulo the
+    shares): a read after a few clients then unpacks about CLIENT_SHARE records of its hour,
+    not every one of them."""
     made = []
     for endpoint, group in itertools.groupby(rows, key=itemgetter(_ENDPOINT)):
-        records = list(group)
-        shares = -(-len(records) // CLIENT_SHARE)
-        parts = [records] if shares == 1 else [[] for _ in range(shares)]
+        parts = [list(group)]
+        shares = -(-len(parts[0]) // CLIENT_SHARE)
         if shares > 1:
-            for row in records:  # in (ts, id) order still, each share
+            records, parts = parts[0], [[] for _ in range(shares)]
+            for row in records:
                 parts[row[_CLIENT] % shares].append(row)
         for part in parts:
             for start in range(0, len(part), BLOCK_RECORDS):
@@ -120,10 +138,8 @@ def melt(condition: str, params: list) -> int:
         rows = blocks.unpack(data)
         insert_rows(f"INSERT INTO record ({', '.join(COLUMNS)})", len(COLUMNS), rows)
         melted += len(rows)
-    ids = [ident for ident, _ in found]
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
-        query(f"DELETE FROM record_block WHERE id IN ({', '.join(['?'] * len(part))})", part)
+    for part in chunks([ident for ident, _ in found], 500):
+        query(f"DELETE FROM record_block WHERE id IN ({placeholders(len(part))})", part)
     return melted
 
 
@@ -146,9 +162,8 @@ MANY_ENTRIES = 1_000
 def rewrite(block_ids: list[int], gone: set[int]) -> None:
     """Pack the blocks `block_ids` again without the records whose ids are in `gone`; a block
     left empty goes. Call inside a write transaction."""
-    for start in range(0, len(block_ids), 500):
-        part = block_ids[start : start + 500]
-        found = query(f"SELECT id, hour, data FROM record_block WHERE id IN ({', '.join(['?'] * len(part))})", part)
+    for part in chunks(block_ids, 500):
+        found = query(f"SELECT id, hour, data FROM record_block WHERE id IN ({placeholders(len(part))})", part)
         for ident, hour, data in found.fetchall():
             rows = blocks.unpack(data)
             kept = [row for row in rows if row[0] not in gone]
@@ -162,12 +177,10 @@ def melt_holding(endpoint_ids: list | None, entries: list) -> int:
     """Melt the blocks that may hold records of the client entries `entries` (of the endpoints
     `endpoint_ids`); how many records."""
     ids = holding(endpoint_ids, None, entries)
-    melted = 0
-    for start in range(0, len(ids), 500):
-        part = ids[start : start + 500]
-        melted += melt(f"id IN ({', '.join(['?'] * len(part))})", part)
+    melted = sum(melt(f"id IN ({placeholders(len(part))})", part) for part in chunks(ids, 500))
     if ids:
-        query(f"UPDATE client SET last_frozen = NULL WHERE id IN ({', '.join(['?'] * len(entries))})", list(entries))
+        for part in chunks(entries, 500):
+            query(f"UPDATE client SET last_frozen = NULL WHERE id IN ({placeholders(len(part))})", part)
     return melted
 
 

@@ -88,11 +88,10 @@ def newest_hour(endpoint_ids, start_ms, end_ms, descending: bool) -> int | None:
 def _endpoints_of(entries, endpoint_ids) -> list:
     """Of `endpoint_ids` (None: all), the endpoints of the client entries `entries`."""
     found = set()
-    for start in range(0, len(entries), 500):
-        part = list(entries)[start : start + 500]
+    for part in chunks(entries, 500):
         found.update(
             row[0]
-            for row in query(f"SELECT DISTINCT endpoint FROM client WHERE id IN ({', '.join(['?'] * len(part))})", part)
+            for row in query(f"SELECT DISTINCT endpoint FROM client WHERE id IN ({placeholders(len(part))})", part)
         )
     return sorted(found if endpoint_ids is None else found & set(endpoint_ids))
 
@@ -128,9 +127,9 @@ def _earliest(rows: list[tuple], key, ts_at: int) -> list[tuple]:
     name, not hundreds, staged for SQL)."""
     first = {}
     for row in rows:
-        held = first.get(key(row))
+        held = first.get(found := key(row))
         if held is None or row[ts_at] < held[ts_at]:
-            first[key(row)] = row
+            first[found] = row
     return list(first.values())
 
 
@@ -235,6 +234,7 @@ def keep(condition: str, params: list) -> None:
 
 
 COUNTS = "record_counts"
+_COUNTED = f"{COUNTS} (part, b, v, n)"
 
 
 def start_counts() -> None:
@@ -250,8 +250,7 @@ def count_into(
     record_staging, as alias r) gives for each run of the frozen records of the window; whether
     any block may hold some. `earliest`: as for `stage`."""
     counted = f"SELECT ?, CAST(b AS BIGINT), CAST(v AS BIGINT), n FROM ({select}) AS t"
-    into = f"{COUNTS} (part, b, v, n)"
-    return collect(into, endpoint_ids, start_ms, end_ms, counted, [part, *params], hint, earliest)
+    return collect(_COUNTED, endpoint_ids, start_ms, end_ms, counted, [part, *params], hint, earliest)
 
 
 def tally_into(part: int, endpoint_ids, start_ms, end_ms, hint, column: int | None, interval_ms, values) -> bool:
@@ -277,7 +276,7 @@ def tally_into(part: int, endpoint_ids, start_ms, end_ms, hint, column: int | No
                 value = None if value_at is None else row[value_at]
                 if kept is None or value in kept:
                     counts[(ts - ts % step if step else None, value)] += 1
-    insert_rows(f"INSERT INTO {COUNTS} (part, b, v, n)", 4, [(part, b, v, n) for (b, v), n in counts.items()])
+    insert_rows(f"INSERT INTO {_COUNTED}", 4, [(part, b, v, n) for (b, v), n in counts.items()])
     return bool(found)
 
 
@@ -301,7 +300,7 @@ def earliest_into(part: int, endpoint_ids, end_ms, entries: list, column: int) -
                 for value, ts in dict(zip(reversed(values), reversed(times), strict=True)).items():
                     if ts < first.get(value, high + 1):
                         first[value] = ts
-    insert_rows(f"INSERT INTO {COUNTS} (part, b, v, n)", 4, [(part, ts, v, 0) for v, ts in first.items()])
+    insert_rows(f"INSERT INTO {_COUNTED}", 4, [(part, ts, v, 0) for v, ts in first.items()])
     return bool(found)
 
 

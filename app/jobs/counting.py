@@ -17,7 +17,6 @@ from gunicorn.dirty import DirtyApp
 import models.counting
 import models.database
 import models.freezing
-from models.clock import now_ms
 
 POLL_SECONDS = 0.05
 # How often records past the hot horizon are looked for (and frozen: models/freezing.py).
@@ -95,19 +94,7 @@ def _loop(app):
                         counted += found
                     if freeze:  # what the counts let go of, past the hot horizon
                         looked = time.monotonic()
-                        packed = 0
-                        while True:
-                            models.database.yield_to_storing()
-                            with models.database.write_transaction():  # short: batches wait for it
-                                step = models.freezing.freeze(now_ms())
-                            packed += step
-                            if step < models.freezing.STEP_RECORDS:
-                                break
-                            # While records arrive, LOOK_RECORDS a look: freezing as fast as a
-                            # backfill of old records arrived took a tenth of the ingest's rate.
-                            arriving = counted or models.counting.waiting()
-                            if arriving and packed >= models.freezing.LOOK_RECORDS:
-                                break
+                        models.freezing.freeze_a_look(lambda counted=counted: counted or models.counting.waiting())
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)
