@@ -9,6 +9,7 @@ import os
 import threading
 import time
 from contextlib import contextmanager, nullcontext
+from itertools import chain
 
 from .utils import placeholders, statement_parts
 from .write_turns import WriteTurns
@@ -53,7 +54,7 @@ def _many_a_statement(rows: list, per: int, statement) -> list[tuple[str, list]]
     """`rows` in statements of `per` rows, then of powers of two rows (see
     utils.statement_parts), `statement(n)` the text for n rows: each with its one set of
     parameters, the rows' values one after another."""
-    return [(statement(len(part)), [[value for each in part for value in each]]) for part in statement_parts(rows, per)]
+    return [(statement(len(part)), [list(chain.from_iterable(part))]) for part in statement_parts(rows, per)]
 
 
 def _rows_per_statement(width: int) -> int:
