@@ -331,7 +331,7 @@ def _ip(value: str, path: str) -> str:
         raise RecordError(path, "not a valid IPv4 or IPv6 address") from None
 
 
-# The same few thousand addresses recur in every batch; parsing one costs ~10 us.
+# The same few thousand addresses recur in every batch: a hit costs ~60 ns, a parse 0.3-6 us.
 _normalized_ip = functools.lru_cache(maxsize=65536)(normalize_ip)
 
 
