@@ -142,6 +142,14 @@ def _load_http(args, traffic, server, path: str, result: dict):
     http["largest_wal"] = wal["bytes"]
     result["errors"] += http["errors"]
     print(f"  HTTP: {http['rate']:,.0f} records/s = {http['rate'] / result['raw']['rate']:.2f} x raw", flush=True)
+    # CPU varies less between runs than the rates on a shared machine: a change's effect shows here first.
+    per_record = [seconds / max(1, http["records"]) * 1e6 for seconds in http["worker_cpu"].values()]
+    print(
+        f"  service CPU {sum(per_record):,.1f} us a record (by process: "
+        + ", ".join(f"{us:.1f}" for us in sorted(per_record, reverse=True))
+        + f"); POST p50 {http['request_p50'] * 1000:,.1f} ms",
+        flush=True,
+    )
     stored = probes.count_records(server, traffic)
     if stored != args.records:
         result["errors"].append(f"GET /v2/statistic/count over every record says {stored}, expected {args.records:,}")
