@@ -31,7 +31,7 @@ from .records import (
     _client_meta,
     _geoip,
     _ip,
-    _memoized_json,
+    json_reader,
 )
 
 # Wire fields that are objects: kept as their JSON text, validated (and memoised by it) in Python.
@@ -106,6 +106,9 @@ def _value_source() -> str:
 
 _values = eval(_value_source(), {"FLAGS": {None: None, False: 0, True: 1}})  # noqa: S307
 # Answer sets, geographies and clients recur; so do names (normalising one costs ~1 us).
+_read_geoip = json_reader(_geoip, "sourceGeoip")
+_read_answers = json_reader(_answer_parts, "answers")
+_read_client = json_reader(_client_meta, "client")
 _domain = functools.lru_cache(maxsize=65536)(normalize_domain)
 
 
@@ -144,7 +147,7 @@ def _record(r, received_ms: int) -> tuple[tuple, dict]:
     if trigger is not None and trigger not in TRIGGERS:
         raise RecordError("trigger", "not one of the triggers")
     source_ip = _ip(r.sourceIp, "sourceIp") if r.sourceIp else None
-    src = _memoized_json(_geoip, r.sourceGeoip, "sourceGeoip")
-    answers, dst = _memoized_json(_answer_parts, r.answers, "answers")
+    src = _read_geoip(r.sourceGeoip)
+    answers, dst = _read_answers(r.answers)
     values = _values(r, ts, question, trigger, source_ip, src, answers, dst)
-    return fill_geography(values), _memoized_json(_client_meta, r.client, "client")
+    return fill_geography(values), _read_client(r.client)
