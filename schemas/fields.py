@@ -99,7 +99,7 @@ def normalize_ip(value: str) -> str:
     none. The C library reads and writes most addresses 10-20 times faster than ipaddress (2-6
     us, and a batch holds hundreds of addresses not seen before); what it writes differently
     (an IPv4 address inside an IPv6 one) or cannot read (a zone: fe80::1%eth0) ipaddress does.
-    tests/test_fields.py holds the two together."""
+    tests/test_addresses.py holds the two together."""
     text = value.strip()
     family = socket.AF_INET6 if ":" in text else socket.AF_INET
     try:
