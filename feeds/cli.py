@@ -21,6 +21,7 @@ import click
 
 import models.config
 import models.database
+import models.freezing
 import models.tables
 import schemas.geoip
 from models.clock import now_ms
@@ -61,6 +62,7 @@ def _host() -> Host:
 def _open_local_store():
     settings = _host().settings
     models.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
+    models.freezing.configure(settings)  # a feed's batches freeze what passed the hot horizon
     with models.database.connection():
         models.tables.create_schema()
     # Records are validated (and their geography filled) here for the local store; a feed
@@ -318,7 +320,10 @@ def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mod
         raise click.UsageError(str(exc)) from None
     settings = _host().settings
     store = StoreProcess(
-        settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20, _geoip_paths(settings)
+        settings["ANALYTICS_DATABASE"],
+        settings["ANALYTICS_WAL_LIMIT_MB"] << 20,
+        _geoip_paths(settings),
+        settings["ANALYTICS_HOT_HOURS"],
     )
     try:
         with feed_sink(url, key, spool) as sink:

@@ -27,6 +27,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol
 
 import models.database
+import models.freezing
 import models.ingestion
 import models.losses
 import schemas.geoip
@@ -374,8 +375,8 @@ class StoreProcess:
     use and again after it died (the batch it held is then delivered again: nothing of it was
     committed); it ignores SIGTERM and SIGINT, so a stop is the feed's to carry out."""
 
-    def __init__(self, database: str, wal_limit: int, geoip: tuple):
-        self._settings = (database, wal_limit, geoip)
+    def __init__(self, database: str, wal_limit: int, geoip: tuple, hot_hours: int):
+        self._settings = (database, wal_limit, geoip, hot_hours)
         self._pool = None
 
     def run(self, function, *args):
@@ -396,13 +397,15 @@ class StoreProcess:
             self._pool = None
 
 
-def _open_store(database: str, wal_limit: int, geoip: tuple) -> None:
+def _open_store(database: str, wal_limit: int, geoip: tuple, hot_hours: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     models.database.open_database(database, wal_limit)
     # A spawned process starts with none of its parent's settings: the records it validates
-    # get their geography from the operator's files here (see schemas.geoip).
+    # get their geography from the operator's files here (see schemas.geoip), and what it
+    # stores is frozen past the operator's hot horizon.
     schemas.geoip.configure(*geoip)
+    models.freezing.configure({"ANALYTICS_HOT_HOURS": hot_hours})
 
 
 def _validate_and_store(batch: list[dict]) -> collections.Counter:

@@ -1,17 +1,21 @@
 """Feeds as the processes users run: following a source, pushing to a remote service through the
 spool while the service comes and goes and the feed is killed, and overlapping runs."""
 
+import contextlib
 import json
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from app import create_app
+from feeds.sinks import StoreProcess, _validate_and_store
 
 from helpers import API_KEY, AUTH, wait_for
 from importing import T0, add_row, entry, make_ftl_db, write_log
@@ -23,9 +27,10 @@ WHOLE = "startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z"
 FEED_PROGRAM = os.path.join(os.path.dirname(sys.executable), "dns-analytics-feed")
 
 
-def feed(tmp_path, *args, store="feeder.db") -> subprocess.Popen:
-    """`dns-analytics-feed ARGS` (the console entry point) as its own process, on its own local database."""
-    env = {**os.environ, "ANALYTICS_DATABASE": str(tmp_path / store), "ANALYTICS_API_KEY": API_KEY}
+def feed(tmp_path, *args, store="feeder.db", settings=None) -> subprocess.Popen:
+    """`dns-analytics-feed ARGS` (the console entry point) as its own process, on its own local
+    database (`settings`: more environment variables)."""
+    env = {**os.environ, "ANALYTICS_DATABASE": str(tmp_path / store), "ANALYTICS_API_KEY": API_KEY, **(settings or {})}
     log_path = tmp_path / f"feed-{time.monotonic_ns()}.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
@@ -72,6 +77,40 @@ def test_following_an_adguard_log_across_rotation_then_stopping_cleanly(tmp_path
         wait_for(lambda: questions_in(store) == expected, what="the rotated and the new lines")
     finally:
         assert stop(follower) == 0
+
+
+def frozen_in(database: str) -> int:
+    with contextlib.closing(sqlite3.connect(database)) as conn:
+        return conn.execute("SELECT COALESCE(SUM(n), 0) FROM record_block").fetchone()[0]
+
+
+def test_a_feeds_own_store_freezes_past_the_hot_horizon_it_is_given(tmp_path):
+    """ANALYTICS_HOT_HOURS reaches the store of an import and the store process of a live feed:
+    records three hours old are frozen as they are stored under 1 hour, and kept as rows under
+    the default 48."""
+    started = datetime.now(UTC) - timedelta(hours=3)
+    stamps = [(started + timedelta(seconds=i)).isoformat() for i in range(20)]
+    log = write_log(tmp_path / "querylog.json", *(entry(f"q{i}.example", T=ts) for i, ts in enumerate(stamps)))
+    for hours, frozen in (("1", 20), ("48", 0)):
+        store = str(tmp_path / f"import-{hours}.db")
+        process = feed(tmp_path, "import-adguard", log, store=store, settings={"ANALYTICS_HOT_HOURS": hours})
+        assert process.wait(timeout=60) == 0, process.log_path.read_text()
+        assert questions_in(store) == [f"q{i}.example" for i in range(20)]
+        assert frozen_in(store) == frozen
+    wire = [
+        {"endpointId": "lab", "clientId": "c1", "question": f"q{i}.example", "timestamp": ts}
+        for i, ts in enumerate(stamps)
+    ]
+    for hours, frozen in ((1, 20), (48, 0)):
+        store = str(tmp_path / f"live-{hours}.db")
+        questions_in(store)  # the schema, as the live feed's own start makes it
+        process = StoreProcess(store, 64 << 20, (None, None), hours)
+        try:
+            assert not process.run(_validate_and_store, wire)
+        finally:
+            process.close()
+        assert questions_in(store) == [f"q{i}.example" for i in range(20)]
+        assert frozen_in(store) == frozen
 
 
 def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_ends_exact(tmp_path):
