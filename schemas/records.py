@@ -386,7 +386,7 @@ def _memoized(validate, value, path: str):
 def json_reader(validate, path: str):
     """A function of a value still in its JSON text (the fast path's msgspec.Raw) that gives
     what _memoized(validate, the value, path) gives."""
-    memo = _MEMO.setdefault(validate, {})
+    memo = _memo_of(validate)
 
     def read(raw):
         text = bytes(raw)
@@ -400,10 +400,19 @@ def json_reader(validate, path: str):
     return read
 
 
+def _memo_of(validate) -> dict[bytes, object]:
+    """The validator's dict of results (setdefault would build an empty dict on every call: the
+    reference path asks for each nested object of each record)."""
+    memo = _MEMO.get(validate)
+    if memo is None:
+        memo = _MEMO[validate] = {}
+    return memo
+
+
 def _remembered(validate, text: bytes, value, path: str):
     """validate(value(), path), remembered by `text`, the value's JSON."""
     global _memo_bytes
-    memo = _MEMO.setdefault(validate, {})
+    memo = _memo_of(validate)
     found = memo.get(text)
     if found is None:
         found = validate(value(), path)  # a RecordError is not remembered
