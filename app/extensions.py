@@ -1,4 +1,5 @@
-"""flask-smorest, subclassed once: our error body, 400 for validation, `name[]` query arrays."""
+"""flask-smorest, subclassed once: our error body, 400 for validation, `name[]` query arrays,
+unknown parameters and fields refused (app/strict.py)."""
 
 import flask_smorest
 import marshmallow as ma
@@ -12,24 +13,27 @@ from werkzeug.datastructures import MultiDict
 from schemas.errors import ErrorResponseSchema
 from schemas.fields import NAMED_FIELD_SCHEMAS, Datetime, named_field_property
 
+from . import strict
 from .errors import ApiError, ErrorCode, error_response
 from .requests import checked_json, loads, refuse_nul
 
 
 class Parser(FlaskParser):
     DEFAULT_VALIDATION_STATUS = 400
+    # The schemas' own rule (BaseSchema: unknown = RAISE) in the query string too.
+    DEFAULT_UNKNOWN_BY_LOCATION = {**FlaskParser.DEFAULT_UNKNOWN_BY_LOCATION, "query": None, "querystring": None}
 
     def load_querystring(self, req, schema):
-        """Accept both spellings of a query array: `name[]=a` and `name=a`."""
-        array_keys = {
-            field.data_key
-            for field in schema.fields.values()
-            if isinstance(field, ma.fields.List) and (field.data_key or "").endswith("[]")
-        }
+        """Accept both spellings of a query array: `name[]=a` and `name=a`; ignore the names
+        strict.ignored lets through; type each value as its field takes it in JSON."""
+        fields = {field.data_key or field.name: field for field in schema.load_fields.values()}
         args = MultiDict()
         for key, value in req.args.items(multi=True):
-            args.add(f"{key}[]" if f"{key}[]" in array_keys else key, value)
-        refuse_nul(args.to_dict(flat=False))
+            if strict.ignored(key):
+                continue
+            name = f"{key}[]" if isinstance(fields.get(f"{key}[]"), ma.fields.List) else key
+            refuse_nul(value, name)
+            args.add(name, strict.typed(fields[name], value) if name in fields else value)
         return self._makeproxy(args, schema)
 
     def handle_error(self, error, req, schema, *, error_status_code, error_headers):
@@ -46,8 +50,16 @@ class Parser(FlaskParser):
         raise ApiError(ErrorCode.MALFORMED_BODY, "The request body is not valid JSON.")
 
 
+_LOCATIONS = ("query", "querystring", "json", "path", "view_args")
+
+
 def validation_error(error: ma.ValidationError, schema) -> ApiError:
-    """The ErrorResponse of a failed load of `schema`: its first message, naming the field."""
+    """The ErrorResponse of a failed load of `schema`: its first message, naming the field; an
+    unknown name first of all, with the known name nearest to it."""
+    unknown = _first_unknown(error.messages)
+    if unknown is not None:
+        where, steps = unknown
+        return strict.unknown_error(steps, strict.known_names(schema, steps[:-1]), where)
     path, message = _first_message(error.messages)
     field = _field_at(schema, path)
     if message == ma.fields.Field.default_error_messages["required"]:
@@ -61,7 +73,7 @@ def _first_message(messages, prefix=""):
     """The dotted path and text of the first validation message (webargs nests by location)."""
     if isinstance(messages, dict):
         key = next(iter(messages))
-        if prefix == "" and key in ("query", "querystring", "json", "path", "view_args"):
+        if prefix == "" and key in _LOCATIONS:
             return _first_message(messages[key], "")
         if isinstance(key, int):
             # One value of a query array: `clientId[]` names it well enough.
@@ -76,6 +88,32 @@ def _first_message(messages, prefix=""):
     return prefix or "body", str(messages)
 
 
+_UNKNOWN = ma.Schema._default_error_messages["unknown"]
+
+
+def _first_unknown(messages) -> tuple[str, list] | None:
+    """(location, the keys down to it) of the first unknown name among `messages` (webargs
+    nests them by location; a schema loaded by a view has the body's), or None."""
+    if isinstance(messages, dict) and messages and next(iter(messages)) in _LOCATIONS:
+        where, messages = next(iter(messages.items()))
+    else:
+        where = "json"
+    steps = _unknown_steps(messages)
+    return None if steps is None else ("query" if where in ("query", "querystring") else where, steps)
+
+
+def _unknown_steps(messages, steps=()):
+    if not isinstance(messages, dict):
+        return None
+    for key, inner in messages.items():
+        if inner == [_UNKNOWN] and not isinstance(key, int):
+            return [*steps, key]
+        found = _unknown_steps(inner, (*steps, key))
+        if found is not None:
+            return found
+    return None
+
+
 def _field_at(schema, path: str):
     name = path.split(".")[0].split("[")[0]
     for field in schema.fields.values():
@@ -86,6 +124,13 @@ def _field_at(schema, path: str):
 
 class Blueprint(flask_smorest.Blueprint):
     ARGUMENTS_PARSER = Parser()
+
+    def add_url_rule(self, rule, endpoint=None, view_func=None, provide_automatic_options=None, **kwargs):
+        """An operation with no query schema refuses query parameters all the same."""
+        arguments = getattr(view_func, "_apidoc", {}).get("arguments", {}).get("parameters", [])
+        if not isinstance(view_func, type) and not any(p["in"] in ("query", "querystring") for p in arguments):
+            view_func = strict.takes_no_query(view_func)
+        super().add_url_rule(rule, endpoint, view_func, provide_automatic_options, **kwargs)
 
 
 class Api(flask_smorest.Api):

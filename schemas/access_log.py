@@ -5,7 +5,7 @@ import orjson
 from marshmallow import fields
 
 from .activity_log import MAX_PAGE_SIZE, PaginationDataSchema
-from .fields import BaseSchema, Datetime
+from .fields import BaseSchema, Datetime, Integer
 from .filters import WindowSchema
 
 KINDS = ("activity-log", "activity-log/csv", "activity-log/realtime")
@@ -16,17 +16,17 @@ class AccessLogQuerySchema(WindowSchema):
     keyName = fields.String(
         validate=ma.validate.Length(min=1, max=256), metadata={"description": "Only reads by the key of this name."}
     )
-    page = fields.Integer(load_default=0, validate=ma.validate.Range(min=0, max=10_000_000))
-    pageSize = fields.Integer(load_default=100, validate=ma.validate.Range(min=1, max=MAX_PAGE_SIZE))
+    page = Integer(load_default=0, validate=ma.validate.Range(min=0, max=10_000_000))
+    pageSize = Integer(load_default=100, validate=ma.validate.Range(min=1, max=MAX_PAGE_SIZE))
 
 
 class AccessLogItemSchema(BaseSchema):
     """Dumped from the store's rows (models.AccessRow)."""
 
-    id = fields.Integer(required=True)
+    id = Integer(required=True)
     timestamp = Datetime(required=True, attribute="ts", metadata={"description": "When the read began."})
     kind = fields.String(required=True, metadata={"description": "|".join(KINDS)})
-    keyId = fields.Integer(
+    keyId = Integer(
         required=True, allow_none=True, attribute="key_id", metadata={"description": "null: the operator key."}
     )
     keyName = fields.String(required=True, attribute="key_name")
@@ -40,10 +40,10 @@ class AccessLogItemSchema(BaseSchema):
         required=True, allow_none=True, attribute="start_ms", metadata={"description": "The window read."}
     )
     endTime = Datetime(required=True, allow_none=True, attribute="end_ms")
-    rows = fields.Integer(
+    rows = Integer(
         required=True, allow_none=True, metadata={"description": "Records sent; null while a stream is open."}
     )
-    bytes = fields.Integer(required=True, allow_none=True, metadata={"description": "Body bytes sent."})
+    bytes = Integer(required=True, allow_none=True, metadata={"description": "Body bytes sent."})
 
 
 class GetAccessLogResponseSchema(BaseSchema):

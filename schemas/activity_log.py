@@ -4,7 +4,7 @@ import marshmallow as ma
 from marshmallow import fields
 
 from .clients import MAX_IDS
-from .fields import BaseSchema, Datetime
+from .fields import BaseSchema, Boolean, Datetime, Integer
 from .filters import FiltersSchema, WindowSchema
 from .records import QueryDataSchema
 
@@ -17,8 +17,8 @@ _SORT_ORDER = fields.String(
 
 
 class ActivityLogQuerySchema(FiltersSchema, WindowSchema):
-    page = fields.Integer(load_default=0, validate=ma.validate.Range(min=0, max=10_000_000))
-    pageSize = fields.Integer(load_default=100, validate=ma.validate.Range(min=1, max=MAX_PAGE_SIZE))
+    page = Integer(load_default=0, validate=ma.validate.Range(min=0, max=10_000_000))
+    pageSize = Integer(load_default=100, validate=ma.validate.Range(min=1, max=MAX_PAGE_SIZE))
     sortOrder = _SORT_ORDER
 
 
@@ -30,11 +30,14 @@ class RealtimeQuerySchema(FiltersSchema):
     authToken = fields.String(
         metadata={"description": "A token from GET /v2/auth/token (or send the Authorization header)."}
     )
+    lastEventId = fields.String(
+        metadata={"description": "Resume after this event id (as the Last-Event-ID header, which wins)."}
+    )
 
 
 class PaginationDataSchema(BaseSchema):
-    page = fields.Integer(required=True)
-    pageSize = fields.Integer(required=True)
+    page = Integer(required=True)
+    pageSize = Integer(required=True)
 
 
 class HistoricalQueriesResponseSchema(BaseSchema):
@@ -49,7 +52,7 @@ class DeleteRecordsQuerySchema(BaseSchema):
     endpointId = fields.List(_ID, data_key="endpointId[]", validate=ma.validate.Length(max=MAX_IDS))
     clientId = fields.List(_ID, data_key="clientId[]", validate=ma.validate.Length(max=MAX_IDS))
     endTime = Datetime(metadata={"description": "Delete records up to this time (default: all)."})
-    all = fields.Boolean(
+    all = Boolean(
         load_default=False,
         metadata={"description": "Required (true) to delete without an endpoint or client filter."},
     )
@@ -62,4 +65,4 @@ class DeleteRecordsBodySchema(BaseSchema):
 
 
 class DeleteRecordsResponseSchema(BaseSchema):
-    deletedCount = fields.Integer(required=True)
+    deletedCount = Integer(required=True)

@@ -5,7 +5,7 @@ import orjson
 from marshmallow import fields
 
 from .activity_log import MAX_PAGE_SIZE, PaginationDataSchema
-from .fields import BaseSchema, Datetime
+from .fields import BaseSchema, Datetime, Integer
 from .filters import WindowSchema
 
 
@@ -15,17 +15,17 @@ class AdminActionQuerySchema(WindowSchema):
         validate=ma.validate.Length(min=1, max=256),
         metadata={"description": "Substring of the action or of its metadata."},
     )
-    page = fields.Integer(load_default=0, validate=ma.validate.Range(min=0, max=10_000_000))
-    pageSize = fields.Integer(load_default=100, validate=ma.validate.Range(min=1, max=MAX_PAGE_SIZE))
+    page = Integer(load_default=0, validate=ma.validate.Range(min=0, max=10_000_000))
+    pageSize = Integer(load_default=100, validate=ma.validate.Range(min=1, max=MAX_PAGE_SIZE))
 
 
 class AdminActionLogItemSchema(BaseSchema):
     """Dumped from the store's rows (models.AdminActionRow)."""
 
-    id = fields.Integer(required=True)
+    id = Integer(required=True)
     timestamp = Datetime(required=True, attribute="ts")
     action = fields.String(required=True)
-    keyId = fields.Integer(
+    keyId = Integer(
         required=True,
         allow_none=True,
         attribute="key_id",

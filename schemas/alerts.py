@@ -9,7 +9,7 @@ from models.filters import compile_pattern
 
 from .activity_log import MAX_PAGE_SIZE, PaginationDataSchema
 from .datetimes import format_ms
-from .fields import BaseSchema, Datetime
+from .fields import BaseSchema, Datetime, Float, Integer
 from .filters import WindowSchema
 
 WATCH_MATCHES = ("exact", "suffix", "pattern")
@@ -71,15 +71,13 @@ class AlertRuleSchema(BaseSchema):
         validate=ma.validate.Length(min=1, max=20),
         metadata={"description": "http(s) URLs (a signed webhook each) and notification URLs (apprise)."},
     )
-    cooldown = fields.Integer(
+    cooldown = Integer(
         load_default=3600,
         validate=ma.validate.Range(min=0, max=30 * 86400),
         metadata={"description": "Seconds after a firing in which the same condition does not fire again."},
     )
-    silentMinutes = fields.Integer(
-        validate=ma.validate.Range(min=1, max=43_200), metadata={"description": "feed-silent"}
-    )
-    days = fields.Integer(validate=ma.validate.Range(min=1, max=400), metadata={"description": "new-domain"})
+    silentMinutes = Integer(validate=ma.validate.Range(min=1, max=43_200), metadata={"description": "feed-silent"})
+    days = Integer(validate=ma.validate.Range(min=1, max=400), metadata={"description": "new-domain"})
     allowlist = fields.List(
         fields.String(validate=_NAME), validate=ma.validate.Length(max=1000), metadata={"description": "new-domain"}
     )
@@ -89,24 +87,20 @@ class AlertRuleSchema(BaseSchema):
         metadata={"description": "watched-domain"},
     )
     metric = fields.String(validate=ma.validate.OneOf(METRICS), metadata={"description": "client-share"})
-    threshold = fields.Float(
+    threshold = Float(
         validate=ma.validate.Range(min=0, min_inclusive=False, max=1e9),
         metadata={"description": "client-share: a share (0 to 1) or queries a minute (rate)."},
     )
-    windowMinutes = fields.Integer(
-        validate=ma.validate.Range(min=1, max=1440), metadata={"description": "client-share"}
-    )
-    baselineDays = fields.Integer(
+    windowMinutes = Integer(validate=ma.validate.Range(min=1, max=1440), metadata={"description": "client-share"})
+    baselineDays = Integer(
         validate=ma.validate.Range(min=0, max=30),
         metadata={"description": "client-share, rate: also far above the client's own rate over these days (0: off)."},
     )
-    baselineFactor = fields.Float(
+    baselineFactor = Float(
         validate=ma.validate.Range(min=1, min_inclusive=False, max=1e6),
         metadata={"description": "client-share: how many times its baseline rate (default 3)."},
     )
-    minQueries = fields.Integer(
-        validate=ma.validate.Range(min=1, max=1_000_000), metadata={"description": "client-share"}
-    )
+    minQueries = Integer(validate=ma.validate.Range(min=1, max=1_000_000), metadata={"description": "client-share"})
 
 
 class AlertRulePatchSchema(AlertRuleSchema):
@@ -151,9 +145,9 @@ def rule_json(rule, secret: str | None = None) -> dict:
 
 
 class AlertRuleResponseSchema(AlertRuleSchema):
-    id = fields.Integer(required=True)
+    id = Integer(required=True)
     clientIds = fields.List(fields.String(), required=True, allow_none=True)
-    cooldown = fields.Integer(required=True)
+    cooldown = Integer(required=True)
     createdAt = Datetime(required=True)
     updatedAt = Datetime(required=True)
     secret = fields.String(
@@ -166,9 +160,9 @@ class AlertRuleListSchema(BaseSchema):
 
 
 class AlertQuerySchema(WindowSchema):
-    ruleId = fields.Integer(validate=ma.validate.Range(min=1, max=2**62))
-    page = fields.Integer(load_default=0, validate=ma.validate.Range(min=0, max=10_000_000))
-    pageSize = fields.Integer(load_default=100, validate=ma.validate.Range(min=1, max=MAX_PAGE_SIZE))
+    ruleId = Integer(validate=ma.validate.Range(min=1, max=2**62))
+    page = Integer(load_default=0, validate=ma.validate.Range(min=0, max=10_000_000))
+    pageSize = Integer(load_default=100, validate=ma.validate.Range(min=1, max=MAX_PAGE_SIZE))
 
 
 def alert_json(alert) -> dict:
@@ -205,15 +199,15 @@ def history_json(alert) -> dict:
 class DeliverySchema(BaseSchema):
     destination = fields.String(required=True)
     state = fields.String(required=True, validate=ma.validate.OneOf((PENDING, RETRYING, DELIVERED, FAILED)))
-    attempts = fields.Integer(required=True)
+    attempts = Integer(required=True)
     nextTry = Datetime(required=True, allow_none=True, metadata={"description": "When it is tried again (retrying)."})
     error = fields.String(required=True, allow_none=True, metadata={"description": "The last failure."})
     updatedAt = Datetime(required=True)
 
 
 class AlertSchema(BaseSchema):
-    id = fields.Integer(required=True)
-    ruleId = fields.Integer(required=True)
+    id = Integer(required=True)
+    ruleId = Integer(required=True)
     kind = fields.String(required=True)
     endpointId = fields.String(required=True)
     subject = fields.String(required=True, metadata={"description": "What fired: an endpoint, client or domain."})

@@ -4,7 +4,7 @@ import marshmallow as ma
 from marshmallow import fields
 
 from .datetimes import format_ms
-from .fields import IP, BaseSchema, Datetime
+from .fields import IP, BaseSchema, Boolean, Datetime, Integer
 from .records import ClientOsSchema
 
 MAX_IDS = 1000
@@ -31,7 +31,7 @@ class ClientActivitySchema(BaseSchema):
     ip = IP(required=True)
     os = fields.Nested(ClientOsSchema, required=True)
     vendor = fields.String(required=True)
-    logged = fields.Boolean(
+    logged = Boolean(
         required=True,
         metadata={
             "description": "false: marked not logged (PUT /v2/client/logging/{endpointId}/{clientId}): none of "
@@ -67,15 +67,13 @@ class ClientRefSchema(BaseSchema):
 
 
 class DeleteClientResponseSchema(BaseSchema):
-    deletedCount = fields.Integer(required=True)
+    deletedCount = Integer(required=True)
     deletedClients = fields.List(fields.Nested(ClientRefSchema), required=True)
 
 
 class LoggingRequestSchema(BaseSchema):
-    logged = fields.Boolean(
+    logged = Boolean(
         required=True,
-        truthy={True},  # JSON true or false only: not "no", 0 or "off"
-        falsy={False},
         metadata={
             "description": "false: delete the client's records and keep none of its queries from now on; "
             "true: log them again."

@@ -34,8 +34,36 @@ NAMED_FIELD_SCHEMAS = {
 
 class BaseSchema(ma.Schema):
     class Meta:
-        # Unknown fields and parameters are ignored, so clients can send more than we read.
-        unknown = ma.EXCLUDE
+        # An unknown field or parameter is a 400 naming it (app/strict.py): a misspelt filter
+        # that was dropped would widen a read or a deletion.
+        unknown = ma.RAISE
+
+
+class Integer(fields.Integer):
+    """A JSON integer only: 24.9 would be stored as 24, and 24.0 or "24" is not what the
+    document says (a query string's text is typed before it gets here: app/strict.py)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(strict=True, **kwargs)
+
+
+class Float(fields.Float):
+    """A JSON number only, not its text."""
+
+    def _validated(self, value):
+        if isinstance(value, str):
+            raise self.make_error("invalid", input=value)
+        return super()._validated(value)
+
+
+class Boolean(fields.Boolean):
+    """JSON true or false only: not 0 or 1 (which equal False and True in Python, so the
+    truthy/falsy sets let them through), "no" or "off"."""
+
+    def _deserialize(self, value, attr, data, **kwargs):
+        if value is True or value is False:
+            return value
+        raise self.make_error("invalid", input=value)
 
 
 class NamedField(fields.Field):
@@ -132,5 +160,9 @@ def named_field_property(converter, field, **kwargs) -> dict:
     if not isinstance(field, NamedField):
         return {}
     ref = {"$ref": f"#/components/schemas/{field.schema_name}"}
-    # OpenAPI 3.0 ignores siblings of $ref, so a nullable reference goes through allOf.
-    return {"allOf": [ref]} if field.allow_none else ref
+    if not field.allow_none:
+        return ref
+    # OpenAPI 3.0 ignores siblings of $ref, and `nullable` beside a bare allOf adds null to no
+    # type (3.0.3: nullable needs a type beside it), so validators refuse null there: the
+    # component is written out in place, with its type, as nullable.
+    return {**NAMED_FIELD_SCHEMAS[field.schema_name], "nullable": True}

@@ -7,7 +7,7 @@ from catalogue import BOOLEAN, FILTERABLE, INTEGER
 from models.clock import request_now_ms
 from models.filters import SEARCH_MODES, Filters, compile_pattern
 
-from .fields import BaseSchema, Datetime, Trigger
+from .fields import BaseSchema, Boolean, Datetime, Integer, Trigger
 from .records import ACTIONS
 
 MAX_FILTER_VALUES = 1000
@@ -17,11 +17,11 @@ def _value_field(column):
     if column.name == "trigger":
         return Trigger()
     if column.name == "action":
-        return fields.Integer(strict=False, validate=ma.validate.OneOf(list(ACTIONS)))
+        return Integer(validate=ma.validate.OneOf(list(ACTIONS)))
     if column.storage == INTEGER:
-        return fields.Integer(strict=False, validate=ma.validate.Range(min=0, max=2**32 - 1))
+        return Integer(validate=ma.validate.Range(min=0, max=2**32 - 1))
     if column.storage == BOOLEAN:
-        return fields.Boolean()
+        return Boolean()
     return fields.String(validate=ma.validate.Length(min=1, max=1024))
 
 

@@ -5,7 +5,7 @@ from marshmallow import fields
 
 from models.losses import LOSS_PLACES, MAX_RUN_LENGTH
 
-from .fields import BaseSchema
+from .fields import BaseSchema, Integer
 from .records import MAX_ID_LENGTH
 
 
@@ -18,7 +18,7 @@ class LossReportSchema(BaseSchema):
     endpointId = fields.String(required=True, validate=ma.validate.Length(1, MAX_ID_LENGTH))
     losses = fields.Dict(
         keys=fields.String(validate=ma.validate.OneOf(list(LOSS_PLACES))),
-        values=fields.Integer(strict=True, validate=ma.validate.Range(0, 2**62)),
+        values=Integer(validate=ma.validate.Range(0, 2**62)),
         required=True,
         metadata={
             "description": "Records lost since the run started, by place: "
@@ -28,4 +28,4 @@ class LossReportSchema(BaseSchema):
 
 
 class LossReportResponseSchema(BaseSchema):
-    recorded = fields.Integer(required=True, metadata={"description": "Places whose totals were kept."})
+    recorded = Integer(required=True, metadata={"description": "Places whose totals were kept."})

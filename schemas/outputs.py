@@ -8,7 +8,7 @@ import marshmallow as ma
 from marshmallow import fields
 
 from .clients import MAX_IDS
-from .fields import BaseSchema, Datetime
+from .fields import BaseSchema, Boolean, Datetime, Integer
 from .siem import SHAPES
 
 KINDS = ("http", "syslog", "file")
@@ -36,9 +36,7 @@ DEFAULTS = {
 
 
 class TlsSchema(BaseSchema):
-    verify = fields.Boolean(
-        load_default=True, metadata={"description": "false: accept any certificate (tests, self-signed)."}
-    )
+    verify = Boolean(load_default=True, metadata={"description": "false: accept any certificate (tests, self-signed)."})
     caCert = fields.String(
         validate=ma.validate.Length(min=1, max=100_000),
         metadata={"description": "PEM certificate(s) to trust instead of the system's authorities."},
@@ -87,21 +85,21 @@ class _Settings(BaseSchema):
         metadata={"description": "http: sent with every POST (e.g. Authorization); their values are never shown."},
     )
     tls = fields.Nested(TlsSchema, allow_none=True, metadata={"description": "https and tls:// only (null: none)."})
-    batchSize = fields.Integer(
+    batchSize = Integer(
         validate=ma.validate.Range(min=1, max=10_000), metadata={"description": "Records per POST / write (500)."}
     )
-    timeoutSeconds = fields.Integer(validate=ma.validate.Range(min=1, max=120), metadata={"description": "10."})
+    timeoutSeconds = Integer(validate=ma.validate.Range(min=1, max=120), metadata={"description": "10."})
     format = fields.String(validate=ma.validate.OneOf(SYSLOG_FORMATS), metadata={"description": "syslog: rfc5424."})
-    facility = fields.Integer(validate=ma.validate.Range(min=0, max=23), metadata={"description": "16 (local0)."})
+    facility = Integer(validate=ma.validate.Range(min=0, max=23), metadata={"description": "16 (local0)."})
     appName = fields.String(
         validate=[ma.validate.Length(min=1, max=48), ma.validate.Regexp(r"^[!-~]+$")],
         metadata={"description": "syslog: dns-analytics."},
     )
-    maxBytes = fields.Integer(
+    maxBytes = Integer(
         validate=ma.validate.Range(min=1024, max=1 << 40),
         metadata={"description": "file: rotated past this size (100 MiB)."},
     )
-    keep = fields.Integer(
+    keep = Integer(
         validate=ma.validate.Range(min=0, max=1000), metadata={"description": "file: rotated files kept (5)."}
     )
 
@@ -117,7 +115,7 @@ class CreateOutputSchema(_Settings):
         validate=ma.validate.OneOf(("oldest", "now")),
         metadata={"description": "oldest: every record still stored; now: records stored from now on."},
     )
-    paused = fields.Boolean(load_default=False)
+    paused = Boolean(load_default=False)
 
     @ma.validates_schema
     def _fits_kind(self, data, **kwargs):
@@ -195,33 +193,31 @@ class OutputSchema(BaseSchema):
     """An output and how its delivery goes (dumped from a models.outputs.OutputRow as a dict, with
     its backlog)."""
 
-    id = fields.Integer(required=True)
+    id = Integer(required=True)
     name = fields.String(required=True)
     kind = fields.String(required=True)
     url = fields.Function(lambda output: shown_url(output["url"]), required=True, metadata={"type": "string"})
     endpointIds = fields.List(fields.String(), required=True, allow_none=True, attribute="endpoints")
     shape = fields.String(required=True)
-    paused = fields.Boolean(required=True)
+    paused = Boolean(required=True)
     options = fields.Function(
         lambda output: shown_options(output["options"]),
         required=True,
         metadata={"type": "object", "description": "The kind's settings, with their defaults; header values redacted."},
     )
     createdAt = Datetime(required=True, attribute="created")
-    cursor = fields.Integer(
-        required=True, metadata={"description": "The last record id the receiver accepted (in id order)."}
-    )
-    backlog = fields.Integer(
+    cursor = Integer(required=True, metadata={"description": "The last record id the receiver accepted (in id order)."})
+    backlog = Integer(
         required=True,
         metadata={"description": "The output's records stored after the cursor (counted up to backlogLimit + 1)."},
     )
-    backlogLimit = fields.Integer(required=True, metadata={"description": "ANALYTICS_OUTPUT_BACKLOG."})
-    delivered = fields.Integer(required=True, metadata={"description": "Records accepted by the receiver."})
-    skipped = fields.Integer(
+    backlogLimit = Integer(required=True, metadata={"description": "ANALYTICS_OUTPUT_BACKLOG."})
+    delivered = Integer(required=True, metadata={"description": "Records accepted by the receiver."})
+    skipped = Integer(
         required=True, metadata={"description": "Records never sent: skipped when the backlog was over its limit."}
     )
     lastDeliveryAt = Datetime(required=True, allow_none=True, attribute="last_delivery")
-    failures = fields.Integer(
+    failures = Integer(
         required=True, metadata={"description": "Failed attempts since the last accepted batch (0: healthy)."}
     )
     lastError = fields.String(required=True, allow_none=True, attribute="last_error")
@@ -236,7 +232,7 @@ class ChangeOutputSchema(_Settings):
     """Any setting but the kind: what is sent replaces what the output had (`headers` all at
     once), the rest stays; the cursor stays where it is."""
 
-    paused = fields.Boolean(metadata={"description": "true: stop delivering; false: resume."})
+    paused = Boolean(metadata={"description": "true: stop delivering; false: resume."})
 
     @ma.validates_schema
     def _something(self, data, **kwargs):

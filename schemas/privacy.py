@@ -6,7 +6,7 @@ from marshmallow import fields
 
 from models.privacy import COUNTED, DOMAIN, DROP, HASH, KEEP, NOT_COUNTED, TRUNCATE
 
-from .fields import BaseSchema, Datetime
+from .fields import BaseSchema, Datetime, Integer
 
 
 class Choice(fields.String):
@@ -41,12 +41,12 @@ class DetailSchema(BaseSchema):
             "'anonymous'). Hashed or dropped, the source's city goes with it."
         },
     )
-    ipv4_prefix = fields.Integer(
+    ipv4_prefix = Integer(
         data_key="ipv4Prefix",
         validate=ma.validate.Range(min=0, max=32),
         metadata={"description": "The bits of an IPv4 address that truncate keeps."},
     )
-    ipv6_prefix = fields.Integer(
+    ipv6_prefix = Integer(
         data_key="ipv6Prefix",
         validate=ma.validate.Range(min=0, max=128),
         metadata={"description": "The bits of an IPv6 address that truncate keeps."},
@@ -98,7 +98,7 @@ def privacy_spans(spans: list[tuple[int, dict]], now: int, horizon: int | None) 
 class PrivacyStepSchema(DetailSchema):
     """From `afterDays` on, a record is kept at most as this says (a field not set: as before)."""
 
-    after_days = fields.Integer(
+    after_days = Integer(
         data_key="afterDays",
         required=True,
         validate=ma.validate.Range(min=1, max=36500),
@@ -132,7 +132,7 @@ class PrivacySettingsSchema(DetailSchema):
             "finer). Sent, the list replaces the one in force ([]: none)."
         },
     )
-    pending_rewrite = fields.Integer(
+    pending_rewrite = Integer(
         data_key="pendingRewrite",
         dump_only=True,
         metadata={

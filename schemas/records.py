@@ -20,8 +20,11 @@ from .fields import (
     IP,
     TRIGGERS,
     BaseSchema,
+    Boolean,
     Datetime,
     Domain,
+    Float,
+    Integer,
     Trigger,
     normalize_domain,
     normalize_ip,
@@ -52,7 +55,7 @@ class GeoIPDataSchema(BaseSchema):
     countryCode = fields.String(metadata={"description": "ISO 3166-1 alpha-2; '' if unknown."})
     city = fields.String()
     isp = fields.String()
-    asn = fields.Integer(allow_none=True)
+    asn = Integer(allow_none=True)
 
 
 class AnswerSchema(BaseSchema):
@@ -83,7 +86,7 @@ class _DeclaredQueryData(BaseSchema):
     rrType = fields.String(metadata={"example": "AAAA"})
     statusCode = fields.String(metadata={"example": "NOERROR"})
     protocol = fields.String(metadata={"description": "legacy, doh, doh3, dot or doq."})
-    action = fields.Integer(
+    action = Integer(
         allow_none=True,
         validate=ma.validate.OneOf(list(ACTIONS)),
         metadata={"description": "-1 failed, 0 blocked, 1 bypassed, 2 spoofed, 3 redirected."},
@@ -102,7 +105,7 @@ class _DeclaredQueryData(BaseSchema):
 
 
 def _wire_field(field):
-    kind = {INTEGER: fields.Integer, NUMBER: fields.Float, BOOLEAN: fields.Boolean}.get(field.storage, fields.String)
+    kind = {INTEGER: Integer, NUMBER: Float, BOOLEAN: Boolean}.get(field.storage, fields.String)
     return kind(
         allow_none=field.storage != TERM,
         dump_only=bool(field.derived_from),

@@ -5,7 +5,7 @@ from marshmallow import fields
 
 from catalogue import GROUPABLE, READ_FIELDS
 
-from .fields import BaseSchema, Datetime
+from .fields import BaseSchema, Boolean, Datetime, Float, Integer
 from .filters import FiltersSchema, OptionalWindowSchema, WindowSchema
 from .privacy import PrivacySpanSchema
 
@@ -25,16 +25,16 @@ class CountQuerySchema(FiltersSchema, WindowSchema):
 
 
 class CountGroupQuerySchema(FiltersSchema, WindowSchema):
-    limit = fields.Integer(load_default=10, validate=ma.validate.Range(min=1, max=1000))
+    limit = Integer(load_default=10, validate=ma.validate.Range(min=1, max=1000))
     sortOrder = _SORT_ORDER
 
 
 class TimeSeriesQuerySchema(FiltersSchema, WindowSchema):
-    interval = fields.Integer(
+    interval = Integer(
         validate=ma.validate.OneOf(INTERVALS),
         metadata={"description": "Bucket length in seconds; default: the smallest that fits `limit`."},
     )
-    limit = fields.Integer(
+    limit = Integer(
         load_default=100,
         validate=ma.validate.Range(min=1, max=1000),
         metadata={"description": "Maximum number of buckets."},
@@ -42,13 +42,13 @@ class TimeSeriesQuerySchema(FiltersSchema, WindowSchema):
 
 
 class TimeSeriesGroupQuerySchema(TimeSeriesQuerySchema):
-    groupLimit = fields.Integer(load_default=10, validate=ma.validate.Range(min=1, max=100))
+    groupLimit = Integer(load_default=10, validate=ma.validate.Range(min=1, max=100))
 
 
 class TrendQuerySchema(FiltersSchema, OptionalWindowSchema):
     baselineStartTime = Datetime()
     baselineEndTime = Datetime()
-    limit = fields.Integer(load_default=10, validate=ma.validate.Range(min=1, max=1000))
+    limit = Integer(load_default=10, validate=ma.validate.Range(min=1, max=1000))
 
     @ma.validates_schema
     def _baseline_start_not_after_end(self, data, **kwargs):
@@ -58,7 +58,7 @@ class TrendQuerySchema(FiltersSchema, OptionalWindowSchema):
 
 
 class FirstSeenQuerySchema(FiltersSchema, OptionalWindowSchema):
-    limit = fields.Integer(load_default=100, validate=ma.validate.Range(min=1, max=1000))
+    limit = Integer(load_default=100, validate=ma.validate.Range(min=1, max=1000))
 
 
 class LatencyQuerySchema(FiltersSchema, WindowSchema):
@@ -75,12 +75,12 @@ class _WindowResponse(BaseSchema):
 
 
 class CountResponseSchema(_WindowResponse):
-    count = fields.Integer(required=True)
+    count = Integer(required=True)
 
 
 class GroupCountSchema(BaseSchema):
     value = fields.String(required=True)
-    count = fields.Integer(required=True)
+    count = Integer(required=True)
 
 
 class CountGroupResponseSchema(_WindowResponse):
@@ -89,30 +89,30 @@ class CountGroupResponseSchema(_WindowResponse):
 
 class TimeSeriesPointSchema(BaseSchema):
     time = Datetime(required=True)
-    count = fields.Integer(required=True)
+    count = Integer(required=True)
 
 
 class TimeSeriesResponseSchema(_WindowResponse):
-    interval = fields.Integer(required=True, metadata={"description": "Bucket length in seconds."})
+    interval = Integer(required=True, metadata={"description": "Bucket length in seconds."})
     queries = fields.List(fields.Nested(TimeSeriesPointSchema), required=True)
 
 
 class TimeSeriesGroupPointSchema(BaseSchema):
     time = Datetime(required=True)
-    count = fields.Dict(keys=fields.String(), values=fields.Integer(), required=True)
+    count = fields.Dict(keys=fields.String(), values=Integer(), required=True)
 
 
 class TimeSeriesGroupResponseSchema(_WindowResponse):
-    interval = fields.Integer(required=True)
+    interval = Integer(required=True)
     queries = fields.List(fields.Nested(TimeSeriesGroupPointSchema), required=True)
 
 
 class _LatencySummary(BaseSchema):
-    count = fields.Integer(required=True, metadata={"description": "Records with a responseTimeMs."})
-    meanMs = fields.Float(required=True, allow_none=True)
-    p50Ms = fields.Float(required=True, allow_none=True, metadata={"description": "Median (nearest rank)."})
-    p95Ms = fields.Float(required=True, allow_none=True, metadata={"description": "95th percentile (nearest rank)."})
-    maxMs = fields.Float(required=True, allow_none=True)
+    count = Integer(required=True, metadata={"description": "Records with a responseTimeMs."})
+    meanMs = Float(required=True, allow_none=True)
+    p50Ms = Float(required=True, allow_none=True, metadata={"description": "Median (nearest rank)."})
+    p95Ms = Float(required=True, allow_none=True, metadata={"description": "95th percentile (nearest rank)."})
+    maxMs = Float(required=True, allow_none=True)
 
 
 class LatencyResponseSchema(_WindowResponse, _LatencySummary):
@@ -135,7 +135,7 @@ def latency_summary(row) -> dict:
 class FirstSeenItemSchema(BaseSchema):
     value = fields.String(required=True)
     firstSeen = Datetime(required=True, metadata={"description": "Its first appearance in the scope."})
-    count = fields.Integer(required=True, metadata={"description": "Its records in the window matching the filters."})
+    count = Integer(required=True, metadata={"description": "Its records in the window matching the filters."})
 
 
 class FirstSeenResponseSchema(_WindowResponse):
@@ -144,9 +144,9 @@ class FirstSeenResponseSchema(_WindowResponse):
 
 class TrendItemSchema(BaseSchema):
     value = fields.String(required=True)
-    count = fields.Integer(required=True)
-    baselineCount = fields.Integer(required=True)
-    change = fields.Float(required=True, allow_none=True)
+    count = Integer(required=True)
+    baselineCount = Integer(required=True)
+    change = Float(required=True, allow_none=True)
 
 
 class TrendResponseSchema(_WindowResponse):
@@ -158,8 +158,8 @@ class TrendResponseSchema(_WindowResponse):
 class ColumnSchema(BaseSchema):
     name = fields.String(required=True)
     type = fields.String(required=True, metadata={"enum": ["string", "integer", "boolean"]})
-    filterable = fields.Boolean(required=True)
-    groupable = fields.Boolean(required=True)
+    filterable = Boolean(required=True)
+    groupable = Boolean(required=True)
 
 
 class DataAvailabilityQuerySchema(OptionalWindowSchema):
@@ -181,9 +181,7 @@ class ResolutionSpanSchema(BaseSchema):
 
 
 class StatisticsAvailabilitySchema(BaseSchema):
-    retentionDays = fields.Integer(
-        required=True, metadata={"description": "How long statistics are kept (0: forever)."}
-    )
+    retentionDays = Integer(required=True, metadata={"description": "How long statistics are kept (0: forever)."})
     startTime = Datetime(
         required=True, allow_none=True, metadata={"description": "Start of the oldest day the statistics count."}
     )
@@ -197,8 +195,8 @@ class StatisticsAvailabilitySchema(BaseSchema):
 class DataAvailabilitySchema(BaseSchema):
     startTime = Datetime(required=True, allow_none=True)
     endTime = Datetime(required=True, allow_none=True)
-    retentionDays = fields.Integer(required=True)
-    recordCount = fields.Integer(required=True)
+    retentionDays = Integer(required=True)
+    recordCount = Integer(required=True)
     columns = fields.List(fields.Nested(ColumnSchema), required=True)
     statistics = fields.Nested(StatisticsAvailabilitySchema, required=True)
     privacy = fields.Dict(

@@ -115,7 +115,7 @@ def _csv_rows(chunk: str) -> int:
 def stream(query):
     """Records as they are ingested, as server-sent events (authenticate with authToken)."""
     filters = filters_from(query, endpoint_limit(), window=False)
-    last_id = request.headers.get("Last-Event-ID") or request.args.get("lastEventId")
+    last_id = request.headers.get("Last-Event-ID") or query.get("lastEventId")
     if last_id is not None:
         try:
             last_id = int(last_id)

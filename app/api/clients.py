@@ -6,7 +6,7 @@ import models.clients
 import models.database
 from app.auth import endpoint_limit
 from app.errors import ApiError, ErrorCode
-from app.extensions import Blueprint, prebuilt
+from app.extensions import Blueprint, prebuilt, validation_error
 from app.jobs import alerts
 from app.requests import json_body
 from models.clock import request_now_ms
@@ -86,9 +86,12 @@ def set_alias(endpointId, clientId):
         body = {"alias": body}
     if not isinstance(body, dict):
         raise ApiError(ErrorCode.INVALID_PARAMETER, 'The body must be {"alias": "..."} or a string.')
+    schema = AliasRequestSchema()
     try:
-        alias = AliasRequestSchema().load(body)["alias"]
+        alias = schema.load(body)["alias"]
     except ma.ValidationError as exc:
+        if "alias" not in exc.messages:  # a field besides it
+            raise validation_error(exc, schema) from None
         code = ErrorCode.MISSING_FIELD if "alias" not in body else ErrorCode.INVALID_PARAMETER
         raise ApiError(code, f"Invalid 'alias': {exc.messages['alias'][0]}") from None
     return _change_alias(endpointId, clientId, alias)
