@@ -114,5 +114,5 @@ def typed(field, text):
     if isinstance(field, Float) and _NUMBER_TEXT.fullmatch(text):
         return float(text)
     if isinstance(field, Boolean):
-        return _BOOLEAN_TEXT.get(text, text)
+        return _BOOLEAN_TEXT.get(text.lower(), text)  # true, True, TRUE: never 1, yes or on
     return text

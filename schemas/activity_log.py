@@ -4,7 +4,7 @@ import marshmallow as ma
 from marshmallow import fields
 
 from .clients import MAX_IDS
-from .fields import BaseSchema, Boolean, Datetime, Integer
+from .fields import BaseSchema, Boolean, DatetimeInput, Integer
 from .filters import FiltersSchema, WindowSchema
 from .records import QueryDataSchema
 
@@ -51,7 +51,7 @@ _ID = fields.String(validate=ma.validate.Length(min=1, max=256))
 class DeleteRecordsQuerySchema(BaseSchema):
     endpointId = fields.List(_ID, data_key="endpointId[]", validate=ma.validate.Length(max=MAX_IDS))
     clientId = fields.List(_ID, data_key="clientId[]", validate=ma.validate.Length(max=MAX_IDS))
-    endTime = Datetime(metadata={"description": "Delete records up to this time (default: all)."})
+    endTime = DatetimeInput(metadata={"description": "Delete records up to this time (default: all)."})
     all = Boolean(
         load_default=False,
         metadata={"description": "Required (true) to delete without an endpoint or client filter."},
@@ -61,7 +61,7 @@ class DeleteRecordsQuerySchema(BaseSchema):
 class DeleteRecordsBodySchema(BaseSchema):
     endpointIds = fields.List(_ID, validate=ma.validate.Length(max=MAX_IDS))
     clientIds = fields.List(_ID, validate=ma.validate.Length(max=MAX_IDS))
-    endTime = Datetime()
+    endTime = DatetimeInput()
 
 
 class DeleteRecordsResponseSchema(BaseSchema):

@@ -4,7 +4,7 @@ import marshmallow as ma
 from marshmallow import fields
 
 from .datetimes import format_ms
-from .fields import IP, BaseSchema, Boolean, Datetime, Integer
+from .fields import IP, BaseSchema, Boolean, Datetime, DatetimeInput, Integer
 from .records import ClientOsSchema
 
 MAX_IDS = 1000
@@ -58,7 +58,7 @@ class DeleteClientRequestSchema(BaseSchema):
         fields.String(validate=ma.validate.Length(min=1, max=256)),
         validate=ma.validate.Length(max=MAX_IDS),
     )
-    endTime = Datetime(metadata={"description": "Defaults to the time of the request."})
+    endTime = DatetimeInput(metadata={"description": "Defaults to the time of the request."})
 
 
 class ClientRefSchema(BaseSchema):

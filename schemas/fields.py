@@ -22,6 +22,17 @@ NAMED_FIELD_SCHEMAS = {
         "request's start: now, or -90s, -15m, -24h, -7d, -2w (also now-24h).",
         "example": "2024-05-01T12:00:00.000Z",
     },
+    "DatetimeInput": {
+        "description": "A time a request gives: an RFC 3339 date-time (any offset), integer epoch "
+        "milliseconds (years 1-9999), or relative to the request's start: now, -90s, -15m, -24h, -7d, -2w "
+        "(also now-24h).",
+        "oneOf": [
+            {"type": "string", "format": "date-time"},
+            {"type": "string", "pattern": "^(now|now-[0-9]{1,9}[smhdw]|-[0-9]{1,9}[smhdw])$"},
+            {"type": "integer", "format": "int64", "minimum": -62135596800000, "maximum": 253402300799999},
+        ],
+        "example": "2024-05-01T12:00:00.000Z",
+    },
     "IP": {"type": "string", "description": "An IPv4 or IPv6 address.", "example": "192.0.2.10"},
     "Domain": {
         "type": "string",
@@ -84,6 +95,12 @@ class Datetime(NamedField):
             return parse_time(value)
         except ValueError as exc:
             raise ma.ValidationError(str(exc)) from None
+
+
+class DatetimeInput(Datetime):
+    """A Datetime a request gives: documented with the other ways it may be written."""
+
+    schema_name = "DatetimeInput"
 
 
 class _NamedString(NamedField):

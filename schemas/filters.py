@@ -7,7 +7,7 @@ from catalogue import BOOLEAN, FILTERABLE, INTEGER
 from models.clock import request_now_ms
 from models.filters import SEARCH_MODES, Filters, compile_pattern
 
-from .fields import BaseSchema, Boolean, Datetime, Integer, Trigger
+from .fields import BaseSchema, Boolean, DatetimeInput, Integer, Trigger
 from .records import ACTIONS
 
 MAX_FILTER_VALUES = 1000
@@ -64,13 +64,13 @@ class _WindowSchema(BaseSchema):
 
 
 class WindowSchema(_WindowSchema):
-    startTime = Datetime(required=True, metadata={"description": "Start of the window (inclusive)."})
-    endTime = Datetime(metadata={"description": "End of the window (inclusive); default now."})
+    startTime = DatetimeInput(required=True, metadata={"description": "Start of the window (inclusive)."})
+    endTime = DatetimeInput(metadata={"description": "End of the window (inclusive); default now."})
 
 
 class OptionalWindowSchema(_WindowSchema):
-    startTime = Datetime(metadata={"description": "Start of the window (inclusive)."})
-    endTime = Datetime(metadata={"description": "End of the window (inclusive); default now."})
+    startTime = DatetimeInput(metadata={"description": "Start of the window (inclusive)."})
+    endTime = DatetimeInput(metadata={"description": "End of the window (inclusive); default now."})
 
 
 def filters_from(args: dict, endpoint_limit=None, window: bool = True) -> Filters:

@@ -5,7 +5,7 @@ from marshmallow import fields
 
 from catalogue import GROUPABLE, READ_FIELDS
 
-from .fields import BaseSchema, Boolean, Datetime, Float, Integer
+from .fields import BaseSchema, Boolean, Datetime, DatetimeInput, Float, Integer
 from .filters import FiltersSchema, OptionalWindowSchema, WindowSchema
 from .privacy import PrivacySpanSchema
 
@@ -46,8 +46,8 @@ class TimeSeriesGroupQuerySchema(TimeSeriesQuerySchema):
 
 
 class TrendQuerySchema(FiltersSchema, OptionalWindowSchema):
-    baselineStartTime = Datetime()
-    baselineEndTime = Datetime()
+    baselineStartTime = DatetimeInput()
+    baselineEndTime = DatetimeInput()
     limit = Integer(load_default=10, validate=ma.validate.Range(min=1, max=1000))
 
     @ma.validates_schema
