@@ -89,7 +89,10 @@ class AlertRuleSchema(BaseSchema):
     metric = fields.String(validate=ma.validate.OneOf(METRICS), metadata={"description": "client-share"})
     threshold = Float(
         validate=ma.validate.Range(min=0, min_inclusive=False, max=1e9),
-        metadata={"description": "client-share: a share (0 to 1) or queries a minute (rate)."},
+        metadata={
+            "exclusiveMinimum": True,
+            "description": "client-share: a share (0 to 1) or queries a minute (rate).",
+        },
     )
     windowMinutes = Integer(validate=ma.validate.Range(min=1, max=1440), metadata={"description": "client-share"})
     baselineDays = Integer(
@@ -98,7 +101,10 @@ class AlertRuleSchema(BaseSchema):
     )
     baselineFactor = Float(
         validate=ma.validate.Range(min=1, min_inclusive=False, max=1e6),
-        metadata={"description": "client-share: how many times its baseline rate (default 3)."},
+        metadata={
+            "exclusiveMinimum": True,
+            "description": "client-share: how many times its baseline rate (default 3).",
+        },
     )
     minQueries = Integer(validate=ma.validate.Range(min=1, max=1_000_000), metadata={"description": "client-share"})
 

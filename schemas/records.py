@@ -51,25 +51,34 @@ UNKNOWN = {"trigger": None, "sourceIp": None, "answers": []}
 JSON_FIELDS = ("answers",)
 
 
-class GeoIPDataSchema(BaseSchema):
+class _RecordPart(BaseSchema):
+    """A record and its parts keep ingestion's rule, not the requests' (docs/api.md, "Strict
+    requests"): a field a record carries that the service does not know is ignored. A record is
+    data, not a filter: an unknown field cannot widen anything, and feeds may send more."""
+
+    class Meta:
+        unknown = ma.EXCLUDE
+
+
+class GeoIPDataSchema(_RecordPart):
     countryCode = fields.String(metadata={"description": "ISO 3166-1 alpha-2; '' if unknown."})
     city = fields.String()
     isp = fields.String()
     asn = Integer(allow_none=True)
 
 
-class AnswerSchema(BaseSchema):
+class AnswerSchema(_RecordPart):
     ips = fields.List(IP())
     geoip = fields.Nested(GeoIPDataSchema)
 
 
-class ClientOsSchema(BaseSchema):
+class ClientOsSchema(_RecordPart):
     type = fields.String()
     arch = fields.String()
     version = fields.String()
 
 
-class ClientMetadataSchema(BaseSchema):
+class ClientMetadataSchema(_RecordPart):
     host = fields.String()
     mac = fields.String()
     ip = fields.String()
@@ -77,7 +86,7 @@ class ClientMetadataSchema(BaseSchema):
     os = fields.Nested(ClientOsSchema)
 
 
-class _DeclaredQueryData(BaseSchema):
+class _DeclaredQueryData(_RecordPart):
     timestamp = Datetime(metadata={"description": "When answered; on ingest defaults to receipt."})
     endpointId = fields.String(required=True)
     clientId = fields.String(required=True)

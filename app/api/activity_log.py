@@ -52,7 +52,7 @@ def list_records(query):
 
 @blp.route("", methods=["DELETE"])
 @blp.arguments(DeleteRecordsQuerySchema, location="query")
-@blp.arguments(DeleteRecordsBodySchema, location="json")
+@blp.arguments(DeleteRecordsBodySchema, location="json", required=False)
 @blp.response(200, DeleteRecordsResponseSchema)
 def delete_records(query, body):
     """Delete records of endpoints and clients (or all, with all=true) up to endTime."""
