@@ -41,7 +41,11 @@ class ClientActivitySchema(BaseSchema):
 
 
 class EndpointActivitySchema(BaseSchema):
-    lastActivityTime = Datetime(required=True)
+    lastActivityTime = Datetime(
+        required=True,
+        allow_none=True,
+        metadata={"description": "null only while every client of it was marked before its first record."},
+    )
     clients = fields.Dict(keys=fields.String(), values=fields.Nested(ClientActivitySchema))
 
 
