@@ -14,12 +14,14 @@ import models.status
 from app import metrics as counters
 from app.auth import endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
+from app.strict import takes_no_query
 from models.clock import now_ms
 
 blp = Blueprint("metrics", __name__)
 
 
 @blp.get("/metrics")
+@takes_no_query
 @requires("metrics")
 def metrics():
     """Every metric, in the Prometheus text format."""
