@@ -99,6 +99,7 @@ KNOWN_REFUSALS = {
     "an output's URL is its kind's": r"^Invalid 'url': an? \w+ output needs",
     "an output's header names are HTTP tokens": r"is not a header name$",
     "an alert rule takes its kind's fields only": r"^Invalid '\w+': not a field of kind ",
+    "an alert rule has its kind's required fields": r"^Missing required field '\w+' \(kind ",
     "an alert destination is a URL a sender knows": r"^Invalid 'destinations\[\d+\]': neither http",
     "a date-time lies in the years 1 to 9999": r"outside the years 1 to 9999\.$",
     "a window and interval make no more buckets than limit": r"^Invalid '(limit|interval)': .*buckets",
