@@ -11,7 +11,7 @@ from webargs.flaskparser import FlaskParser, is_json_request
 from werkzeug.datastructures import MultiDict
 
 from schemas.errors import ErrorResponseSchema
-from schemas.fields import NAMED_FIELD_SCHEMAS, Datetime, named_field_property
+from schemas.fields import NAMED_FIELD_SCHEMAS, Datetime, named_field_property, null_branch_property
 
 from . import strict
 from .errors import ApiError, ErrorCode, error_response
@@ -142,6 +142,7 @@ class Api(flask_smorest.Api):
     def _init_spec(self, *args, **kwargs):
         super()._init_spec(*args, **kwargs)
         self.ma_plugin.converter.add_attribute_function(named_field_property)
+        self.ma_plugin.converter.add_attribute_function(null_branch_property)
         for name, component in NAMED_FIELD_SCHEMAS.items():
             self.spec.components.schema(name, component)
         self.spec.components.security_scheme(

@@ -183,3 +183,16 @@ def named_field_property(converter, field, **kwargs) -> dict:
     # type (3.0.3: nullable needs a type beside it), so validators refuse null there: the
     # component is written out in place, with its type, as nullable.
     return {**NAMED_FIELD_SCHEMAS[field.schema_name], "nullable": True}
+
+
+_APISPEC_NULL = {"type": "object", "nullable": True}
+
+
+def null_branch_property(converter, field, ret=None, **kwargs) -> dict:
+    """apispec attribute function: apispec writes a nullable nested object as anyOf its $ref or
+    `{type: object, nullable: true}`, and that second branch admits any object at all, unknown
+    fields included, which the service refuses: the branch is made to admit null alone."""
+    branches = (ret or {}).get("anyOf")
+    if not branches or _APISPEC_NULL not in branches:
+        return {}
+    return {"anyOf": [{**_APISPEC_NULL, "enum": [None]} if b == _APISPEC_NULL else b for b in branches]}
