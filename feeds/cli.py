@@ -24,6 +24,7 @@ import models.database
 import models.freezing
 import models.tables
 import schemas.geoip
+import schemas.record_times
 from models.clock import now_ms
 from schemas.records import MAX_ID_LENGTH
 
@@ -56,6 +57,8 @@ def _host() -> Host:
     meta = click.get_current_context().meta
     if HOST not in meta:
         meta[HOST] = Host(models.config.read(), models.config.INSTANCE_PATH, open_store=_open_local_store)
+        # Every feed validates its records (with --url too, before they are spooled).
+        schemas.record_times.configure(meta[HOST].settings)
     return meta[HOST]
 
 
@@ -324,6 +327,7 @@ def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mod
         settings["ANALYTICS_WAL_LIMIT_MB"] << 20,
         _geoip_paths(settings),
         settings["ANALYTICS_HOT_HOURS"],
+        settings["ANALYTICS_FUTURE_TOLERANCE_SECONDS"],
     )
     try:
         with feed_sink(url, key, spool) as sink:

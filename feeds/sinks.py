@@ -31,6 +31,7 @@ import models.freezing
 import models.ingestion
 import models.losses
 import schemas.geoip
+import schemas.record_times
 from models.clock import now_ms
 from models.imports import ProgressMoved, forget_progress, get_progress, save_progress
 
@@ -375,8 +376,8 @@ class StoreProcess:
     use and again after it died (the batch it held is then delivered again: nothing of it was
     committed); it ignores SIGTERM and SIGINT, so a stop is the feed's to carry out."""
 
-    def __init__(self, database: str, wal_limit: int, geoip: tuple, hot_hours: int):
-        self._settings = (database, wal_limit, geoip, hot_hours)
+    def __init__(self, database: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int):
+        self._settings = (database, wal_limit, geoip, hot_hours, future_tolerance)
         self._pool = None
 
     def run(self, function, *args):
@@ -397,15 +398,17 @@ class StoreProcess:
             self._pool = None
 
 
-def _open_store(database: str, wal_limit: int, geoip: tuple, hot_hours: int) -> None:
+def _open_store(database: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     models.database.open_database(database, wal_limit)
     # A spawned process starts with none of its parent's settings: the records it validates
     # get their geography from the operator's files here (see schemas.geoip), and what it
-    # stores is frozen past the operator's hot horizon.
+    # stores is frozen past the operator's hot horizon; records further in the future than the
+    # operator's tolerance are refused.
     schemas.geoip.configure(*geoip)
     models.freezing.configure({"ANALYTICS_HOT_HOURS": hot_hours})
+    schemas.record_times.configure({"ANALYTICS_FUTURE_TOLERANCE_SECONDS": future_tolerance})
 
 
 def _validate_and_store(batch: list[dict]) -> collections.Counter:

@@ -1,0 +1,183 @@
+"""Sane times at the door (issue 42): a number that can only be epoch seconds is refused
+wherever a time is read, a record stamped further in the future than
+ANALYTICS_FUTURE_TOLERANCE_SECONDS is refused, and records already stored with such a time are
+listed and removed by `retention future`, leaving last-activity times as if never stored."""
+
+import json
+
+import pytest
+
+import models.database
+from app import create_app
+from app.jobs.alerts import run_alerts
+from models.clock import now_ms
+from schemas.datetimes import format_ms
+
+from helpers import API_KEY, AUTH, assert_error, clients, ingest, record
+
+SECONDS = 1795793000  # 2026-11-27 in epoch seconds: 1970-01-21 as milliseconds
+# Operations that take startTime, with what their path needs; a test below holds the list to
+# the OpenAPI document.
+WINDOWED = [
+    "/v2/activity-log",
+    "/v2/activity-log/csv",
+    "/v2/data-availability",
+    "/v2/statistic/count",
+    "/v2/statistic/count/clientId",
+    "/v2/statistic/latency",
+    "/v2/statistic/latency/upstream",
+    "/v2/statistic/timeseries",
+    "/v2/statistic/timeseries/clientId",
+    "/v2/statistic/first-seen/question",
+    "/v2/statistic/trend/question",
+    "/v2/admin-action",
+    "/v2/access-log",
+    "/v2/alert",
+]
+
+
+@pytest.fixture
+def make_app(tmp_path, database):
+    """The test's app (on its database) with these settings."""
+
+    def make(**settings):
+        return create_app(
+            {
+                "TESTING": True,
+                "PROPAGATE_EXCEPTIONS": False,
+                "INSTANCE_PATH": str(tmp_path / "instance"),
+                "ANALYTICS_DATABASE": database,
+                "ANALYTICS_API_KEY": API_KEY,
+                **settings,
+            }
+        )
+
+    return make
+
+
+def stored(client) -> list[str]:
+    response = client.get("/v2/activity-log?startTime=0001-01-01T00:00:00Z&endTime=9999-01-01T00:00:00Z", headers=AUTH)
+    assert response.status_code == 200, response.json
+    return [item["question"] for item in response.json["queries"]]
+
+
+def ingest_body(client, body: str):
+    return client.post("/v2/ingest", data=body, headers={**AUTH, "Content-Type": "application/json"})
+
+
+# A batch the fast path reads, and one it leaves to the reference path (an escaped surrogate
+# pair, which msgspec and orjson read differently): each must refuse the record.
+PATHS = {"fast": "laptop", "reference": "\\ud83d\\ude00"}
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("value", [SECONDS, str(SECONDS)])
+def test_a_timestamp_in_epoch_seconds_is_refused_and_nothing_stored(client, path, value):
+    good = json.dumps(record(question="good.example", timestamp=format_ms(now_ms())))
+    bad = json.dumps(record(question="bad.example", timestamp=value)).replace("cl1", PATHS[path])
+    error = assert_error(ingest_body(client, f"[{good}, {bad}]"), 400, 40005)
+    assert error["message"] == (
+        "Record 1: field 'timestamp' is not a valid datetime: 1795793000 is 1970-01-21 as epoch milliseconds; "
+        "it looks like epoch seconds: send milliseconds (1795793000000) or an RFC 3339 date-time. Nothing was stored."
+    )
+    assert stored(client) == []
+    assert clients(client) == {}
+
+
+@pytest.mark.parametrize("value", [0, -1, -SECONDS * 1000, 99_999_999_999, "0", "-5"])
+def test_every_number_before_1973_is_refused_in_a_record(client, value):
+    error = assert_error(ingest_body(client, json.dumps([record(timestamp=value)])), 400, 40005)
+    assert "as epoch milliseconds" in error["message"] and ".." not in error["message"]
+    assert "-24h" not in error["message"] and "now" not in error["message"]
+    assert stored(client) == []
+
+
+def test_a_record_timestamp_error_offers_no_relative_time_and_one_period(client):
+    error = assert_error(ingest_body(client, json.dumps([record(timestamp="-24h")])), 400, 40005)
+    assert error["message"] == (
+        "Record 0: field 'timestamp' is not a valid datetime: use RFC 3339 (e.g. 2024-05-01T12:00:00Z) or epoch "
+        "milliseconds. Nothing was stored."
+    )
+
+
+def test_the_list_of_windowed_operations_is_every_one_taking_start_time(client):
+    paths = client.get("/v2/openapi.json").json["paths"]
+    taking = {
+        path
+        for path, operations in paths.items()
+        for operation in operations.values()
+        if isinstance(operation, dict) and any(p.get("name") == "startTime" for p in operation.get("parameters", []))
+    }
+    templated = {path.split("/{")[0] for path in taking}
+    assert templated == {path if path.count("/") < 4 else path.rsplit("/", 1)[0] for path in WINDOWED}
+
+
+@pytest.mark.parametrize("path", WINDOWED)
+def test_start_time_0_is_refused(client, path):
+    error = assert_error(client.get(f"{path}?startTime=0", headers=AUTH), 400, 40002)
+    message = "Invalid 'startTime': Not a valid datetime: 0 is 1970-01-01 as epoch milliseconds"
+    assert error["message"].startswith(message)
+    assert error["message"].endswith("(e.g. 1970-01-01T00:00:00Z).")
+    # The beginning, said as a date, is still a time (a time series refuses that many buckets).
+    response = client.get(f"{path}?startTime=1970-01-01T00:00:00Z", headers=AUTH)
+    assert response.status_code == 200 or response.json["error"]["code"] != 40002, response.json
+
+
+def test_times_in_seconds_are_refused_in_query_strings_and_bodies_and_delete_nothing(client):
+    ingest(client, record(timestamp=format_ms(now_ms() - 60_000)))
+    error = assert_error(client.delete(f"/v2/activity-log?all=true&endTime={SECONDS}", headers=AUTH), 400, 40002)
+    assert error["message"] == (
+        "Invalid 'endTime': Not a valid datetime: 1795793000 is 1970-01-21 as epoch milliseconds; it looks like "
+        "epoch seconds: send milliseconds (1795793000000) or an RFC 3339 date-time."
+    )
+    assert_error(client.delete("/v2/client", json={"endTime": SECONDS}, headers=AUTH), 400, 40002)
+    assert_error(client.delete("/v2/client", json={"endTime": str(SECONDS)}, headers=AUTH), 400, 40002)
+    assert stored(client) == ["example.com"]
+    assert list(clients(client)["ep1"]["clients"]) == ["cl1"]
+
+
+def test_a_record_from_2099_is_refused_and_leaves_no_activity(client):
+    ingest(client, record(question="now.example", timestamp=format_ms(now_ms() - 60_000)))
+    error = assert_error(ingest_body(client, json.dumps([record(timestamp="2099-01-01T00:00:00Z")])), 400, 40005)
+    assert error["message"].startswith(
+        "Record 0: field 'timestamp' is 2099-01-01T00:00:00.000Z, more than 300 s after the record was received ("
+    )
+    assert "ANALYTICS_FUTURE_TOLERANCE_SECONDS" in error["message"] and ".." not in error["message"]
+    assert error["message"].endswith("or no timestamp to have it stamped on receipt. Nothing was stored.")
+    assert stored(client) == ["now.example"]
+    assert clients(client)["ep1"]["clients"]["cl1"]["lastActivityTime"] < format_ms(now_ms())
+    assert client.get("/v2/data-availability", headers=AUTH).json["endTime"] < format_ms(now_ms())
+
+
+def test_a_minute_ahead_is_clock_skew_and_accepted(client):
+    ahead = format_ms(now_ms() + 60_000)
+    assert ingest(client, record(timestamp=ahead)).json == {"accepted": 1, "pastRetention": 0}
+    assert clients(client)["ep1"]["clients"]["cl1"]["lastActivityTime"] == ahead
+
+
+def test_the_tolerance_is_a_setting(make_app):
+    ahead = format_ms(now_ms() + 600_000)
+    client = make_app().test_client()
+    assert_error(ingest_body(client, json.dumps([record(timestamp=ahead)])), 400, 40005)
+    client = make_app(ANALYTICS_FUTURE_TOLERANCE_SECONDS="900").test_client()
+    ingest(client, record(timestamp=ahead))
+    client = make_app(ANALYTICS_FUTURE_TOLERANCE_SECONDS=0).test_client()
+    error = assert_error(ingest_body(client, json.dumps([record(timestamp=format_ms(now_ms() + 5000))])), 400, 40005)
+    assert "more than 0 s after" in error["message"]
+    with pytest.raises(RuntimeError, match="ANALYTICS_FUTURE_TOLERANCE_SECONDS must be 0 or more"):
+        make_app(ANALYTICS_FUTURE_TOLERANCE_SECONDS=-1)
+
+
+@pytest.mark.parametrize("value", [SECONDS, "2099-01-01T00:00:00Z"])
+def test_no_new_client_alert_fires_for_a_refused_record(app, client, value):
+    nobody = "http://127.0.0.1:9/hook"
+    rule = {"kind": "new-client", "endpointIds": ["home"], "destinations": [nobody]}
+    assert client.post("/v2/alert-rule", json=rule, headers=AUTH).status_code == 201
+    ingest(client, record("home", "laptop", format_ms(now_ms() - 60_000)))
+    with app.app_context(), models.database.connection():
+        run_alerts(now=now_ms())
+    assert_error(ingest_body(client, json.dumps([record("home", "intruder", value)])), 400, 40005)
+    with app.app_context(), models.database.connection():
+        run_alerts(now=now_ms() + 1000)
+    alerts = client.get("/v2/alert?startTime=2020-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z", headers=AUTH).json
+    assert [alert["detail"]["clientId"] for alert in alerts["alerts"]] == ["laptop"]
