@@ -181,3 +181,49 @@ def test_no_new_client_alert_fires_for_a_refused_record(app, client, value):
         run_alerts(now=now_ms() + 1000)
     alerts = client.get("/v2/alert?startTime=2020-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z", headers=AUTH).json
     assert [alert["detail"]["clientId"] for alert in alerts["alerts"]] == ["laptop"]
+
+
+def test_retention_future_removes_what_a_looser_tolerance_let_in_and_activity_reads_true(make_app):
+    loose = make_app(ANALYTICS_FUTURE_TOLERANCE_SECONDS=10**10).test_client()
+    now = now_ms()
+    hour_ago, minute_ago = format_ms(now - 3_600_000), format_ms(now - 60_000)
+    ingest(
+        loose,
+        record("home", "laptop", hour_ago, "old.example"),
+        record("home", "tv", minute_ago, "recent.example"),
+        record("home", "tv", "2099-01-01T00:00:00Z", "future.example"),
+        record("home", "phone", "2099-06-01T00:00:00Z", "future.example"),
+        record("lab", "probe", "2098-01-01T00:00:00Z", "lab.example"),
+    )
+    # The tv's recent record deleted through the API: the endpoint keeps its time as lost...
+    assert loose.delete("/v2/activity-log?clientId=tv&endTime=-30s", headers=AUTH).json == {"deletedCount": 1}
+    # ...and the lab's 2099 record deleted through the API leaves a mark in 2098 behind.
+    assert loose.delete("/v2/activity-log?endpointId=lab", headers=AUTH).json == {"deletedCount": 1}
+    assert clients(loose)["home"]["lastActivityTime"] == "2099-06-01T00:00:00.000Z"
+    assert clients(loose)["lab"]["lastActivityTime"] == "2098-01-01T00:00:00.000Z"
+
+    app = make_app()
+    runner, client = app.test_cli_runner(), app.test_client()
+    listed = runner.invoke(args=["retention", "future"])
+    assert listed.exit_code == 0, listed.output
+    assert "home: 2 records from 2099-01-01T00:00:00.000Z to 2099-06-01T00:00:00.000Z" in listed.output
+    assert "2 records are stamped after" in listed.output
+    assert sorted(stored(client)) == ["future.example", "future.example", "old.example"]
+
+    deleted = runner.invoke(args=["retention", "future", "--delete"])
+    assert deleted.exit_code == 0, deleted.output
+    assert "Deleted 2 records stamped after" in deleted.output
+    assert stored(client) == ["old.example"]
+    items = clients(client)
+    assert items["home"]["lastActivityTime"] == minute_ago, "the mark of the record really lost, not 2099"
+    assert items["home"]["clients"]["tv"]["lastActivityTime"] is None
+    assert items["home"]["clients"]["laptop"]["lastActivityTime"] == hour_ago
+    assert items["lab"]["lastActivityTime"] is None, "a mark in the future is no activity"
+    availability = client.get("/v2/data-availability", headers=AUTH).json
+    assert (availability["startTime"], availability["endTime"], availability["recordCount"]) == (hour_ago, hour_ago, 1)
+    counts = client.get("/v2/statistic/count/question?startTime=-1d&endTime=2100-01-01T00:00:00Z", headers=AUTH).json
+    assert counts["counts"] == [{"value": "old.example", "count": 1}]
+    actions = client.get("/v2/admin-action?startTime=-1h&action=retention.future", headers=AUTH).json["actions"]
+    assert [action["metadata"]["result"] for action in actions] == [{"deletedCount": 2}]
+    assert runner.invoke(args=["retention", "future"]).output.startswith("0 records are stamped after ")
+    assert "Deleted" in runner.invoke(args=["retention"]).output, "the retention run is still the bare command"
