@@ -226,7 +226,9 @@ def feed_sink(url: str | None, key: str | None, spool: str | None):
     """The sink of a feed command's --url, --key and --spool (default spool: instance/spool);
     the local store is opened only for a local sink."""
     host = _host()
-    sink = make_sink(url, key, spool, os.path.join(host.instance_path, "spool"))
+    sink = make_sink(
+        url, key, spool, os.path.join(host.instance_path, "spool"), os.path.join(host.instance_path, "rejected")
+    )
     if isinstance(sink, LocalSink):
         host.store()
     return sink

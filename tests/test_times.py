@@ -4,6 +4,7 @@ ANALYTICS_FUTURE_TOLERANCE_SECONDS is refused, and records already stored with s
 listed and removed by `retention future`, leaving last-activity times as if never stored."""
 
 import json
+import os
 
 import pytest
 
@@ -14,6 +15,7 @@ from models.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import API_KEY, AUTH, assert_error, clients, ingest, record
+from servers import Gunicorn
 
 SECONDS = 1795793000  # 2026-11-27 in epoch seconds: 1970-01-21 as milliseconds
 # Operations that take startTime, with what their path needs; a test below holds the list to
@@ -227,3 +229,63 @@ def test_retention_future_removes_what_a_looser_tolerance_let_in_and_activity_re
     assert [action["metadata"]["result"] for action in actions] == [{"deletedCount": 2}]
     assert runner.invoke(args=["retention", "future"]).output.startswith("0 records are stamped after ")
     assert "Deleted" in runner.invoke(args=["retention"]).output, "the retention run is still the bare command"
+
+
+def refused_lines(folder) -> list[dict]:
+    files = [name for name in os.listdir(folder) if name.startswith("rejected")] if os.path.isdir(folder) else []
+    lines = []
+    for name in files:
+        with open(os.path.join(folder, name), encoding="utf-8") as handle:
+            lines += [json.loads(line) for line in handle]
+    return lines
+
+
+def test_an_import_stores_the_good_records_and_sets_the_future_one_aside(app, client, runner, tmp_path):
+    now = now_ms()
+    wire = [
+        record(question="first.example", timestamp=format_ms(now - 60_000)),
+        record(question="future.example", timestamp="2099-01-01T00:00:00Z"),
+        record(question="seconds.example", timestamp=SECONDS),
+        record(question="last.example", timestamp=format_ms(now - 30_000)),
+    ]
+    path = tmp_path / "records.ndjson"
+    path.write_text("".join(json.dumps(item) + "\n" for item in wire))
+    result = runner.invoke(args=["ingest", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "Stored 2 records. Skipped 2: 2 rejected (timestamp)." in result.output
+    assert sorted(stored(client)) == ["first.example", "last.example"]
+    lines = refused_lines(os.path.join(app.instance_path, "rejected"))
+    assert [line["record"] for line in lines] == wire[1:3]
+    assert lines[0]["error"].startswith("field 'timestamp' is 2099-01-01T00:00:00.000Z, more than 300 s after")
+    assert "it looks like epoch seconds" in lines[1]["error"]
+    assert len({line["source"] for line in lines}) == 1 and str(path) in lines[0]["source"]
+    # Run again: the file is read on from where it stood, nothing refused is tried again.
+    again = runner.invoke(args=["ingest", str(path)])
+    assert "Stored 0 records" in again.output, again.output
+    assert len(refused_lines(os.path.join(app.instance_path, "rejected"))) == 2
+
+
+def test_a_pushing_feed_sets_aside_the_record_the_service_refuses_and_delivers_the_rest(tmp_path):
+    """The feed's clock or tolerance let a record through that the service refuses: the
+    batch must neither be retried forever nor lose its good records."""
+    from feeds.sinks import RemoteSink
+
+    service = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY})
+    now = now_ms()
+    wire = [record(question=f"q{i}.example", timestamp=format_ms(now - 60_000 + i)) for i in range(5)]
+    wire[1]["timestamp"] = wire[3]["timestamp"] = "2099-01-01T00:00:00Z"
+    spool = tmp_path / "spool"
+    try:
+        with RemoteSink(service.base, API_KEY, str(spool), wait_seconds=30) as sink:
+            sink.commit("src", [], wire, {"n": 1}, 0)
+        assert sink.pending() == 0
+        sink.check()
+        body = service.call("GET", "/v2/activity-log?startTime=-1h&sortOrder=asc", headers=AUTH)[1]
+        assert [q["question"] for q in body["queries"]] == ["q0.example", "q2.example", "q4.example"]
+        (folder,) = [spool / name for name in os.listdir(spool)]
+        lines = refused_lines(folder)
+        assert [line["record"]["question"] for line in lines] == ["q1.example", "q3.example"]
+        assert all(line["source"] == "src" for line in lines)
+        assert lines[0]["error"].startswith("Record 1: field 'timestamp' is 2099-01-01T00:00:00.000Z, more than")
+    finally:
+        service.stop()
