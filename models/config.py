@@ -51,6 +51,9 @@ DEFAULTS = {
     "ANALYTICS_COUNT_BEHIND": 50_000,
     # Hours of records kept as rows before they are packed into blocks (models/freezing.py).
     "ANALYTICS_HOT_HOURS": 48,
+    # Seconds a record's timestamp may be past its receipt (hosts' clocks differ); a record
+    # further in the future is refused (schemas/record_times.py).
+    "ANALYTICS_FUTURE_TOLERANCE_SECONDS": 300,
 }
 _INTEGERS = (
     "ANALYTICS_HOT_HOURS",
@@ -72,6 +75,7 @@ _INTEGERS = (
     "ANALYTICS_ACCESS_LOG_RETENTION_DAYS",
     "ANALYTICS_OUTPUT_BACKLOG",
     "ANALYTICS_OUTPUT_LEASE_SECONDS",
+    "ANALYTICS_FUTURE_TOLERANCE_SECONDS",
 )
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
@@ -93,6 +97,9 @@ def read(instance_path: str = INSTANCE_PATH, overrides: dict | None = None) -> d
     lease = settings["ANALYTICS_OUTPUT_LEASE_SECONDS"]
     if lease < 1:
         raise RuntimeError(f"ANALYTICS_OUTPUT_LEASE_SECONDS must be at least 1, got {lease}")
+    tolerance = settings["ANALYTICS_FUTURE_TOLERANCE_SECONDS"]
+    if tolerance < 0:
+        raise RuntimeError(f"ANALYTICS_FUTURE_TOLERANCE_SECONDS must be 0 or more, got {tolerance}")
     flag = settings["ANALYTICS_ACCESS_LOG"]
     if not isinstance(flag, bool):
         if str(flag).strip().lower() not in _BOOLEANS:

@@ -195,3 +195,30 @@ def raise_lost_marks(marks: dict[int, int]):
             "UPDATE endpoint SET lost_mark = ? WHERE id = ? AND (lost_mark IS NULL OR lost_mark < ?)",
             (newest, endpoint_id, newest),
         )
+
+
+def future_records(after_ms: int) -> list[tuple[str, int, int, int]]:
+    """(endpoint name, records, oldest, newest timestamp) of the records stamped after
+    `after_ms`, by endpoint."""
+    return query(
+        "SELECT e.name, COUNT(*), MIN(r.ts), MAX(r.ts) FROM record r JOIN endpoint e ON e.id = r.endpoint"
+        " WHERE r.ts > ? GROUP BY e.name ORDER BY e.name",
+        [after_ms],
+    ).fetchall()
+
+
+def delete_future(after_ms: int) -> int:
+    """Delete the records stamped after `after_ms` (stored before the future tolerance was
+    lowered) as every deletion does (rollups counted down); how many. Call inside a write
+    transaction. Their time is no one's activity: their endpoints' lost marks are not raised
+    to it, and a mark already past it (such a record deleted before) is cleared, so last
+    activity reads from the records again. (Such records are never frozen: they are never
+    past the hot horizon.)"""
+    touched = "SELECT DISTINCT endpoint FROM record WHERE ts > ?"
+    kept = query(f"SELECT id, lost_mark FROM endpoint WHERE id IN ({touched})", [after_ms]).fetchall()
+    deleted = _delete("SELECT id FROM record WHERE ts > ?", [after_ms], rollups.DIMS)
+    query("UPDATE endpoint SET lost_mark = NULL WHERE lost_mark > ?", [after_ms])
+    for endpoint_id, mark in kept:
+        if mark is not None and mark <= after_ms:
+            query("UPDATE endpoint SET lost_mark = ? WHERE id = ?", [mark, endpoint_id])
+    return deleted
