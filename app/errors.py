@@ -5,6 +5,8 @@ from enum import IntEnum
 from flask import current_app
 from werkzeug.exceptions import HTTPException
 
+from .connection import close_after_error
+
 
 class ErrorCode(IntEnum):
     """The `error.code` values; the first three digits are the HTTP status.
@@ -75,7 +77,13 @@ def error_body(error_code: ErrorCode, message: str) -> dict:
 
 
 def error_response(error: HTTPException):
-    """(body, status, headers) for any HTTPException, ours or werkzeug's."""
+    """(body, status, headers) for any HTTPException, ours or werkzeug's; the connection closes
+    after it if the request has a body (see app.connection)."""
+    close_after_error()
+    return _answer(error)
+
+
+def _answer(error: HTTPException):
     if isinstance(error, ApiError):
         return error_body(error.error_code, error.description), error.code, error.headers
     status = error.code or 500
