@@ -27,6 +27,7 @@ class ErrorCode(IntEnum):
     CLIENT_NOT_FOUND = 40402
     OUTPUT_NOT_FOUND = 40403
     METHOD_NOT_ALLOWED = 40501
+    REQUEST_TIMEOUT = 40801  # the proxy's (deploy/nginx-site.conf), like the other codes it alone sends
     OUTPUT_EXISTS = 40901
     PAYLOAD_TOO_LARGE = 41301
     BATCH_TOO_LARGE = 41302
@@ -35,8 +36,11 @@ class ErrorCode(IntEnum):
     TOO_MANY_STREAMS = 42902
     TOO_MANY_FAILURES = 42903
     INTERNAL = 50001
+    BAD_GATEWAY = 50201
     UNAVAILABLE = 50301
     TOO_SLOW = 50302
+    TOO_MANY_CONNECTIONS = 50303
+    GATEWAY_TIMEOUT = 50401
 
     @property
     def status(self) -> int:
