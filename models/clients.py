@@ -3,7 +3,7 @@
 from collections import namedtuple
 
 from . import freezing, privacy, rollups, unused_terms
-from .database import db, query, write_transaction
+from .database import db, query, snapshot, write_transaction
 from .deletion import client_selection, delete_records, delete_to_anonymous
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
@@ -14,6 +14,7 @@ _ENTRY_COLUMNS = "e.name, c.client_id, c.alias, " + ", ".join(f"c.{f}" for f in 
 ClientRow = namedtuple("ClientRow", ["endpoint", "client_id", "alias", *CLIENT_META_FIELDS, "unlogged", "last_ts"])
 
 
+@snapshot()
 def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=None) -> tuple[dict, list]:
     """The selected client entries, and the last activity of their endpoints:
     ({endpoint name: ms or None}, [ClientRow]), ordered by endpoint name then client id.
