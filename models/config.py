@@ -51,9 +51,13 @@ DEFAULTS = {
     "ANALYTICS_COUNT_BEHIND": 50_000,
     # Hours of records kept as rows before they are packed into blocks (models/freezing.py).
     "ANALYTICS_HOT_HOURS": 48,
+    # Seconds between the counting process's looks for records past the hot horizon to freeze
+    # (models/freezing.py), records arriving or not.
+    "ANALYTICS_FREEZE_INTERVAL": 10,
 }
 _INTEGERS = (
     "ANALYTICS_HOT_HOURS",
+    "ANALYTICS_FREEZE_INTERVAL",
     "ANALYTICS_RETENTION_DAYS",
     "ANALYTICS_STATISTICS_RETENTION_DAYS",
     "ANALYTICS_RETENTION_INTERVAL",
