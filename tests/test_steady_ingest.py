@@ -5,7 +5,7 @@ import itertools
 import threading
 import time
 
-from stores import run_sql, scalar
+from stores import is_postgres, on_records, run_sql, scalar
 
 from models.clock import now_ms
 from schemas.datetimes import format_ms
@@ -106,4 +106,90 @@ def test_freezing_takes_its_share_while_records_arrive(tmp_path, database):
     finally:
         for sender in senders:
             sender.stop.set()
+        server.stop()
+
+
+def test_a_client_deletion_lets_ingest_go_on_and_is_exact(tmp_path, database):
+    """DELETE /v2/client of many records (rows, and frozen ones) while another client's records
+    keep arriving: ingest waits for a batch of the deletion at most, not for all of it; records
+    of the deleted client stored during the deletion, up to its endTime, go too; the answer and
+    the store afterwards are exact."""
+    server = Gunicorn(
+        tmp_path,
+        {
+            "ANALYTICS_DATABASE": database,
+            "ANALYTICS_API_KEY": API_KEY,
+            "ANALYTICS_FREEZE_INTERVAL": "1",
+            "ANALYTICS_DELETE_BATCH": "1000",
+        },
+        workers=2,
+    )
+    now = now_ms()
+    old_hour, hot_hour = (now // HOUR - 72) * HOUR, (now // HOUR - 2) * HOUR
+    newest = now - 60_000  # the deleted client's newest record: its endpoint's newest ever
+
+    def gone(first: int, n: int, start: int) -> list[dict]:
+        stamps = [format_ms(start + (first + i) * 97 % HOUR) for i in range(n)]
+        return [record("home", "gone", stamp, f"g{first + i}.example") for i, stamp in enumerate(stamps)]
+
+    def stays(number: int) -> list[dict]:
+        return [record("home", "stays", format_ms(hot_hour + number * 7 + i), f"s{number}.example") for i in range(200)]
+
+    sender = Sender(server, stays)
+    hot = 30_000 if is_postgres(database) else 100_000  # a deletion of some seconds on each
+    try:
+        for first in range(0, hot, 5_000):  # rows
+            assert server.call("POST", "/v2/ingest", gone(first, 5_000, hot_hour), AUTH)[0] == 200
+        assert server.call("POST", "/v2/ingest", gone(hot, 5_000, old_hour), AUTH)[0] == 200  # frozen
+        assert server.call("POST", "/v2/ingest", [record("home", "gone", format_ms(newest))], AUTH)[0] == 200
+        wait_for(lambda: scalar(database, FROZEN) == 5_000, 30, "the old records frozen")
+        (gone_id,) = run_sql(database, "SELECT id FROM client WHERE client_id = 'gone'")[0]
+        rows_before = scalar(database, "SELECT MAX(id) FROM record WHERE client = ?", [gone_id])
+
+        sender.start()
+        wait_for(lambda: sender.sent >= 2_000, 20, "ingest under way")
+        late = []  # records of the client stored while its deletion runs
+
+        def store_late():
+            wait_for(
+                lambda: scalar(database, "SELECT COUNT(*) FROM record WHERE client = ?", [gone_id]) < hot - 2_000,
+                30,
+                "the deletion's first batches",
+            )
+            assert server.call("POST", "/v2/ingest", gone(hot + 10_000, 100, hot_hour), AUTH)[0] == 200
+            left = "SELECT COUNT(*) FROM record WHERE client = ? AND id <= ?"
+            late.append(scalar(database, left, [gone_id, rows_before]))
+
+        late_thread = threading.Thread(target=store_late, daemon=True)
+        late_thread.start()
+        started = time.monotonic()
+        status, body = server.call(
+            "DELETE", "/v2/client", {"endpointIds": ["home"], "clientIds": ["gone"], "endTime": format_ms(now)}, AUTH
+        )
+        ended = time.monotonic()
+        late_thread.join(30)
+        sender.finish()
+        assert (status, body) == (
+            200,
+            {"deletedCount": 1, "deletedClients": [{"endpointId": "home", "clientId": "gone"}]},
+        )
+
+        during = [end - start for start, end in sender.posts if start < ended and end > started]
+        print(f"deletion {ended - started:.2f} s; {len(during)} posts during it, the longest {max(during):.3f} s")
+        assert max(during) < (ended - started) / 3, "ingest waited for the whole deletion"
+        assert late and late[0] > 0, "the late records were stored while the deletion ran"
+
+        assert on_records(database, "SELECT COUNT(*) FROM {records} WHERE client = ?", [gone_id]) == [(0,)]
+        status, listed = server.call("GET", "/v2/client?endpointId=home", headers=AUTH)
+        assert status == 200 and set(listed["items"]["home"]["clients"]) == {"stays"}
+        assert listed["items"]["home"]["lastActivityTime"] == format_ms(newest), "the lost mark keeps it"
+        since = f"startTime={format_ms(old_hour)}"
+        status, counts = server.call("GET", f"/v2/statistic/count/clientId?{since}", headers=AUTH)
+        assert (status, counts["counts"]) == (200, [{"value": "stays", "count": sender.sent}])
+        wait_for(lambda: waiting(database) == 0, 20, "every record counted")
+        assert scalar(database, "SELECT SUM(n) FROM rollup WHERE dim = 0") == sender.sent
+        status, log = server.call("GET", f"/v2/admin-action?{since}&action=client.delete", headers=AUTH)
+        assert log["actions"][0]["metadata"]["result"]["deletedRecords"] == hot + 5_101
+    finally:
+        sender.stop.set()
         server.stop()
