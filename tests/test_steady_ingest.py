@@ -176,7 +176,9 @@ def test_a_client_deletion_lets_ingest_go_on_and_is_exact(tmp_path, database):
 
         during = [end - start for start, end in sender.posts if start < ended and end > started]
         print(f"deletion {ended - started:.2f} s; {len(during)} posts during it, the longest {max(during):.3f} s")
-        assert max(during) < (ended - started) / 3, "ingest waited for the whole deletion"
+        # As one transaction a request waited for all of it (SQLite 3.1 of 3.2 s, PostgreSQL 7.7 of
+        # 7.7 s); in batches a few tenths, at times 1-2 s on SQLite on a busy machine.
+        assert max(during) < (ended - started) / 2, f"ingest waited for the deletion: {max(during):.2f} s"
         assert late and late[0] > 0, "the late records were stored while the deletion ran"
 
         assert on_records(database, "SELECT COUNT(*) FROM {records} WHERE client = ?", [gone_id]) == [(0,)]
