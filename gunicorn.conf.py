@@ -21,12 +21,23 @@ threads = int(os.environ.get("ANALYTICS_THREADS", "32"))
 # Long exports and streams are legitimate; a stop must not wait long for them.
 timeout = 120
 graceful_timeout = 5
-# Long URLs: 1,000 values of a filter (the documented limit) need far more than gunicorn's
-# 4094-byte request line, and gunicorn bounds the line at 8190 unless the bound is off (0). The
-# service answers a URL past MAX_URL_BYTES (512 KiB) with its own JSON 414
-# (app.guards.request_size.bound_url); the line a client can make the server hold is bounded in
-# front of it, by nginx's large_client_header_buffers (1 MiB in deploy/nginx-site.conf).
+# The request's head is bounded here too, not only by the proxy in front: reached directly
+# (scripts/serve), one connection must not make a worker hold or burn without end. 1,000 values
+# of a filter (the documented limit) need URLs far longer than the 8190 bytes gunicorn's Python
+# parser can bound a line at; its only longer setting, 0, bounds nothing, and a line that never
+# ends then grows the worker and costs it more at every read. gunicorn's C parser (gunicorn_h1c,
+# a dependency) bounds the head even at 0: the line, then the whole head with the header fields
+# below. "fast" makes a missing C parser an error at start, never a silent fallback to no bound.
+# The service answers a URL past MAX_URL_BYTES with its own JSON 414
+# (app.guards.request_size.bound_url). Figures: docs/operating.md, "Long URLs".
+try:
+    import gunicorn_h1c  # noqa: F401
+except ImportError:
+    raise SystemExit("gunicorn_h1c (gunicorn's C parser, which bounds a request's head) is missing") from None
+http_parser = "fast"
 limit_request_line = 0
+limit_request_fields = 100
+limit_request_field_size = 8190
 # gunicorn 25.1+ opens a control socket (for gunicornc) at one fixed path per user, so two
 # services on a host (or a test run's many servers) would take it from each other. Off unless
 # ANALYTICS_CONTROL_SOCKET names a path of this instance's own.
@@ -127,6 +138,13 @@ def _children(pid: int) -> list[int]:
             return [int(child) for child in file.read().split()]
     except OSError:  # not Linux, or a kernel without the file: the counting process is kept
         return []
+
+
+def pre_request(worker, req):
+    """An error answer to a request with a body closes its connection (app/connection.py)."""
+    from app import connection
+
+    connection.serving(req)
 
 
 def worker_exit(server, worker):

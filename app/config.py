@@ -1,6 +1,7 @@
 """Configuration of the web app: the installation's settings (models.config) in Flask's config."""
 
 import models.config
+import schemas.record_times
 
 API_SETTINGS = {
     "API_TITLE": "DNS Analytics",
@@ -16,3 +17,4 @@ def load_config(app, test_config=None):
     app.config.update(API_SETTINGS)
     app.config.update(models.config.read(app.instance_path, test_config))
     app.config["MAX_CONTENT_LENGTH"] = app.config["ANALYTICS_MAX_BODY_MB"] * 1024 * 1024
+    schemas.record_times.configure(app.config)

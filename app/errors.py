@@ -5,6 +5,8 @@ from enum import IntEnum
 from flask import current_app
 from werkzeug.exceptions import HTTPException
 
+from .connection import close_after_error
+
 
 class ErrorCode(IntEnum):
     """The `error.code` values; the first three digits are the HTTP status.
@@ -25,6 +27,7 @@ class ErrorCode(IntEnum):
     CLIENT_NOT_FOUND = 40402
     OUTPUT_NOT_FOUND = 40403
     METHOD_NOT_ALLOWED = 40501
+    REQUEST_TIMEOUT = 40801  # the proxy's (deploy/nginx-site.conf), like the other codes it alone sends
     OUTPUT_EXISTS = 40901
     PAYLOAD_TOO_LARGE = 41301
     BATCH_TOO_LARGE = 41302
@@ -33,8 +36,11 @@ class ErrorCode(IntEnum):
     TOO_MANY_STREAMS = 42902
     TOO_MANY_FAILURES = 42903
     INTERNAL = 50001
+    BAD_GATEWAY = 50201
     UNAVAILABLE = 50301
     TOO_SLOW = 50302
+    TOO_MANY_CONNECTIONS = 50303
+    GATEWAY_TIMEOUT = 50401
 
     @property
     def status(self) -> int:
@@ -75,7 +81,13 @@ def error_body(error_code: ErrorCode, message: str) -> dict:
 
 
 def error_response(error: HTTPException):
-    """(body, status, headers) for any HTTPException, ours or werkzeug's."""
+    """(body, status, headers) for any HTTPException, ours or werkzeug's; the connection closes
+    after it if the request has a body (see app.connection)."""
+    close_after_error()
+    return _answer(error)
+
+
+def _answer(error: HTTPException):
     if isinstance(error, ApiError):
         return error_body(error.error_code, error.description), error.code, error.headers
     status = error.code or 500

@@ -125,7 +125,7 @@ def render(result: dict) -> str:
             lines.append(
                 f"| DELETE /v2/client of {label} | {times[len(times) // 2] * 1000:,.0f} ms"
                 + (f" (median of {len(times)})" if len(times) > 1 else "")
-                + f" | {records} | one transaction: records, then the entry |"
+                + f" | {records} | transactions of ANALYTICS_DELETE_BATCH records, then one for the entry |"
             )
     ret = result["retention"]
     deleted = "-" if ret["deleted"] is None else f"{ret['deleted']:,}"

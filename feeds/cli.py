@@ -24,6 +24,7 @@ import models.database
 import models.freezing
 import models.tables
 import schemas.geoip
+import schemas.record_times
 from models.clock import now_ms
 from schemas.records import MAX_ID_LENGTH
 
@@ -56,6 +57,8 @@ def _host() -> Host:
     meta = click.get_current_context().meta
     if HOST not in meta:
         meta[HOST] = Host(models.config.read(), models.config.INSTANCE_PATH, open_store=_open_local_store)
+        # Every feed validates its records (with --url too, before they are spooled).
+        schemas.record_times.configure(meta[HOST].settings)
     return meta[HOST]
 
 
@@ -223,7 +226,9 @@ def feed_sink(url: str | None, key: str | None, spool: str | None):
     """The sink of a feed command's --url, --key and --spool (default spool: instance/spool);
     the local store is opened only for a local sink."""
     host = _host()
-    sink = make_sink(url, key, spool, os.path.join(host.instance_path, "spool"))
+    sink = make_sink(
+        url, key, spool, os.path.join(host.instance_path, "spool"), os.path.join(host.instance_path, "rejected")
+    )
     if isinstance(sink, LocalSink):
         host.store()
     return sink
@@ -324,6 +329,7 @@ def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mod
         settings["ANALYTICS_WAL_LIMIT_MB"] << 20,
         _geoip_paths(settings),
         settings["ANALYTICS_HOT_HOURS"],
+        settings["ANALYTICS_FUTURE_TOLERANCE_SECONDS"],
     )
     try:
         with feed_sink(url, key, spool) as sink:

@@ -3,13 +3,17 @@ with the source's position, the progress bar and the closing summary."""
 
 import collections
 import contextlib
+import hashlib
 import ipaddress
+import json
+import os
 import sys
 from dataclasses import dataclass, field
 
 import click
 
 from models.clock import now_ms
+from schemas.datetimes import format_ms
 from schemas.records import RecordError, count_older, parse_record
 
 
@@ -74,7 +78,10 @@ def feed(
             if stop is not None and stop.is_set():
                 break
             sink.check()
-            records, wire, rejected = validate(batch.records, now_ms())
+            refused = []
+            records, wire, rejected = validate(batch.records, now_ms(), refused)
+            if refused:
+                set_aside(sink.rejects_path(source), source, refused)
             sink.commit(source, records, wire, batch.position, batch.unreadable + sum(rejected.values()))
             summary.stored += len(records)
             summary.unreadable += batch.unreadable
@@ -88,9 +95,9 @@ def feed(
     return summary
 
 
-def validate(items, received_ms: int) -> tuple[list, list[dict], collections.Counter]:
+def validate(items, received_ms: int, refused: list | None = None) -> tuple[list, list[dict], collections.Counter]:
     """The records the validator accepts (as the store takes them, and as they came), and the
-    rejections by field."""
+    rejections by field; `refused` gets each rejected record with what is wrong with it."""
     records, wire = [], []
     rejected = collections.Counter()
     for item in items:
@@ -99,7 +106,26 @@ def validate(items, received_ms: int) -> tuple[list, list[dict], collections.Cou
             wire.append(item)
         except RecordError as exc:
             rejected[exc.field.split(".")[0].split("[")[0]] += 1
+            if refused is not None:
+                refused.append((item, f"field '{exc.field}' {exc.message}"))
     return records, wire, rejected
+
+
+def rejects_name(source: str) -> str:
+    """The bad-record file's name of a source, in its sink's folder for them."""
+    return f"rejected-{hashlib.sha256(source.encode()).hexdigest()[:24]}.ndjson"
+
+
+def set_aside(path: str, source: str, refused: list[tuple[object, str]]) -> None:
+    """Append refused records to the bad-record file at `path`, a JSON line each (the source,
+    when, why, the record as it came), for the operator to fix and ingest again: a record
+    refused is never tried again by the feed, and never silently gone."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    at = format_ms(now_ms())
+    with open(path, "a", encoding="utf-8") as handle:
+        for item, error in refused:
+            line = {"source": source, "refusedAt": at, "error": error, "record": item}
+            handle.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
 
 
 def compact(record: dict) -> dict:

@@ -16,6 +16,7 @@ import json
 import logging
 import multiprocessing
 import os
+import re
 import signal
 import threading
 import time
@@ -31,10 +32,11 @@ import models.freezing
 import models.ingestion
 import models.losses
 import schemas.geoip
+import schemas.record_times
 from models.clock import now_ms
 from models.imports import ProgressMoved, forget_progress, get_progress, save_progress
 
-from .common import validate
+from .common import rejects_name, set_aside, validate
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,11 @@ SEND_TIMEOUT_SECONDS = 60.0
 # An upload of at least this size broken off by the service is taken for a body too large (see
 # RemoteSink._post); smaller ones are a connection problem, tried again as they are.
 CUT_BODY_BYTES = 1024 * 1024
+# How much of a refusal's body is read (an ErrorResponse is far shorter).
+MAX_ANSWER_BYTES = 64 * 1024
+# The ErrorResponse of POST /v2/ingest for one invalid record: its code and how it names it.
+INVALID_RECORD = 40005
+_RECORD_INDEX = re.compile(r"Record (\d+): ")
 
 
 class FeedError(Exception):
@@ -52,10 +59,15 @@ class FeedError(Exception):
 
 
 class LocalSink:
-    """Records into this installation's store, the source's position in the same transaction."""
+    """Records into this installation's store, the source's position in the same transaction;
+    refused records into bad-record files in `rejects` (a folder)."""
 
-    def __init__(self):
+    def __init__(self, rejects: str):
         self._tokens: dict[str, str | None] = {}
+        self.rejects = rejects
+
+    def rejects_path(self, source: str) -> str:
+        return os.path.join(self.rejects, rejects_name(source))
 
     def __enter__(self):
         return self
@@ -158,6 +170,9 @@ class RemoteSink:
 
     def position(self, source: str) -> dict:
         return _read_state(self._folder(source))["position"]
+
+    def rejects_path(self, source: str) -> str:
+        return os.path.join(self._folder(source), "rejected.ndjson")
 
     def forget(self, source: str):
         folder = self._folder(source)
@@ -268,11 +283,23 @@ class RemoteSink:
                     parts = parts[1:]
             elif outcome in ("sent", "replayed"):
                 parts = parts[1:]
+            elif (index := _refused_record(outcome, detail, len(part["records"]))) is not None:
+                # One record the service refuses (its clock or rules differ from the feed's):
+                # set aside, and the rest of the part sent again under the same key (nothing
+                # of a refused part is stored, so its key stands for nothing yet).
+                set_aside(
+                    os.path.join(os.path.dirname(path), "rejected.ndjson"),
+                    _read_state(os.path.dirname(path))["source"],
+                    [(part["records"][index], _message(detail))],
+                )
+                rest = part["records"][:index] + part["records"][index + 1 :]
+                parts[:1] = [{**part, "records": rest}] if rest else []
+                outcome = "sent"
             if outcome in ("later", "cut"):
                 return "later"
             if outcome not in ("sent", "replayed"):
                 self._error = (
-                    f"the service refused a batch with HTTP {outcome}: {detail}; it stays in the spool "
+                    f"the service refused a batch with HTTP {outcome}: {detail[:300]}; it stays in the spool "
                     f"({path}) and is sent again when the feed restarts"
                 )
                 return "refused"
@@ -316,7 +343,7 @@ class RemoteSink:
             if exc.code in (408, 429) or exc.code >= 500:
                 log.warning("the service answered %s; the batch waits in the spool", exc.code)
                 return "later", ""
-            return exc.code, exc.read().decode("utf-8", "replace")[:300]
+            return exc.code, exc.read(MAX_ANSWER_BYTES).decode("utf-8", "replace")
         except OSError as exc:
             # A service refusing a body by its announced length answers without reading it and
             # closes: the upload breaks before its 413 can be read.
@@ -352,9 +379,15 @@ class LiveSink:
         each checked alone (a record the store would refuse is skipped, not its batch); the
         rejections by field. The local store's process validates its batches itself, so that
         the collector's reading does not."""
+        rejects = self.sink.rejects_path(self.source)
         if isinstance(self.sink, LocalSink):
-            return _validate_and_store(batch) if self.store is None else self.store.run(_validate_and_store, batch)
-        records, wire, rejected = validate(batch, now_ms())
+            if self.store is None:
+                return _validate_and_store(batch, self.source, rejects)
+            return self.store.run(_validate_and_store, batch, self.source, rejects)
+        refused = []
+        records, wire, rejected = validate(batch, now_ms(), refused)
+        if refused:
+            set_aside(rejects, self.source, refused)
         # Spooled whatever the sender's state: on disk the records wait for the operator
         # to fix what the service refused, instead of filling memory.
         self.sink.commit(self.source, records, wire, {}, 0, check=False)
@@ -375,8 +408,8 @@ class StoreProcess:
     use and again after it died (the batch it held is then delivered again: nothing of it was
     committed); it ignores SIGTERM and SIGINT, so a stop is the feed's to carry out."""
 
-    def __init__(self, database: str, wal_limit: int, geoip: tuple, hot_hours: int):
-        self._settings = (database, wal_limit, geoip, hot_hours)
+    def __init__(self, database: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int):
+        self._settings = (database, wal_limit, geoip, hot_hours, future_tolerance)
         self._pool = None
 
     def run(self, function, *args):
@@ -397,20 +430,26 @@ class StoreProcess:
             self._pool = None
 
 
-def _open_store(database: str, wal_limit: int, geoip: tuple, hot_hours: int) -> None:
+def _open_store(database: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     models.database.open_database(database, wal_limit)
     # A spawned process starts with none of its parent's settings: the records it validates
     # get their geography from the operator's files here (see schemas.geoip), and what it
-    # stores is frozen past the operator's hot horizon.
+    # stores is frozen past the operator's hot horizon; records further in the future than the
+    # operator's tolerance are refused.
     schemas.geoip.configure(*geoip)
     models.freezing.configure({"ANALYTICS_HOT_HOURS": hot_hours})
+    schemas.record_times.configure({"ANALYTICS_FUTURE_TOLERANCE_SECONDS": future_tolerance})
 
 
-def _validate_and_store(batch: list[dict]) -> collections.Counter:
-    """Store the records of `batch` (wire records) the validator accepts; the rejections."""
-    records, _, rejected = validate(batch, now_ms())
+def _validate_and_store(batch: list[dict], source: str = "", rejects: str | None = None) -> collections.Counter:
+    """Store the records of `batch` (wire records) the validator accepts; the rejections (set
+    aside in the bad-record file `rejects`)."""
+    refused = []
+    records, _, rejected = validate(batch, now_ms(), refused)
+    if refused and rejects is not None:
+        set_aside(rejects, source, refused)
     if records:
         with models.database.connection():
             models.ingestion.store_records(records)
@@ -422,13 +461,35 @@ def _report_losses(run: str, endpoint: str, totals: dict) -> None:
         models.losses.report(run, endpoint, totals, now_ms())
 
 
-def make_sink(url: str | None, key: str | None, spool: str | None, default_spool: str):
-    """The local store, or with `url` the remote service through the spool."""
+def make_sink(url: str | None, key: str | None, spool: str | None, default_spool: str, rejects: str):
+    """The local store (refused records set aside in the folder `rejects`), or with `url` the
+    remote service through the spool (refused records set aside in each source's spool folder)."""
     if not url:
-        return LocalSink()
+        return LocalSink(rejects)
     if not key:
         raise FeedError("--url needs --key: an API key with the ingest scope on that service")
     return RemoteSink(url, key, spool or default_spool)
+
+
+def _refused_record(status, detail: str, size: int) -> int | None:
+    """The index of the one record a 400 refused (the service's INVALID_RECORD), or None."""
+    if status != 400:
+        return None
+    message, code = _message(detail), None
+    with contextlib.suppress(ValueError, TypeError, KeyError, AttributeError):
+        code = json.loads(detail)["error"]["code"]
+    match = _RECORD_INDEX.match(message)
+    if code != INVALID_RECORD or match is None or int(match.group(1)) >= size:
+        return None
+    return int(match.group(1))
+
+
+def _message(detail: str) -> str:
+    """The message of an ErrorResponse body (the body itself when it is not one)."""
+    try:
+        return str(json.loads(detail)["error"]["message"])
+    except (ValueError, TypeError, KeyError):
+        return detail
 
 
 def _batch_files(folder: str) -> list[str]:

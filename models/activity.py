@@ -7,7 +7,7 @@ from catalogue import CLIENT, ENDPOINT, READ_FIELDS, TERM
 
 from . import thawing
 from .blocks import COLUMNS
-from .database import query
+from .database import query, snapshot
 from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql
 from .names import value_texts
@@ -38,6 +38,7 @@ _DERIVED = [COLUMNS.index(field.derived_from) for field in READ_FIELDS if field.
 assert all(field.derived_from for field in READ_FIELDS[len(READ_FIELDS) - len(_DERIVED) :]), "derived fields last"
 
 
+@snapshot()
 def page_records(filters: Filters, page: int, page_size: int, descending: bool = True) -> list[RecordRow]:
     """One page of the log, ordered by (ts, id), newest first unless ascending.
 
@@ -74,71 +75,116 @@ def _seek(filters: Filters, window: tuple, descending: bool, offset: int) -> tup
 
 def iter_raw_batches(filters: Filters, descending: bool = True, batch_size: int = 5000):
     """Every matching record as raw rows (fields as in ROW_FIELDS; names and strings as their
-    ids, see value_texts), a list per batch. Each batch is one short keyset query, so memory
-    stays flat and no read transaction holds back WAL checkpoints. Frozen records are unpacked
-    a run of hours at a time, once, as the walk reaches them (models/thawing.py)."""
-    resolved = Resolved(filters)
-    start, end = filters.start_ms, filters.end_ms
-    # Short runs: with runs of 10,000-50,000 records held as tuples, the worker's memory grew
-    # through the frozen part of a 10M-record export (bench/run.py).
-    runs = thawing.runs(resolved.endpoint_ids(), start, end, descending, resolved.hint(), EXPORT_RECORDS)
-    # Stretches of the window in walking order: each read from the rows, and from the run of
-    # frozen hours it covers (None: rows alone, before the first run and after the last).
-    stretches, bound = [], end if descending else start
-    for run in runs:
+    ids, see value_texts), a list per batch, memory flat. The window is walked in steps, each
+    in a snapshot of its own (models.database.snapshot) and read whole before it is handed on:
+    no snapshot is held while the client reads, so none keeps the write-ahead log from being
+    restarted for long. A step reads the records past the last one handed on by (ts, id),
+    which freezing keeps: a record frozen, melted or counted between two steps is read once,
+    and a record is left out only if a deletion or an expiry removed it before its step read
+    it (see docs/record-store.md). Frozen records are unpacked a run of hours at a time as the
+    walk reaches them (models/thawing.py)."""
+    after, left = None, []
+    while True:
+        with snapshot():
+            rows, after = _export_step(Resolved(filters), descending, after, batch_size)
+        left += rows
+        while len(left) >= batch_size:
+            yield left[:batch_size]
+            left = left[batch_size:]
+        if after is None:
+            yield left
+            return
+
+
+# Past every id, and before every id: the cursor of a step that read whole milliseconds.
+_ID_BEYOND, _ID_BEFORE = 2**63 - 1, 0
+
+
+def _export_step(resolved: Resolved, descending: bool, after, batch_size: int) -> tuple[list, tuple | None]:
+    """(rows, cursor) of the records past `after` (ts, id) in walking order: rows up to
+    `batch_size` as far as the first run of frozen hours, or with it the first span of that run
+    (about EXPORT_RECORDS records, with the rows of its time); the cursor is the (ts, id) the
+    next step goes on after, None once the window is done."""
+    start, end = resolved.filters.start_ms, resolved.filters.end_ms
+    if after is not None:  # the walk goes on from the cursor's ms (the seek leaves out the rest)
+        ts, ident = after
         if descending:
-            first = thawing.run_start_ms(run)
-            if bound is None or first <= bound:
-                stretches.append((None, (thawing.run_end_ms(run) + 1, bound)))
-                stretches.append((run, (first, thawing.run_end_ms(run))))
-                bound = first - 1
+            end = ts - 1 if ident == _ID_BEFORE else ts
         else:
-            last = thawing.run_end_ms(run)
-            if bound is None or last >= bound:
-                stretches.append((None, (bound, thawing.run_start_ms(run) - 1)))
-                stretches.append((run, (thawing.run_start_ms(run), last)))
-                bound = last + 1
-    stretches.append((None, (start, bound) if descending else (bound, end)))
-    left = None  # the rows of the last batch not yet yielded: batches stay full across stretches
-    for run, (low, high) in stretches:
-        low = low if start is None or (low is not None and low >= start) else start
-        high = high if end is None or (high is not None and high <= end) else end
-        if low is not None and high is not None and low > high:
-            continue
-        if run is None:
-            found = _walk(resolved, (low, high), descending, batch_size)
-        else:
-            found = _thawed_stretch(resolved, run, (low, high), descending, batch_size)
-        for rows in found:
-            left = rows if left is None else left + rows
-            if len(left) >= batch_size:
-                yield left[:batch_size]
-                left = left[batch_size:]
-    yield left or []
+            start = ts + 1 if ident == _ID_BEYOND else ts
+    if start is not None and end is not None and start > end:
+        return [], None
+    runs = thawing.runs(resolved.endpoint_ids(), start, end, descending, resolved.hint(), EXPORT_RECORDS, count=1)
+    if not runs:
+        rows = _rows_past(resolved, (start, end), descending, after, batch_size)
+        return rows, (rows[-1][_TS], rows[-1][0]) if len(rows) == batch_size else None
+    run = runs[0]
+    first, last = thawing.run_start_ms(run), thawing.run_end_ms(run)
+    near = (max(last + 1, start) if start is not None else last + 1, end) if descending else (start, first - 1)
+    rows = []
+    if near[0] is None or near[1] is None or near[0] <= near[1]:
+        # The rows the walk reaches before the run: of hours not frozen, or late.
+        rows = _rows_past(resolved, near, descending, after, batch_size)
+        if len(rows) == batch_size:
+            return rows, (rows[-1][_TS], rows[-1][0])
+    window = (first if start is None else max(first, start), last if end is None else min(last, end))
+    found, cursor = _thawed_span(resolved, run, window, descending, after, batch_size)
+    return rows + found, cursor
 
 
-def _thawed_stretch(resolved: Resolved, run: tuple, window: tuple, descending: bool, batch_size: int):
-    """The records of the window, whose hours are those of `run`: its frozen ones unpacked, with
-    the rows of those hours, in time order (a run holds at most ~50,000 records)."""
+def _rows_past(resolved: Resolved, window: tuple, descending: bool, after, limit: int) -> list:
+    """Up to `limit` rows of the record table in the window past `after` (ts, id), in walking
+    order. The window ends (starts) at the cursor's ms, rather than the seek adding a second
+    bound: given two, SQLite bounded the index scan by the window's and walked again past every
+    row already exported, 35 ms a batch at 1M records."""
+    condition, params = resolved.where(*window)
+    return _fetch_from("record r", condition, params, descending, after, limit, 0)
+
+
+def _thawed_span(resolved: Resolved, run: tuple, window: tuple, descending: bool, after, limit: int):
+    """(records, cursor) of the first span of the run's hours in walking order past `after`:
+    its frozen records unpacked, with the rows of its time, in walking order; the cursor the
+    next step goes on after (past the span, or past the last record when cut at `limit`)."""
+    low, high = window
+    past = _past(after, descending)
     if resolved.endpoints_alone():
         # The run's blocks are those of the endpoints allowed: only the window is left to test,
         # here, and a sort merges them with the rows of those hours (late, or melted). Staging
         # them in a table to run the statement there cost more than the rest of the export.
         # Spans of EXPORT_RECORDS at most: an hour of a busy store is tens of thousands.
-        for first, last, frozen in thawing.pieces(run, EXPORT_RECORDS, *window, descending):
-            condition, params = resolved.where(first, last)  # the span's rows
-            rows = _as_selected(frozen) + query(f"{_SELECT} WHERE {condition}", params).fetchall()
-            rows.sort(key=_ORDER, reverse=descending)
-            for start in range(0, len(rows), batch_size):
-                yield rows[start : start + batch_size]
-        return
-    condition, params = resolved.where(*window)
+        spans = thawing.pieces(run, EXPORT_RECORDS, low, high, descending)
+        first, last, frozen = next(spans)
+        spans.close()
+        condition, params = resolved.where(first, last)
+        seek, seek_params = _seek_sql(after, descending)
+        rows = [row for row in _as_selected(frozen) if past(row)]
+        rows += query(f"{_SELECT} WHERE {condition}{seek}", params + seek_params).fetchall()
+        rows.sort(key=_ORDER, reverse=descending)
+        return rows, (first, _ID_BEFORE) if descending else (last, _ID_BEYOND)
     thawing.stage(run)
-    select = _SELECT.replace(" FROM record r", f" FROM {thawing.WITH_STAGED} r")
-    order = "DESC" if descending else "ASC"
-    cursor = query(f"{select} WHERE {condition} ORDER BY r.ts {order}, r.id {order}", params)
-    while rows := cursor.fetchmany(batch_size):
-        yield rows
+    condition, params = resolved.where(low, high)
+    rows = _fetch_from(f"{thawing.WITH_STAGED} r", condition, params, descending, after, limit, 0)
+    if len(rows) == limit:
+        return rows, (rows[-1][_TS], rows[-1][0])
+    return rows, (low, _ID_BEFORE) if descending else (high, _ID_BEYOND)
+
+
+def _past(after, descending: bool):
+    """Whether a row (in _SELECT's shape) comes after the cursor `after` in walking order."""
+    if after is None:
+        return lambda row: True
+    if descending:
+        return lambda row: _ORDER(row) < after
+    return lambda row: _ORDER(row) > after
+
+
+def _seek_sql(after, descending: bool) -> tuple[str, list]:
+    """SQL (` AND ...`) leaving out the rows up to `after` (ts, id), in a window ending (starting)
+    at its ms: (ts, id) strictly beyond it in walking order."""
+    if after is None:
+        return "", []
+    op = "<" if descending else ">"
+    return f" AND (r.ts {op} ? OR r.id {op} ?)", list(after)
 
 
 def _as_selected(records: list[tuple]) -> list[tuple]:
@@ -154,23 +200,7 @@ def _as_selected(records: list[tuple]) -> list[tuple]:
     return [stored + more for stored, more in zip(map(_STORED, records), zip(*derived, strict=True), strict=True)]
 
 
-def _walk(resolved: Resolved, window: tuple, descending: bool, batch_size: int):
-    """The rows of the record table in the window, in keyset batches."""
-    condition, params = resolved.where(*window)
-    after = None
-    while True:
-        rows = _fetch_from("record r", condition, params, descending, after, batch_size, 0)
-        if rows:
-            yield rows
-        if len(rows) < batch_size:
-            return
-        after = (rows[-1][_TS], rows[-1][0])
-        # The next batch's window ends (starts) at the last row's time, rather than the seek
-        # adding a second bound: given two, SQLite bounded the index scan by the window's and
-        # walked again past every row already exported, 35 ms a batch at 1M records.
-        condition, params = resolved.where(window[0], after[0]) if descending else resolved.where(after[0], window[1])
-
-
+@snapshot()
 def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 20_000) -> tuple[list[RecordRow], int]:
     """Matching records among the ids (last_id, last_id + scan], oldest id first, and the id
     the next call starts after: the last id examined, matching or not, so a stream whose filter
@@ -248,13 +278,7 @@ def _fetch(resolved: Resolved, window: tuple, descending: bool, after, limit: in
 def _fetch_from(source: str, condition, params, descending, after, limit, offset):
     select = _SELECT.replace(" FROM record r", f" FROM {source}")
     order = "DESC" if descending else "ASC"
-    seek, seek_params = "", []
-    if after is not None:
-        ts, ident = after
-        # (ts, id) strictly beyond the previous row; the condition's window already ends there.
-        op = "<" if descending else ">"
-        seek = f" AND (r.ts {op} ? OR r.id {op} ?)"
-        seek_params = [ts, ident]
+    seek, seek_params = _seek_sql(after, descending)
     ordering = f"ORDER BY r.ts {order}, r.id {order}"
     if not offset:
         sql = f"{select} WHERE {condition}{seek} {ordering} LIMIT ?"

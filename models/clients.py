@@ -3,7 +3,7 @@
 from collections import namedtuple
 
 from . import freezing, privacy, rollups, unused_terms
-from .database import db, query, write_transaction
+from .database import db, query, snapshot, write_transaction
 from .deletion import client_selection, delete_records, delete_to_anonymous
 from .tables import CLIENT_META_FIELDS
 from .utils import chunks, placeholders
@@ -14,6 +14,7 @@ _ENTRY_COLUMNS = "e.name, c.client_id, c.alias, " + ", ".join(f"c.{f}" for f in 
 ClientRow = namedtuple("ClientRow", ["endpoint", "client_id", "alias", *CLIENT_META_FIELDS, "unlogged", "last_ts"])
 
 
+@snapshot()
 def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=None) -> tuple[dict, list]:
     """The selected client entries, and the last activity of their endpoints:
     ({endpoint name: ms or None}, [ClientRow]), ordered by endpoint name then client id.
@@ -100,15 +101,28 @@ def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, 
         return get_client(endpoint, client_id), deleted
 
 
-def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_limit=None) -> list[tuple[str, str]]:
+def purge_records(endpoints, client_ids, end_ms: int, endpoint_limit, batch_size: int, after_batch=None) -> int:
+    """The bulk of a client deletion, outside a transaction: the selected clients' records up to
+    `end_ms`, in write transactions of at most `batch_size` records each (delete_records, with
+    `after_batch(deleted so far)` in each), so that the batches being stored get their turn
+    between them (one transaction of 400,000 records held ingest for 7 s). Each leaves records,
+    rollups and lost marks consistent: a deletion cut short is finished by the next. How many
+    records went. delete_clients ends the deletion."""
+    return delete_records(
+        endpoints, client_ids, end_ms, batch_size=batch_size, endpoint_limit=endpoint_limit, after_batch=after_batch
+    )
+
+
+def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_limit=None) -> tuple[list, int]:
     """Purge the selected clients' records up to `end_ms` and delete the entries left without
-    records, in one transaction. Returns the deleted (endpoint, client_id), sorted.
+    records, in one transaction: (the deleted (endpoint, client_id), sorted; how many records
+    went). After purge_records, what is left is what was stored meanwhile.
 
     An entry that still has a record (newer than end_ms) shows the client came back: it stays.
     """
     selection, params = client_selection(endpoints, client_ids, endpoint_limit)
     with write_transaction():
-        delete_records(endpoints, client_ids, end_ms, endpoint_limit=endpoint_limit)
+        deleted = delete_records(endpoints, client_ids, end_ms, endpoint_limit=endpoint_limit)
         gone = query(
             "SELECT c.id, e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint"
             f" WHERE c.id IN ({selection})"
@@ -119,4 +133,4 @@ def delete_clients(endpoints=None, client_ids=None, end_ms: int = 0, endpoint_li
             # Counts past the records' horizon that still name the entry go with it.
             rollups.forget(None, client_ids=placeholders(len(part)), params=part)
             query(f"DELETE FROM client WHERE id IN ({placeholders(len(part))})", part)
-    return sorted((name, client) for _, name, client in gone)
+    return sorted((name, client) for _, name, client in gone), deleted

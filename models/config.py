@@ -51,9 +51,20 @@ DEFAULTS = {
     "ANALYTICS_COUNT_BEHIND": 50_000,
     # Hours of records kept as rows before they are packed into blocks (models/freezing.py).
     "ANALYTICS_HOT_HOURS": 48,
+    # Seconds a record's timestamp may be past its receipt (hosts' clocks differ); a record
+    # further in the future is refused (schemas/record_times.py).
+    "ANALYTICS_FUTURE_TOLERANCE_SECONDS": 300,
+    # Seconds between the counting process's looks for records past the hot horizon to freeze
+    # (models/freezing.py), records arriving or not.
+    "ANALYTICS_FREEZE_INTERVAL": 10,
+    # Records a deletion through the API (DELETE /v2/activity-log, DELETE /v2/client) removes a
+    # write transaction: batches being stored wait for one of them at most.
+    "ANALYTICS_DELETE_BATCH": 10_000,
 }
 _INTEGERS = (
     "ANALYTICS_HOT_HOURS",
+    "ANALYTICS_FREEZE_INTERVAL",
+    "ANALYTICS_DELETE_BATCH",
     "ANALYTICS_RETENTION_DAYS",
     "ANALYTICS_STATISTICS_RETENTION_DAYS",
     "ANALYTICS_RETENTION_INTERVAL",
@@ -72,6 +83,7 @@ _INTEGERS = (
     "ANALYTICS_ACCESS_LOG_RETENTION_DAYS",
     "ANALYTICS_OUTPUT_BACKLOG",
     "ANALYTICS_OUTPUT_LEASE_SECONDS",
+    "ANALYTICS_FUTURE_TOLERANCE_SECONDS",
 )
 _BOOLEANS = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
@@ -90,9 +102,12 @@ def read(instance_path: str = INSTANCE_PATH, overrides: dict | None = None) -> d
             settings[name] = int(settings[name])
         except (TypeError, ValueError):
             raise RuntimeError(f"{name} must be an integer, got {settings[name]!r}") from None
-    lease = settings["ANALYTICS_OUTPUT_LEASE_SECONDS"]
-    if lease < 1:
-        raise RuntimeError(f"ANALYTICS_OUTPUT_LEASE_SECONDS must be at least 1, got {lease}")
+    for name in ("ANALYTICS_OUTPUT_LEASE_SECONDS", "ANALYTICS_FREEZE_INTERVAL", "ANALYTICS_DELETE_BATCH"):
+        if settings[name] < 1:
+            raise RuntimeError(f"{name} must be at least 1, got {settings[name]}")
+    tolerance = settings["ANALYTICS_FUTURE_TOLERANCE_SECONDS"]
+    if tolerance < 0:
+        raise RuntimeError(f"ANALYTICS_FUTURE_TOLERANCE_SECONDS must be 0 or more, got {tolerance}")
     flag = settings["ANALYTICS_ACCESS_LOG"]
     if not isinstance(flag, bool):
         if str(flag).strip().lower() not in _BOOLEANS:

@@ -205,10 +205,60 @@ def _run(statements: list[tuple[str, list]]):
         query_many(statement, parameters)
 
 
+# Statements (functions of the dialect) that make the temporary tables reads fill: made before
+# a read's snapshot begins (see temp_table).
+_READ_TABLES: list = []
+
+
+def read_table(statement) -> None:
+    """Register `statement(dialect)`, a CREATE TEMP TABLE IF NOT EXISTS that reads fill (at import
+    time, by the module owning the table): made ready before every read's snapshot."""
+    _READ_TABLES.append(statement)
+
+
+def temp_table(statement: str) -> None:
+    """Make a temporary table (`statement`: CREATE TEMP TABLE IF NOT EXISTS ...) unless it is one
+    read_table made ready for the snapshot the connection is in (a read-only transaction on
+    PostgreSQL may fill a temporary table but not make one)."""
+    if db.obj.dialect.read_makes_tables or not in_snapshot():
+        query(statement)
+
+
+class _Snapshot:
+    """The marker of a read snapshot among peewee's transactions of the thread."""
+
+
+def in_snapshot() -> bool:
+    return any(isinstance(t, _Snapshot) for t in db._state.transactions)
+
+
+@contextmanager
+def snapshot():
+    """Every statement of the block sees the store as of one instant, whatever freezing,
+    counting, deletion and privacy rewrites commit meanwhile: a read transaction (see
+    models.dialect.begin_read; a write in it fails). Nests, and inside a write transaction the
+    block is already one. Hold it for a bounded read only: on SQLite a snapshot held keeps the
+    write-ahead log from being restarted (see SQLite.after_write); a long read (an export, a
+    stream) takes one per short step. Also a decorator."""
+    if db.in_transaction():
+        yield
+        return
+    dialect = db.obj.dialect
+    dialect.ready_read_tables(db.connection(), _READ_TABLES, query)
+    with dialect.begin_read(db):
+        db.push_transaction(_Snapshot())
+        try:
+            yield
+        finally:
+            db.pop_transaction()
+
+
 @contextmanager
 def write_transaction():
     """A transaction that holds the database's write lock from its start, so that writers take
     turns and what a writer reads stays true until it commits (see models.dialect)."""
+    if in_snapshot():
+        raise RuntimeError("a write inside a read's snapshot")
     dialect = db.obj.dialect
     with dialect.begin_write(db) as transaction:
         dialect.lock_writes(query)

@@ -63,7 +63,7 @@ def delete_records(
         if not expire:
             _forget(endpoints, client_ids, end_ms, endpoint_limit)
         return deleted
-    deleted = _delete_frozen(*frozen, dims, batched=True, after_batch=after_batch)
+    deleted = _delete_frozen(*frozen, dims, batched=True, after_batch=after_batch, limit=batch_size)
     while True:
         with write_transaction():
             count = _delete(
@@ -124,50 +124,69 @@ _CLIENT = COLUMNS.index("client")
 FROZEN_BATCH = 200
 
 
-def _delete_frozen(selection, params: list, end_ms, dims, batched=False, after_batch=None) -> int:
+def _delete_frozen(selection, params: list, end_ms, dims, batched=False, after_batch=None, limit=None) -> int:
     """The frozen part of a deletion of the records of the client entries `selection` (SQL of
     their ids; None: everyone's) up to `end_ms`: the blocks that may hold some are unpacked a
     batch at a time, the records chosen counted down as rows are (lost marks, rollups `dims`),
     and each block packed again without them, or gone when nothing is left. (Melting them into
     rows first cost the endpoint's every frozen record: 7 s to delete a client at 1M.) How
-    many records. `batched`: each batch a transaction of its own, after_batch(deleted) in it."""
+    many records. `batched`: each batch a transaction of its own, after_batch(deleted) in it, of
+    `limit` records at most (a block holds up to 20,000 of one client's)."""
     endpoint_ids, entries = None, None
     if selection is not None:
         found = query(f"SELECT id, endpoint FROM client WHERE id IN ({selection})", params).fetchall()
         if not found:
             return 0
         entries, endpoint_ids = [row[0] for row in found], sorted({row[1] for row in found})
-    ids = freezing.holding(endpoint_ids, end_ms, entries)
     chosen = " AND ".join(
         ([f"client IN ({selection})"] if selection is not None else []) + (["ts <= ?"] if end_ms is not None else [])
     )
     chosen_params = list(params) + ([end_ms] if end_ms is not None else [])
     deleted = 0
-    for start in range(0, max(len(ids), 1), FROZEN_BATCH):
-        with write_transaction() if batched else nullcontext():
-            part = ids[start : start + FROZEN_BATCH]
-            if part:
-                only = {} if entries is None else {_CLIENT: set(entries)}  # the others' records stay packed
-                thawing.stage((None, None, ("ids", tuple(part)), only))
-                if chosen:
-                    query(f"DELETE FROM {thawing.STAGING} WHERE NOT ({chosen})", chosen_params)
-                marks = query(f"SELECT endpoint, MAX(ts) FROM {thawing.STAGING} GROUP BY endpoint").fetchall()
-                if marks:
-                    raise_lost_marks(dict(marks))
-                    rollups.apply("1 = 1", [], -1, dims, table=thawing.STAGING)
-                    gone = {row[0] for row in query(f"SELECT id FROM {thawing.STAGING}")}
-                    freezing.rewrite(part, gone)
-                    deleted += len(gone)
-                    if after_batch is not None:
+    while True:
+        ids, cut = freezing.holding(endpoint_ids, end_ms, entries), False
+        for start in range(0, max(len(ids), 1), FROZEN_BATCH):
+            with write_transaction() if batched else nullcontext():
+                part = ids[start : start + FROZEN_BATCH]
+                if part:
+                    taken, cut = _take_frozen(part, entries, (chosen, chosen_params), dims, limit)
+                    deleted += taken
+                    if taken and after_batch is not None:
                         after_batch(deleted)
-            if start + FROZEN_BATCH >= len(ids):  # the last batch: none of theirs up to end_ms is frozen now
-                scope = f" AND id IN ({selection})" if selection is not None else ""
-                bound = " AND last_frozen <= ?" if end_ms is not None else ""
-                query(
-                    f"UPDATE client SET last_frozen = NULL WHERE last_frozen IS NOT NULL{scope}{bound}",
-                    list(params) + ([end_ms] if end_ms is not None else []),
-                )
-    return deleted
+                if not cut and start + FROZEN_BATCH >= len(ids):  # none of theirs up to end_ms is frozen now
+                    scope = f" AND id IN ({selection})" if selection is not None else ""
+                    bound = " AND last_frozen <= ?" if end_ms is not None else ""
+                    query(
+                        f"UPDATE client SET last_frozen = NULL WHERE last_frozen IS NOT NULL{scope}{bound}",
+                        list(params) + ([end_ms] if end_ms is not None else []),
+                    )
+            if cut:
+                break  # the blocks packed again have ids of their own: picked again
+        if not cut:
+            return deleted
+
+
+def _take_frozen(part: list, entries, chosen: tuple[str, list], dims, limit) -> tuple[int, bool]:
+    """Take the records `chosen` (SQL on records, and its params) out of the blocks `part`, the
+    `limit` lowest ids at most (None: all): (how many, whether some were left for later)."""
+    only = {} if entries is None else {_CLIENT: set(entries)}  # the others' records stay packed
+    thawing.stage((None, None, ("ids", tuple(part)), only))
+    if chosen[0]:
+        query(f"DELETE FROM {thawing.STAGING} WHERE NOT ({chosen[0]})", chosen[1])
+    cut = False
+    if limit is not None:
+        over = query(f"SELECT id FROM {thawing.STAGING} ORDER BY id LIMIT 1 OFFSET ?", [limit]).fetchone()
+        if over is not None:
+            query(f"DELETE FROM {thawing.STAGING} WHERE id >= ?", [over[0]])
+            cut = True
+    marks = query(f"SELECT endpoint, MAX(ts) FROM {thawing.STAGING} GROUP BY endpoint").fetchall()
+    if not marks:
+        return 0, cut
+    raise_lost_marks(dict(marks))
+    rollups.apply("1 = 1", [], -1, dims, table=thawing.STAGING)
+    gone = {row[0] for row in query(f"SELECT id FROM {thawing.STAGING}")}
+    freezing.rewrite(part, gone)
+    return len(gone), cut
 
 
 def _delete(victims: str, params: list, dims) -> int:
@@ -195,3 +214,30 @@ def raise_lost_marks(marks: dict[int, int]):
             "UPDATE endpoint SET lost_mark = ? WHERE id = ? AND (lost_mark IS NULL OR lost_mark < ?)",
             (newest, endpoint_id, newest),
         )
+
+
+def future_records(after_ms: int) -> list[tuple[str, int, int, int]]:
+    """(endpoint name, records, oldest, newest timestamp) of the records stamped after
+    `after_ms`, by endpoint."""
+    return query(
+        "SELECT e.name, COUNT(*), MIN(r.ts), MAX(r.ts) FROM record r JOIN endpoint e ON e.id = r.endpoint"
+        " WHERE r.ts > ? GROUP BY e.name ORDER BY e.name",
+        [after_ms],
+    ).fetchall()
+
+
+def delete_future(after_ms: int) -> int:
+    """Delete the records stamped after `after_ms` (stored before the future tolerance was
+    lowered) as every deletion does (rollups counted down); how many. Call inside a write
+    transaction. Their time is no one's activity: their endpoints' lost marks are not raised
+    to it, and a mark already past it (such a record deleted before) is cleared, so last
+    activity reads from the records again. (Such records are never frozen: they are never
+    past the hot horizon.)"""
+    touched = "SELECT DISTINCT endpoint FROM record WHERE ts > ?"
+    kept = query(f"SELECT id, lost_mark FROM endpoint WHERE id IN ({touched})", [after_ms]).fetchall()
+    deleted = _delete("SELECT id FROM record WHERE ts > ?", [after_ms], rollups.DIMS)
+    query("UPDATE endpoint SET lost_mark = NULL WHERE lost_mark > ?", [after_ms])
+    for endpoint_id, mark in kept:
+        if mark is not None and mark <= after_ms:
+            query("UPDATE endpoint SET lost_mark = ? WHERE id = ?", [mark, endpoint_id])
+    return deleted

@@ -10,6 +10,7 @@ import threading
 import time
 from contextlib import contextmanager, nullcontext
 from itertools import chain
+from weakref import WeakSet
 
 from .utils import placeholders, statement_parts
 from .write_turns import WriteTurns
@@ -97,6 +98,18 @@ class SQLite:
             return
         with self._turns.turn(self._busy_seconds), db.atomic("IMMEDIATE") as transaction:
             yield transaction
+
+    # Whether a read's transaction may make a temporary table (see models.database.temp_table).
+    read_makes_tables = True
+
+    def begin_read(self, db):
+        """A transaction whose statements all see one snapshot (models.database.snapshot). In WAL
+        mode a deferred transaction takes it at its first read and keeps it to its end; writers
+        go on meanwhile (the snapshot keeps the log from being restarted: see after_write)."""
+        return db.transaction()
+
+    def ready_read_tables(self, connection, statements, query):
+        pass  # a read's transaction makes its temporary tables itself
 
     def checkpoint(self, query):
         query("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
@@ -293,6 +306,25 @@ class Postgres(SQLite):
     victim_table = "CREATE TEMP TABLE IF NOT EXISTS victim (id BIGINT PRIMARY KEY)"
     term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id BIGINT PRIMARY KEY)"
     temp_like_record = "CREATE TEMP TABLE IF NOT EXISTS {table} (LIKE record)"
+    read_makes_tables = False
+
+    def __init__(self):
+        super().__init__()
+        self._read_tables_ready = WeakSet()  # the connections that hold them
+
+    def begin_read(self, db):
+        # READ COMMITTED (the default) gives each statement a snapshot of its own; REPEATABLE READ
+        # gives the transaction one, taken at its first statement. READ ONLY: a read can fail
+        # with no serialization error, and one that would write to the store fails at once.
+        # It may fill temporary tables, not make them: ready_read_tables makes them first.
+        return db.transaction(isolation_level="REPEATABLE READ READ ONLY")
+
+    def ready_read_tables(self, connection, statements, query):
+        # Made outside any transaction, a temporary table lasts as long as its connection.
+        if connection not in self._read_tables_ready:
+            for statement in statements:
+                query(statement(self))
+            self._read_tables_ready.add(connection)
 
     def greatest(self, first: str, second: str) -> str:
         return f"GREATEST({first}, {second})"  # NULLs are left out

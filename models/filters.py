@@ -23,14 +23,16 @@ _HINTED_NAMES = 1_000
 def compile_pattern(text: str, *, lines: bool = False):
     """The question pattern `text` as RE2 runs it (linear time in the name, whatever the
     pattern); ValueError, saying why, for a pattern RE2 does not take or that costs too much.
-    `lines`: to search a UTF-8 text of names, one per line (^ and $ at each line's ends, no
-    match across lines), as _pattern_condition does."""
+    `lines`: to search a UTF-8 text of names, one per line, as _matching_terms does: \\A, ^, \\z
+    and $ at each line's ends (see for_lines), and no newline matched (never_nl: a [^x], a \\s,
+    a (?s). would match one, and a greedy match then run on to later lines). _matching_terms
+    still checks a match that runs across lines against the name alone."""
     options = re2.Options()
     options.max_mem = PATTERN_MEMORY
     options.log_errors = False
     options.never_nl = lines
     try:
-        return re2.compile(f"(?m:{text})".encode() if lines else text, options)
+        return re2.compile(for_lines(text).encode() if lines else text, options)
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         if "too large" in reason:
@@ -39,6 +41,62 @@ def compile_pattern(text: str, *, lines: bool = False):
                 f"{PATTERN_MEMORY >> 20} MiB; use fewer or smaller repetitions)"
             ) from None
         raise ValueError(f"not a pattern this service runs (RE2 syntax): {reason}") from None
+
+
+def for_lines(text: str) -> str:
+    """The pattern `text` for a text of names one a line: its anchors of the text's ends (\\A,
+    \\z, and ^ and $, which in a name mean the same whatever the flags, as a name holds no
+    newline: schemas.fields.normalize_domain) anchored at the line's ends instead. Escapes,
+    \\Q...\\E and character classes are read past as they are."""
+    out, i = [], 0
+    while i < len(text):
+        char = text[i]
+        if char == "\\":
+            following = text[i + 1 : i + 2]
+            if following in _ANCHORS:
+                out.append(_ANCHORS[following])
+                end = i + 2
+            elif following == "Q":  # literal up to \E
+                end = text.find("\\E", i + 2)
+                end = len(text) if end < 0 else end + 2
+            elif following in "pPx" and text[i + 2 : i + 3] == "{":  # \p{^Greek}: its ^ negates
+                end = text.find("}", i + 3)
+                end = len(text) if end < 0 else end + 1
+            else:
+                end = i + 2
+            if following not in _ANCHORS:
+                out.append(text[i:end])
+            i = end
+        elif char == "[":
+            end = _class_end(text, i)
+            out.append(text[i:end])
+            i = end
+        else:
+            out.append({"^": _ANCHORS["A"], "$": _ANCHORS["z"]}.get(char, char))
+            i += 1
+    return "".join(out)
+
+
+_ANCHORS = {"A": "(?m:^)", "z": "(?m:$)"}
+
+
+def _class_end(text: str, start: int) -> int:
+    """The index past the character class opening at `start`."""
+    i = start + 1
+    if text[i : i + 1] == "^":
+        i += 1
+    if text[i : i + 1] == "]":  # first, a ] is one of the class
+        i += 1
+    while i < len(text):
+        if text[i] == "\\":
+            i += 2
+        elif text.startswith("[:", i) and (end := text.find(":]", i + 2)) >= 0:
+            i = end + 2
+        elif text[i] == "]":
+            return i + 1
+        else:
+            i += 1
+    return len(text)
 
 
 @dataclass(frozen=True)
@@ -207,12 +265,16 @@ _MATCHED_IDS = 2_000_000
 
 
 def _matching_terms(text: str) -> list[int]:
-    """Ids of the stored strings matching the pattern `text`. They are read in batches, each
-    searched as one text of lines by RE2 (in C: a call per name cost several times more), from
-    one match to the next line."""
+    """Ids of the stored strings matching the pattern `text`, each as a whole (as the live
+    stream matches a record's name). They are read in batches, each searched as one text of
+    lines by RE2 (in C: a call per name cost several times more), from one match to the next
+    line; a match that runs past its line's end (across the newline) is checked against that
+    name alone, which decides. A name with a match of its own is never skipped: the search finds
+    the leftmost match, so one starting at or before it, on its line or an earlier one."""
     cache = db.obj.pattern_matches
     matched, searched = cache.get(text, ((), 0))
     pattern = compile_pattern(text, lines=True)
+    alone = None  # the pattern for one name, compiled once a match runs across lines
     found = list(matched)
     # Answer sets (JSON arrays, most of the strings' bytes) are never a name.
     cursor = query("SELECT id, value FROM term WHERE id > ? AND substr(value, 1, 1) <> '[' ORDER BY id", [searched])
@@ -228,7 +290,13 @@ def _matching_terms(text: str) -> list[int]:
         position = 0
         while (hit := pattern.search(names, position)) is not None:
             line = bisect.bisect_right(starts, hit.start()) - 1
-            found.append(rows[line][0])
+            # (Strings other than names may hold a newline; a record's question never does.)
+            if hit.end() <= starts[line] + len(encoded[line]):
+                found.append(rows[line][0])
+            else:
+                alone = alone or compile_pattern(text)
+                if alone.search(rows[line][1]):
+                    found.append(rows[line][0])
             if line + 1 == len(starts):
                 break
             position = starts[line + 1]

@@ -36,7 +36,8 @@ CLIENT_SHARE = 256
 # Records a call of `freeze` packs at least once it packs (an hour is never split) and at most
 # about: one write transaction, which batches being stored wait for.
 STEP_RECORDS = 5_000
-# Records the counting process freezes every FREEZE_LOOK_SECONDS while records arrive.
+# Records the counting process freezes a look (every ANALYTICS_FREEZE_INTERVAL) while records
+# arrive.
 LOOK_RECORDS = 50_000
 
 _TS = COLUMNS.index("ts")
@@ -86,18 +87,22 @@ def freeze(now_ms: int, budget: int = STEP_RECORDS) -> int:
     return packed
 
 
-def freeze_a_look(arriving) -> int:
+def freeze_a_look(arrived: bool) -> int:
     """Freeze what is past the hot horizon, in write transactions of about STEP_RECORDS, each
-    after the batches waiting to be stored: all of it, or LOOK_RECORDS at most while
-    `arriving()` (freezing as fast as a backfill of old records arrived took a tenth of the
-    ingest's rate); how many. Outside a transaction."""
+    after the batches waiting to be stored, and each followed by counting what they stored
+    meanwhile (so that the counts wait a step at most, and what they count may be frozen in the
+    next): all of it, or LOOK_RECORDS at most while records arrive (`arrived`: some were counted
+    just before; or some are counted between the steps), as freezing as fast as a backfill of
+    old records arrived took a tenth of the ingest's rate; how many. Outside a transaction, in
+    the process that has the turn to count."""
     packed = 0
     while True:
         yield_to_storing()
         with write_transaction():  # short: batches wait for it
             step = freeze(now_ms())
         packed += step
-        if step < STEP_RECORDS or (packed >= LOOK_RECORDS and arriving()):
+        arrived = counting.catch_up_aside() > 0 or arrived
+        if step < STEP_RECORDS or (packed >= LOOK_RECORDS and arrived):
             return packed
 
 

@@ -8,35 +8,40 @@ from catalogue import BOOLEAN, CLIENT, FIELDS_BY_SQL, INTEGER, Field
 
 from . import counting, first_seen, rollups, thawing
 from .blocks import COLUMNS
-from .database import query
+from .database import query, snapshot
 from .domains import TABLE as DOMAINS
 from .filters import Filters, Resolved, column_sql, derived_in, stored_ids
 from .names import BOOLEAN_TEXT, value_texts
 from .utils import placeholders
 
 
+@snapshot()
 def count(filters: Filters) -> int:
     """The number of records the filters select."""
     return sum(_grouped(Resolved(filters)).values())
 
 
+@snapshot()
 def top(filters: Filters, column: str, limit: int, descending: bool = True) -> list[tuple[str, int]]:
     """The `limit` most (or least) frequent values of the record column `column` as
     (text, count), ties by text ascending; "" stands for unknown."""
     return _ranked(Resolved(filters), FIELDS_BY_SQL[column], limit, descending)
 
 
+@snapshot()
 def series(filters: Filters, interval_ms: int) -> dict[int, int]:
     """Record counts per time bucket (the bucket's start, a multiple of interval_ms)."""
     return {start: n for (start, _), n in _grouped(Resolved(filters), interval_ms=interval_ms).items()}
 
 
+@snapshot()
 def stored_series(filters: Filters, interval_ms: int) -> dict[int, int]:
     """Counts per time bucket of the records stored (not those the statistics remember past
     the records' horizon)."""
     return {start: n for (start, _), n in _grouped(Resolved(filters), interval_ms=interval_ms, stored=True).items()}
 
 
+@snapshot()
 def top_series(filters: Filters, interval_ms: int, column: str, limit: int) -> tuple[list[str], dict]:
     """The window's `limit` most frequent values of `column`, and their counts per time bucket:
     (values, {bucket start: {value: count}})."""
@@ -56,6 +61,7 @@ def top_series(filters: Filters, interval_ms: int, column: str, limit: int) -> t
     return values, result
 
 
+@snapshot()
 def trend(filters: Filters, baseline: Filters, column: str, limit: int) -> list[tuple[str, int, int]]:
     """The `limit` most frequent values of `column` in the filters' window, each with its count
     there and in the baseline's window: (value, count, baseline count)."""
@@ -66,6 +72,7 @@ def trend(filters: Filters, baseline: Filters, column: str, limit: int) -> list[
     return [(value, n, before.get(value, 0)) for value, n in found]
 
 
+@snapshot()
 def counts_of(filters: Filters, column: str, values: list[str]) -> dict[str, int]:
     """Record counts of these values (texts) of `column` in the filters' window, read from the
     rollups for the periods they cover (a baseline over days costs rollup rows, not records)."""
@@ -73,6 +80,7 @@ def counts_of(filters: Filters, column: str, values: list[str]) -> dict[str, int
     return _count_by(Resolved(filters), field, _stored_values(field, values))
 
 
+@snapshot()
 def newly_seen(filters: Filters, column: str, limit: int) -> list[tuple[str, int, int]]:
     """The names (question or registrable domain) first seen in the window, newest first, ties
     by name: (name, first seen ms, records in the window matching the filters); see
@@ -322,6 +330,7 @@ def _stored_values(column: Field, values: list[str]) -> list:
     return stored + stored_ids(column, wanted)
 
 
+@snapshot()
 def availability(filters: Filters) -> tuple[int | None, int | None, int]:
     """(oldest timestamp, newest timestamp, record count) of the records the filters allow."""
     resolved = Resolved(filters)
@@ -340,6 +349,7 @@ def availability(filters: Filters) -> tuple[int | None, int | None, int]:
     return oldest, newest, sum(_grouped(resolved, stored=True).values())
 
 
+@snapshot()
 def statistics_start() -> int | None:
     """The start (ms) of the oldest period the statistics still count; None if they count none."""
     return rollups.oldest_statistic()
@@ -357,8 +367,6 @@ def latency(filters: Filters, column: str | None = None, limit: int = 1, descend
     """Response-time summaries of the records that have one: of them all (`column` None: one
     row, value None), or of the `limit` values of `column` with the most (or fewest) of them,
     ties by value. Percentiles need every time of the window: read from the records."""
-    resolved = Resolved(filters)
-    condition, params = resolved.where()
     field = FIELDS_BY_SQL[column] if column else None
     group, join = "NULL", ""
     if field is not None and field.storage == CLIENT:  # one group per client id, whatever its endpoint
@@ -366,11 +374,19 @@ def latency(filters: Filters, column: str | None = None, limit: int = 1, descend
     elif field is not None:
         group = column_sql(field)
     # The frozen records' (group, time) pairs are gathered run by run into a table shaped by
-    # the same SELECT, so that only they, not whole records, are held for the ranking.
+    # the same SELECT, so that only they, not whole records, are held for the ranking. Its shape
+    # follows the group's: made before the snapshot, which may not make one (models.database).
     pairs = f"SELECT {group} AS g, r.response_time_ms AS ms FROM {{source}} r{join} WHERE {{where}}"
-    timed = f"{condition} AND r.response_time_ms IS NOT NULL"
     query(f"DROP TABLE IF EXISTS {_PAIRS}")
     query(f"CREATE TEMP TABLE {_PAIRS} AS {pairs.format(source='record', where='1 = 0')}")
+    with snapshot():
+        return _latency(Resolved(filters), field, limit, descending, pairs)
+
+
+def _latency(resolved: Resolved, field, limit: int, descending: bool, pairs: str) -> list[LatencyRow]:
+    filters = resolved.filters
+    condition, params = resolved.where()
+    timed = f"{condition} AND r.response_time_ms IS NOT NULL"
     frozen = thawing.collect(
         f"{_PAIRS} (g, ms)",
         resolved.endpoint_ids(),

@@ -16,7 +16,7 @@ from operator import itemgetter
 
 from . import blocks
 from .blocks import COLUMNS, HOUR_MS, block_condition
-from .database import db, insert_rows, query
+from .database import db, insert_rows, query, read_table, temp_table
 from .utils import chunks, placeholders
 
 STAGING = "record_staging"
@@ -36,13 +36,20 @@ WITH_STAGED = f"(SELECT {_ALL} FROM record UNION ALL SELECT {_ALL} FROM {STAGING
 
 
 def runs(
-    endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = None, largest: int = CHUNK_RECORDS
+    endpoint_ids,
+    start_ms,
+    end_ms,
+    descending: bool,
+    hint: dict | None = None,
+    largest: int = CHUNK_RECORDS,
+    count: int | None = None,
 ) -> list[tuple]:
     """(first hour, last hour, block ids or None) of each run of the blocks that may hold
     records of `endpoint_ids` (None: every endpoint) in [start_ms, end_ms], newest first if
     `descending`; None: every such block of those hours. Runs grow from FIRST_RECORDS records to
     `largest` (an hour is never split). `hint`: {"client" or "question": ids}, one of which
-    every record wanted holds: blocks whose filters hold none are left out."""
+    every record wanted holds: blocks whose filters hold none are left out. `count`: the first
+    runs only (the blocks past them are not read)."""
     if hint and not all(hint.values()):
         return []  # a value looked for that no record holds
     if hint and "client" in hint:  # a client entry's records are all of its endpoint
@@ -53,25 +60,27 @@ def runs(
         columns = ", ".join(_FILTERS[column] for column in hint)
         found = query(
             f"SELECT hour, n, id, {columns} FROM record_block WHERE {condition} ORDER BY hour {order}", params
-        ).fetchall()
+        )
         wanted = [blocks.Wanted(values) for values in hint.values()]
-        chosen = [
+        chosen = (
             (hour, n, ident)
             for hour, n, ident, *filters in found
             if all(want.may_be_in(f) for f, want in zip(filters, wanted, strict=True))
-        ]
+        )
     else:
         chosen = query(
             f"SELECT hour, SUM(n), NULL FROM record_block WHERE {condition} GROUP BY hour ORDER BY hour {order}",
             params,
-        ).fetchall()
+        )
     made, run, held, size = [], None, 0, min(FIRST_RECORDS, largest)
-    for hour, count, ident in chosen:
-        if run is not None and hour != run[-1] and held + count > size:
+    for hour, n, ident in chosen:
+        if run is not None and hour != run[-1] and held + n > size:
             made.append(_run(run, endpoint_ids, hint))
+            if len(made) == count:
+                return made
             run, held, size = None, 0, min(2 * size, largest)
         run = [ident, hour] if run is None else [*run, ident, hour]
-        held += count
+        held += n
     if run is not None:
         made.append(_run(run, endpoint_ids, hint))
     return made
@@ -235,11 +244,12 @@ def keep(condition: str, params: list) -> None:
 
 COUNTS = "record_counts"
 _COUNTED = f"{COUNTS} (part, b, v, n)"
+_MAKE_COUNTS = f"CREATE TEMP TABLE IF NOT EXISTS {COUNTS} (part INTEGER, b BIGINT, v BIGINT, n BIGINT)"
 
 
 def start_counts() -> None:
     """Empty record_counts, the counts of frozen records a statistic read gathers."""
-    query(f"CREATE TEMP TABLE IF NOT EXISTS {COUNTS} (part INTEGER, b BIGINT, v BIGINT, n BIGINT)")
+    temp_table(_MAKE_COUNTS)
     query(f"DELETE FROM {COUNTS}")
 
 
@@ -345,5 +355,14 @@ def run_end_ms(run: tuple) -> int:
 
 
 def _empty(table: str) -> None:
-    query(db.obj.dialect.temp_like_record.format(table=table))
+    temp_table(db.obj.dialect.temp_like_record.format(table=table))
     query(f"DELETE FROM {table}")
+
+
+def _make(table: str):
+    return lambda dialect: dialect.temp_like_record.format(table=table)
+
+
+for _table in (STAGING, THAWED):
+    read_table(_make(_table))
+read_table(lambda dialect: _MAKE_COUNTS)

@@ -1,5 +1,10 @@
 """Datetime on the wire: read RFC 3339 or epoch milliseconds (and, where an operation takes a
-time, a time relative to the request: `now`, `-24h`), write YYYY-MM-DDTHH:MM:SS.mmmZ."""
+time, a time relative to the request: `now`, `-24h`), write YYYY-MM-DDTHH:MM:SS.mmmZ.
+
+A number below MIN_NUMERIC_MS (1973-03-03 as milliseconds) is refused: it is nearly always epoch
+seconds sent by mistake, which read as milliseconds would be a time in January 1970 (stored,
+then expired at once; a window from 0 silently reads everything). An earlier time is still
+readable, written as RFC 3339."""
 
 import functools
 import re
@@ -10,6 +15,8 @@ from models.clock import request_now_ms
 # Epoch milliseconds of 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z.
 MIN_MS = -62135596800000
 MAX_MS = 253402300799999
+# The smallest number read as epoch milliseconds: 1973-03-03T09:46:40Z.
+MIN_NUMERIC_MS = 100_000_000_000
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MS = timedelta(milliseconds=1)
@@ -25,28 +32,41 @@ _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_80
 _RELATIVE_ENDS = tuple(_UNIT_MS)  # "now" ends in "w" too
 
 
+class DatetimeError(ValueError):
+    """A time that cannot be read: `detail` says what was seen and what to send."""
+
+    def __init__(self, detail: str, shapeless: bool = False):
+        super().__init__(f"Not a valid datetime: {detail}")
+        self.detail = detail
+        # Not a time's shape at all: where a request takes a relative time, one may be meant.
+        self.shapeless = shapeless
+
+
 def parse_time(value) -> int:
     """parse_datetime, or a time relative to the request's start (models.clock): `now`, or a
-    whole number of seconds, minutes, hours, days or weeks before it (`-24h`, `now-7d`)."""
-    if isinstance(value, str) and value[:1] in ("n", "-") and value[-1:] in _RELATIVE_ENDS:
-        match = _RELATIVE.fullmatch(value)
-        if match:
-            count, unit = match.groups()
-            return _checked_ms(request_now_ms() - (int(count) * _UNIT_MS[unit] if unit else 0))
-    return parse_datetime(value)
+    whole number of seconds, minutes, hours, days or weeks before it (`-24h`, `now-7d`). The
+    message of its DatetimeError ends with a period, as request parameters' messages do."""
+    try:
+        if isinstance(value, str) and value[:1] in ("n", "-") and value[-1:] in _RELATIVE_ENDS:
+            match = _RELATIVE.fullmatch(value)
+            if match:
+                count, unit = match.groups()
+                return _checked_ms(request_now_ms() - (int(count) * _UNIT_MS[unit] if unit else 0))
+        return parse_datetime(value)
+    except DatetimeError as exc:
+        relative = ", or now or a time before it such as -24h (s, m, h, d, w)" if exc.shapeless else ""
+        raise DatetimeError(f"{exc.detail}{relative}.") from None
 
 
 def parse_datetime(value) -> int:
     """Epoch milliseconds from an RFC 3339 string, an integer or a string of digits.
 
-    Raises ValueError with a message fit for the user.
+    Raises DatetimeError, whose message is fit for the user (with no closing period).
     """
-    if isinstance(value, bool):
-        raise ValueError("Not a valid datetime.")
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise DatetimeError(_SHAPES, shapeless=True)
     if isinstance(value, int):
-        return _checked_ms(value)
-    if not isinstance(value, str):
-        raise ValueError("Not a valid datetime.")
+        return _numeric_ms(value)
     if len(value) == 24 and value[4] == value[7] == "-" and value[10] == "T" and value[19] == "." and value[23] == "Z":
         # The shape this service writes (and most feeds send): the C parser, ~10x faster.
         try:
@@ -57,13 +77,10 @@ def parse_datetime(value) -> int:
             return _checked_ms((moment - _EPOCH) // _ONE_MS)
     text = value.strip()
     if _EPOCH_MS.fullmatch(text):
-        return _checked_ms(int(text))
+        return _numeric_ms(int(text))
     match = _RFC3339.fullmatch(value)
     if not match:
-        raise ValueError(
-            "Not a valid datetime: use RFC 3339 (e.g. 2024-05-01T12:00:00Z), epoch milliseconds, or (where the "
-            "request takes a time) now or a time before it such as -24h (s, m, h, d, w)."
-        )
+        raise DatetimeError(_SHAPES, shapeless=True)
     year, month, day, hour, minute, second, fraction, zulu, sign, off_h, off_m = match.groups()
     leap_second = second == "60"
     try:
@@ -77,9 +94,9 @@ def parse_datetime(value) -> int:
             tzinfo=UTC,
         )
     except ValueError:
-        raise ValueError(f"Not a valid datetime: {value!r} is not a calendar date and time.") from None
+        raise DatetimeError(f"{value!r} is not a calendar date and time") from None
     if not zulu and (int(off_h) > 23 or int(off_m) > 59):
-        raise ValueError(f"Not a valid datetime: bad UTC offset in {value!r}.")
+        raise DatetimeError(f"bad UTC offset in {value!r}")
     ms = (moment - _EPOCH) // timedelta(milliseconds=1)
     if leap_second:
         ms += 1000
@@ -91,9 +108,28 @@ def parse_datetime(value) -> int:
     return _checked_ms(ms)
 
 
+_SHAPES = "use RFC 3339 (e.g. 2024-05-01T12:00:00Z) or epoch milliseconds"
+
+
+def _numeric_ms(ms: int) -> int:
+    if ms < MIN_NUMERIC_MS:
+        as_date = format_ms(_checked_ms(ms))[:10]
+        if MIN_NUMERIC_MS <= ms * 1000 <= MAX_MS:
+            raise DatetimeError(
+                f"{ms} is {as_date} as epoch milliseconds; it looks like epoch seconds: "
+                f"send milliseconds ({ms * 1000}) or an RFC 3339 date-time"
+            )
+        raise DatetimeError(
+            f"{ms} is {as_date} as epoch milliseconds; a number before 1973-03-03 is taken for a mistake "
+            "(epoch seconds?): send milliseconds, or an earlier time as an RFC 3339 date-time "
+            "(e.g. 1970-01-01T00:00:00Z)"
+        )
+    return _checked_ms(ms)
+
+
 def _checked_ms(ms: int) -> int:
     if not MIN_MS <= ms <= MAX_MS:
-        raise ValueError("Not a valid datetime: outside the years 1 to 9999.")
+        raise DatetimeError("outside the years 1 to 9999")
     return ms
 
 

@@ -17,9 +17,9 @@ import msgspec
 
 from catalogue import BOOLEAN, FIELDS, INTEGER, NUMBER, TERM, TIME
 
-from .datetimes import parse_datetime
 from .fields import TRIGGERS, normalize_domain
 from .geoip import fill as fill_geography
+from .record_times import record_ms
 from .records import (
     ACTIONS,
     GEOGRAPHY,
@@ -141,7 +141,7 @@ def records(decoded: list, received_ms: int) -> list[tuple] | None:
 
 
 def _record(r, received_ms: int) -> tuple[tuple, dict]:
-    ts = received_ms if r.timestamp is None else parse_datetime(r.timestamp)
+    ts = record_ms(r.timestamp, received_ms)
     question = _domain(r.question)
     trigger = r.trigger or None
     if trigger is not None and trigger not in TRIGGERS:

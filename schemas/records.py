@@ -15,7 +15,7 @@ from marshmallow import fields
 
 from catalogue import BOOLEAN, FIELDS, FIELDS_BY_NAME, INTEGER, NUMBER, READ_FIELDS, TERM, TIME
 
-from .datetimes import format_ms, parse_datetime
+from .datetimes import format_ms
 from .fields import (
     IP,
     TRIGGERS,
@@ -30,6 +30,7 @@ from .fields import (
     normalize_ip,
 )
 from .geoip import fill as fill_geography
+from .record_times import record_ms
 
 ACTIONS = {-1: "failed", 0: "blocked", 1: "bypassed", 2: "spoofed", 3: "redirected"}
 MAX_ID_LENGTH = 256
@@ -213,14 +214,10 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
     models.store_records): the values of catalogue.FIELDS, and its client metadata."""
     if not isinstance(raw, dict):
         raise RecordError("record", "must be a JSON object")
-    timestamp = raw.get("timestamp")
-    if timestamp is None:
-        ts = received_ms
-    else:
-        try:
-            ts = parse_datetime(timestamp)
-        except ValueError as exc:
-            raise RecordError("timestamp", str(exc)) from None
+    try:
+        ts = record_ms(raw.get("timestamp"), received_ms)
+    except ValueError as exc:
+        raise RecordError("timestamp", str(exc)) from None
     question = _text(raw, "question", required=True, limit=MAX_TEXT_LENGTH)
     try:
         question = normalize_domain(question)

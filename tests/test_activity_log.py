@@ -324,10 +324,8 @@ def test_delete_everything_needs_all_true(loaded):
     assert log(loaded, "")["queries"] == []
 
 
-def test_large_deletions_run_in_batches_with_the_same_result(loaded, monkeypatch):
-    from app.api import activity_log
-
-    monkeypatch.setattr(activity_log, "DELETE_BATCH", 7)
+def test_large_deletions_run_in_batches_with_the_same_result(loaded):
+    loaded.application.config["ANALYTICS_DELETE_BATCH"] = 7
     lasts = {e: v["lastActivityTime"] for e, v in clients(loaded).items()}
     response = loaded.delete("/v2/activity-log?endpointId=e1&all=true", headers=AUTH)
     assert response.json == {"deletedCount": sum(r["endpointId"] == "e1" for r in DATA)}

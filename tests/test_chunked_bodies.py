@@ -4,6 +4,7 @@ real gunicorn as gunicorn.conf.py runs it: stored whole, or refused whole with a
 import http.client
 import json
 import socket
+import time
 
 import pytest
 
@@ -108,3 +109,38 @@ def test_broken_chunked_framing_is_a_400_and_stores_nothing(server, case):
     assert count(server, "broken") == 0
     logged = server.log_path.read_text()[len(before) :]
     assert "Traceback" not in logged and "Error handling request" not in logged, logged
+
+
+def answers_until_closed(port, request: bytes) -> tuple[bytes, float]:
+    """All the server sends on one connection until it closes it, and how long that took."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        answer = b""
+        while part := sock.recv(65536):
+            answer += part
+    return answer, time.monotonic() - started
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_refused_request_with_a_broken_chunked_body_is_answered_once_and_closed(server, case):
+    """Refused before its body is read (a wrong key), a request's broken body is never read as
+    a next request: one answer, the service's, and the connection closed."""
+    body, _ = BROKEN[case]
+    head = (
+        b"POST /v2/ingest HTTP/1.1\r\nHost: test\r\nAuthorization: wrong\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    answer, took = answers_until_closed(server.port, head + body)
+    assert answer.count(b"HTTP/1.1 ") == 1 and answer.startswith(b"HTTP/1.1 401"), answer[:600]
+    assert b"Connection: close" in answer.partition(b"\r\n\r\n")[0] and took < 5, took
+    assert json.loads(answer.partition(b"\r\n\r\n")[2])["error"]["code"] == 40102
+
+
+def test_a_refused_request_with_a_body_keeps_nothing_of_it_for_later(server):
+    """The body of a refused request is not read to find a next request either: the answer, then
+    the connection closed, with most of a 100 MB body never sent."""
+    head = b"POST /v2/ingest HTTP/1.1\r\nHost: test\r\nAuthorization: wrong\r\nContent-Length: 100000000\r\n\r\n"
+    answer, took = answers_until_closed(server.port, head + b"x" * 65536 + b"GET /v2/client HTTP/1.1\r\n\r\n")
+    assert answer.count(b"HTTP/1.1 ") == 1 and answer.startswith(b"HTTP/1.1 401"), answer[:600]
+    assert b"Connection: close" in answer.partition(b"\r\n\r\n")[0] and took < 5, took

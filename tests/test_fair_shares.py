@@ -2,6 +2,7 @@
 against real gunicorn with few threads, so that a held thread shows."""
 
 import http.client
+import os
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -129,5 +130,89 @@ def test_a_finished_export_has_given_its_share_back_when_its_client_has_read_it(
             statuses.append(get(server, f"/v2/activity-log/csv?{WINDOW}", AUTH)[0])
             statuses.append(get(server, f"/v2/activity-log?{WINDOW}&pageSize=10", AUTH)[0])
         assert statuses == [200] * 200, f"{statuses.count(429)} answers of 200 were 429"
+    finally:
+        server.stop()
+
+
+def worker_use(pid: int) -> tuple[float, int]:
+    """(CPU seconds so far, resident MiB) of a process."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    with open(f"/proc/{pid}/status") as status:
+        rss_kib = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), rss_kib // 1024
+
+
+def answer_of(sock: socket.socket) -> bytes:
+    """Everything the server sends before it closes (or goes quiet for the socket's timeout)."""
+    answer = b""
+    try:
+        while part := sock.recv(65536):
+            answer += part
+    except (TimeoutError, ConnectionResetError):
+        pass
+    return answer
+
+
+def test_a_request_line_that_never_ends_is_refused_and_costs_the_worker_little(tmp_path):
+    """Reached directly, gunicorn bounds a request line (gunicorn.conf.py): each of 8 connections
+    sending 8 MiB of a line that never ends is refused once past the bound, at little cost to
+    the worker, which then serves as before."""
+    server = single_worker(tmp_path, "lines", ANALYTICS_THREADS="4")
+    try:
+        [worker] = server.worker_pids()
+        assert get(server, "/v2/client", AUTH)[0] == 200
+        cpu, rss = worker_use(worker)
+        lines = raw_connections(server, 8, b"GET /v2/activity-log?searchQuestion=")
+        chunk = b"a" * 65536
+        for sock in lines:
+            sock.settimeout(5)
+            try:
+                for _ in range(128):  # 8 MiB
+                    sock.sendall(chunk)
+            except OSError:  # refused and closed while sending: the point
+                pass
+        answers = [answer_of(sock) for sock in lines]
+        for sock in lines:
+            sock.close()
+        assert all(a.startswith((b"HTTP/1.1 431", b"HTTP/1.1 414")) for a in answers), [a[:40] for a in answers]
+        cpu_now, rss_now = worker_use(worker)
+        spent, grown = cpu_now - cpu, rss_now - rss
+        assert spent < 3, f"the lines cost the worker {spent:.1f} s of CPU"
+        assert grown < 64, f"the worker grew by {grown} MiB"
+        assert timed(server, "/v2/client", AUTH) < 2
+    finally:
+        server.stop()
+
+
+def test_the_longest_urls_the_service_reads_pass_gunicorn(tmp_path):
+    """1,000 values (the documented limit) of the longest domain names, ~270 KB of URL."""
+    server = single_worker(tmp_path, "long")
+    try:
+        labels = ".".join(["a" * 63] * 3)
+        names = [f"{labels}.{i:061d}" for i in range(1000)]
+        assert len(names[0]) == 253
+        many = "&".join(f"question%5B%5D={name}" for name in names)
+        status, body = get(server, f"/v2/activity-log?{WINDOW}&{many}", AUTH)
+        assert status == 200, body
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        "".join(f"X-Field-{i}: {i}\r\n" for i in range(101)),  # more fields than 100
+        f"X-Big: {'b' * 8200}\r\n",  # a field over 8190 bytes
+    ],
+    ids=["101 fields", "an 8 KiB field"],
+)
+def test_heads_past_the_header_bounds_are_refused_at_once(tmp_path, headers):
+    server = single_worker(tmp_path, "heads")
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+            sock.sendall(f"GET /v2/client HTTP/1.1\r\nHost: x\r\nAuthorization: {API_KEY}\r\n{headers}\r\n".encode())
+            answer = answer_of(sock)
+        assert answer.startswith(b"HTTP/1.1 431") and answer.count(b"HTTP/1.1 ") == 1, answer[:200]
     finally:
         server.stop()

@@ -8,6 +8,8 @@ import sqlite3
 import pytest
 
 from app import create_app
+from models.clock import now_ms
+from schemas.datetimes import format_ms
 
 from helpers import API_KEY
 from importing import T0, add_row, dns_response, entry, logged, make_ftl_db, questions, write_log
@@ -102,7 +104,7 @@ def test_the_summary_says_how_many_records_retention_will_delete(tmp_path):
         "ANALYTICS_RETENTION_DAYS": 33,
     }
     app = create_app(config)
-    lines = [entry("old.example", 1), {**entry("new.example", 2), "T": "2999-01-01T00:00:00Z"}]
+    lines = [entry("old.example", 1), {**entry("new.example", 2), "T": format_ms(now_ms() - 60_000)}]
     log = write_log(tmp_path / "querylog.json", *lines)
     result = app.test_cli_runner().invoke(args=["import-adguard", log])
     assert "Imported 2 records" in result.output

@@ -4,6 +4,7 @@ gunicorn: TLS, the client's address, realtime streams, the sub-path, the body li
 import collections
 import http.client
 import json
+import socket
 import ssl
 import threading
 import time
@@ -14,7 +15,7 @@ import nginx
 import pytest
 
 from helpers import API_KEY, AUTH, record
-from servers import Gunicorn
+from servers import Gunicorn, free_port
 
 CLIENT_ADDRESS = "127.0.0.5"  # the test's own loopback address; nginx reaches gunicorn from 127.0.0.1
 GUESSER_ADDRESS = "127.0.0.6"  # another client, guessing keys
@@ -275,3 +276,59 @@ def test_slow_senders_hold_nginx_connections_not_server_threads(tmp_path):
         if front is not None:
             front.stop()
         server.stop()
+
+
+def tls_socket(port: int, source: str):
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+    return context.wrap_socket(raw)
+
+
+def api_error(status: int, headers, body: bytes) -> dict:
+    """The error of an ErrorResponse (API.md), whoever made it."""
+    assert headers["Content-Type"].startswith("application/json"), (status, body[:200])
+    answer = json.loads(body)
+    assert answer["success"] is False and set(answer["error"]) == {"message", "code"}
+    assert str(answer["error"]["code"]).startswith(str(status))
+    return answer["error"]
+
+
+def test_too_many_connections_from_one_address_get_the_api_error(proxy):
+    """64 requests from one address whose bodies have not come (nginx waits for them): the next
+    one from that address gets nginx's 503 as the API's error, with a Retry-After."""
+    address = "127.0.0.7"
+    head = f"POST /v2/ingest HTTP/1.1\r\nHost: x\r\nAuthorization: {API_KEY}\r\nContent-Length: 100\r\n\r\n"
+    waiting = []
+    try:
+        for _ in range(64):
+            waiting.append(tls_socket(proxy.https_port, address))
+            waiting[-1].sendall(head.encode())
+        time.sleep(0.5)  # nginx has read every head
+        connection = connect(proxy)
+        connection.source_address = (address, 0)
+        connection.request("GET", "/v2/client", headers=AUTH)
+        response = connection.getresponse()
+        body = response.read()
+        connection.close()
+        assert response.status == 503, body[:200]
+        assert api_error(503, response.headers, body)["code"] == 50303
+        assert response.headers["Retry-After"] == "1"
+    finally:
+        for sock in waiting:
+            sock.close()
+    assert call(proxy, "GET", "/v2/client", headers=AUTH)[0] == 200, "another address is served meanwhile"
+
+
+def test_the_service_down_gets_the_api_error_from_the_proxy():
+    """nginx in front of a port nothing listens on: its 502 is the API's error too."""
+    if nginx.UNAVAILABLE:
+        pytest.skip(nginx.banner())
+    front = nginx.Nginx(free_port())
+    try:
+        status, headers, body = call(front, "GET", "/v2/client", headers=AUTH)
+        assert status == 502, body[:200]
+        assert api_error(502, headers, body)["code"] == 50201
+    finally:
+        front.stop()

@@ -28,9 +28,6 @@ from . import admin_actions, realtime
 
 blp = Blueprint("activity_log", __name__, url_prefix="/v2/activity-log", description="The log of DNS queries.")
 
-# Records deleted per transaction: ingestion waits at most one batch for its turn.
-DELETE_BATCH = 10_000
-
 
 @blp.route("", methods=["GET"])
 @blp.arguments(ActivityLogQuerySchema, location="query")
@@ -69,7 +66,7 @@ def delete_records(query, body):
         endpoints,
         client_ids,
         end_ms,
-        batch_size=DELETE_BATCH,
+        batch_size=current_app.config["ANALYTICS_DELETE_BATCH"],
         endpoint_limit=endpoint_limit(),
         after_batch=lambda so_far: entry({"deletedCount": so_far}),
     )

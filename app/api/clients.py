@@ -1,6 +1,7 @@
 """The Clients group: /v2/client and /v2/client/alias/{endpointId}/{clientId}."""
 
 import marshmallow as ma
+from flask import current_app
 
 import models.clients
 import models.database
@@ -62,16 +63,24 @@ def delete_clients(body):
             ErrorCode.CONFIRMATION_REQUIRED,
             "Deleting every client needs an explicit 'endTime' (or endpointIds/clientIds).",
         )
+    end_ms, limit = body.get("endTime", request_now_ms()), endpoint_limit()
+    entry = admin_actions.BatchedEntry("client.delete", endpoints)
+    purged = models.clients.purge_records(
+        endpoints,
+        client_ids,
+        end_ms,
+        limit,
+        batch_size=current_app.config["ANALYTICS_DELETE_BATCH"],
+        after_batch=lambda so_far: entry({"deletedRecords": so_far}),
+    )
     with models.database.write_transaction():
-        deleted = models.clients.delete_clients(
-            endpoints, client_ids, body.get("endTime", request_now_ms()), endpoint_limit()
-        )
+        deleted, left = models.clients.delete_clients(endpoints, client_ids, end_ms, limit)
         alerts.forget_clients(deleted)
         result = {
             "deletedCount": len(deleted),
             "deletedClients": [{"endpointId": e, "clientId": c} for e, c in deleted],
         }
-        admin_actions.record("client.delete", result, endpoints)
+        entry({**result, "deletedRecords": purged + left})
     return result
 
 

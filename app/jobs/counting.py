@@ -19,8 +19,6 @@ import models.database
 import models.freezing
 
 POLL_SECONDS = 0.05
-# How often records past the hot horizon are looked for (and frozen: models/freezing.py).
-FREEZE_LOOK_SECONDS = 10.0
 # After a failed count (the database gone, a disk full): how long before trying again.
 RETRY_SECONDS = 5.0
 
@@ -71,7 +69,13 @@ class CountingProcess(DirtyApp):
 
 
 def _loop(app):
+    # How often records past the hot horizon are looked for (and frozen: models/freezing.py).
+    interval = app.config["ANALYTICS_FREEZE_INTERVAL"]
     looked = 0.0  # when freezing was last looked for
+
+    def freeze_due() -> bool:
+        return time.monotonic() - looked > interval
+
     while True:
         time.sleep(POLL_SECONDS)
         if _worker is not None and (os.getppid() != _worker.ppid or not _worker.alive):
@@ -81,8 +85,7 @@ def _loop(app):
         try:
             with app.app_context(), models.database.connection():
                 # Records cross the hot horizon as time passes, counted or not lately.
-                freeze = time.monotonic() - looked > FREEZE_LOOK_SECONDS
-                if not models.counting.waiting() and not freeze:
+                if not models.counting.waiting() and not freeze_due():
                     continue
                 # One process counts at a time (several services on one PostgreSQL schema, a
                 # restart's old and new pool): the others' counts would all be thrown away.
@@ -92,9 +95,11 @@ def _loop(app):
                     counted = 0
                     while found := models.counting.catch_up_aside():
                         counted += found
-                    if freeze:  # what the counts let go of, past the hot horizon
+                        if freeze_due():
+                            break  # under steady ingest each catch-up finds more: freezing waited for a pause
+                    if freeze_due():  # what the counts let go of, past the hot horizon
                         looked = time.monotonic()
-                        models.freezing.freeze_a_look(lambda counted=counted: counted or models.counting.waiting())
+                        models.freezing.freeze_a_look(counted > 0)
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)

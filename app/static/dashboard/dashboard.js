@@ -518,7 +518,7 @@
     const id = state.client;
     const scope = withParams(endpointParams(windowParams()), { "clientId[]": id });
     const top = topOf(scope);
-    const oldest = withParams(endpointParams(), { "clientId[]": id, startTime: "0", sortOrder: "asc", pageSize: 1 });
+    const oldest = withParams(endpointParams(), { "clientId[]": id, startTime: "0001-01-01T00:00:00Z", sortOrder: "asc", pageSize: 1 });
     const [entries, first, totals, ...lists] = await Promise.all([
       api("client", withParams(endpointParams(), { "clientId[]": id })),
       api("activity-log", oldest),
