@@ -8,7 +8,7 @@ import socket
 import marshmallow as ma
 from marshmallow import fields
 
-from .datetimes import format_ms, parse_time
+from .datetimes import MAX_MS, MIN_NUMERIC_MS, format_ms, parse_time
 
 TRIGGERS = ("default", "filter", "service", "custom", "grule", "rebind")
 
@@ -18,18 +18,20 @@ NAMED_FIELD_SCHEMAS = {
         "type": "string",
         "format": "date-time",
         "description": "Written as YYYY-MM-DDTHH:MM:SS.mmmZ (UTC). Read as any RFC 3339 "
-        "date-time or as integer epoch milliseconds; in a request's parameters also relative to the "
+        "date-time or as integer epoch milliseconds (from 100000000000, 1973-03-03: a smaller number is "
+        "taken for epoch seconds sent by mistake and refused); in a request's parameters also relative to the "
         "request's start: now, or -90s, -15m, -24h, -7d, -2w (also now-24h).",
         "example": "2024-05-01T12:00:00.000Z",
     },
     "DatetimeInput": {
         "description": "A time a request gives: an RFC 3339 date-time (any offset), integer epoch "
-        "milliseconds (years 1-9999), or relative to the request's start: now, -90s, -15m, -24h, -7d, -2w "
+        "milliseconds (from 100000000000, 1973-03-03, to the year 9999: a smaller number is taken for epoch "
+        "seconds sent by mistake and refused), or relative to the request's start: now, -90s, -15m, -24h, -7d, -2w "
         "(also now-24h).",
         "oneOf": [
             {"type": "string", "format": "date-time"},
             {"type": "string", "pattern": "^(now|now-[0-9]{1,9}[smhdw]|-[0-9]{1,9}[smhdw])$"},
-            {"type": "integer", "format": "int64", "minimum": -62135596800000, "maximum": 253402300799999},
+            {"type": "integer", "format": "int64", "minimum": MIN_NUMERIC_MS, "maximum": MAX_MS},
         ],
         "example": "2024-05-01T12:00:00.000Z",
     },
