@@ -450,7 +450,8 @@ def test_the_store_process_fills_geography_from_the_operators_files(folder, api,
 def test_a_socket_it_cannot_make_is_named_in_the_error(runner, tmp_path):
     not_a_socket = tmp_path / "file"
     not_a_socket.write_text("")
-    cases = [(tmp_path / "missing" / "x.sock", "No such file or directory"), (not_a_socket, "not a socket")]
+    missing = tmp_path / "missing" / "x.sock"
+    cases = [(missing, f"its folder {missing.parent} does not exist"), (not_a_socket, "not a socket")]
     for path, message in cases:
         result = runner.invoke(args=["collect-dnstap", "--socket", str(path)])
         assert result.exit_code == 1, result.output
