@@ -135,15 +135,6 @@ def short_folder(prefix: str):
         shutil.rmtree(path, ignore_errors=True)
 
 
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie waiting for its reaping does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def holding(path) -> list[int]:
     """The processes other than this one with `path` (a SQLite file) or its log open."""
     names = {os.path.realpath(path), os.path.realpath(path) + "-wal"}

@@ -26,7 +26,6 @@ import unbound
 from collecting import (
     FEED,
     Collector,
-    alive,
     api_client,
     holding,
     lost_records,
@@ -45,7 +44,7 @@ from schemas.datetimes import parse_datetime
 
 import helpers
 from helpers import API_KEY, AUTH
-from servers import ROOT, children, free_port
+from servers import ROOT, alive, children, free_port
 
 # What the operator declares a block to look like, and who 127.0.0.2 is.
 BLOCKS = ("--blocked-answer", "0.0.0.0", "--blocked-answer", "::", "--blocked-zone", "ads.test")
