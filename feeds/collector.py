@@ -10,6 +10,8 @@ wait: they would drop them anyway, since no resolver blocks on its dnstap output
 import asyncio
 import collections
 import contextlib
+import errno
+import fcntl
 import itertools
 import os
 import signal
@@ -79,31 +81,32 @@ class Collector:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self._stop.set)
-        servers = []
-        if unix_path:
-            _clear_stale_socket(unix_path)
-            with _naming(unix_path):
-                servers.append(await asyncio.start_unix_server(self._serve, path=unix_path))
-            os.chmod(unix_path, mode)
-            self.log(f"Listening on {unix_path}")
-        if tcp:
-            with _naming(f"{tcp[0]}:{tcp[1]}"):
-                servers.append(await asyncio.start_server(self._serve, host=tcp[0], port=tcp[1]))
-            self.log(f"Listening on {tcp[0]}:{tcp[1]}")
-        deliveries = asyncio.create_task(self._deliver_loop())
-        reports = asyncio.create_task(self._report_loop())
-        await self._stop.wait()
-        for server in servers:
-            server.close()
+        servers, unix = [], None
+        try:
+            if unix_path:
+                unix = OwnSocket(unix_path, mode)
+                servers.append(await asyncio.start_unix_server(self._serve, sock=unix.socket))
+                self.log(f"Listening on {unix_path}")
+            if tcp:
+                with _naming(f"{tcp[0]}:{tcp[1]}"):
+                    servers.append(await asyncio.start_server(self._serve, host=tcp[0], port=tcp[1]))
+                self.log(f"Listening on {tcp[0]}:{tcp[1]}")
+            deliveries = asyncio.create_task(self._deliver_loop())
+            reports = asyncio.create_task(self._report_loop())
+            await self._stop.wait()
+        finally:
+            # The path goes as the listening stops, not after the drain: a collector started
+            # meanwhile (a restart) finds it free, and a resolver's reconnection reaches the new one.
+            if unix is not None:
+                unix.release()
+            for server in servers:
+                server.close()
         await self._drain()
         # Hanging up ends each connection's reading as an end of stream would.
         for writer in self._connections.values():
             writer.close()
         await asyncio.gather(*self._connections, return_exceptions=True)
         self._read_all.set()
-        if unix_path:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(unix_path)
         # A sink that hangs must not hold the stop forever either.
         await asyncio.wait({deliveries}, timeout=STOP_DEADLINE + 5)
         deliveries.cancel()
@@ -286,12 +289,86 @@ def _naming(address: str):
     try:
         yield
     except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise OSError(f"{address} is in use: another collector (or another program) listens on it") from None
         raise OSError(f"{address}: {exc.strerror or exc}") from None
 
 
+class OwnSocket:
+    """A Unix socket this collector made at `path`. It removes the path only while the path is
+    still that socket (the same device and inode as right after the bind): a collector started
+    while this one stops may have put its own there.
+
+    Collectors decide on a path, and bind or remove it, one at a time (a lock on its folder): a
+    live socket is refused, a stale one (left by a collector that died) replaced. What the lock
+    does not cover: a program that is not this collector (or an older version of it) making or
+    removing the path meanwhile, which only the collector's own stop can tell (it then leaves
+    the path alone)."""
+
+    def __init__(self, path: str, mode: int):
+        self.path = path
+        with _folder_lock(path):
+            self.socket = _bind_unix(path)
+            try:
+                os.chmod(path, mode)  # before listen(): no resolver connects before it may
+                self._made = _identity(path)
+            except OSError:
+                self.socket.close()
+                raise
+
+    def release(self) -> None:
+        """Remove the path if it is still this socket."""
+        with contextlib.suppress(OSError), _folder_lock(self.path):  # the folder went: so did the path
+            if _identity(self.path) == self._made:
+                os.unlink(self.path)
+
+
+def _identity(path: str) -> tuple[int, int]:
+    found = os.stat(path)
+    return found.st_dev, found.st_ino
+
+
+@contextlib.contextmanager
+def _folder_lock(path: str):
+    """Held while a collector decides on the socket at `path` and binds or removes it."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except (FileNotFoundError, NotADirectoryError):
+        raise OSError(
+            f"{path}: its folder {folder} does not exist (make it, owned by the collector's user and open to the "
+            "resolver's group; the systemd unit's RuntimeDirectory= makes it)"
+        ) from None
+    except OSError as exc:
+        raise OSError(f"{path}: its folder {folder}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)  # which releases the lock
+
+
+def _bind_unix(path: str) -> socket.socket:
+    """A Unix socket bound to `path`, replacing a stale one there; not listening yet."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            sock.bind(path)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise OSError(f"{path}: {exc.strerror or exc}") from None
+            _clear_stale_socket(path)
+            with _naming(path):
+                sock.bind(path)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
 def _clear_stale_socket(path: str) -> None:
-    """Remove a socket left by a collector that died; refuse to take over a live one or a
-    file that is not a socket."""
+    """Remove a socket left by a collector that died (nothing listens: a connection is refused);
+    refuse to take over a live one or a file that is not a socket."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
@@ -299,9 +376,15 @@ def _clear_stale_socket(path: str) -> None:
     if not stat.S_ISSOCK(mode):
         raise OSError(f"{path} exists and is not a socket")
     with socket.socket(socket.AF_UNIX) as probe:
+        # A live listener whose backlog is full makes a connection wait, not fail.
+        probe.settimeout(2)
         try:
             probe.connect(path)
-        except OSError:
+        except ConnectionRefusedError:
             os.unlink(path)
             return
-    raise OSError(f"{path}: another collector is listening on it")
+        except TimeoutError:
+            pass
+        except OSError as exc:
+            raise OSError(f"{path}: cannot tell whether a collector listens on it ({exc.strerror or exc})") from None
+    raise OSError(f"{path}: another collector is listening on it; this one did not start")

@@ -406,7 +406,8 @@ class StoreProcess:
     interpreter lock, and the reading pauses while a batch is stored: what a resolver sends
     meanwhile waits in its own small buffer, which overflows). The process is started on first
     use and again after it died (the batch it held is then delivered again: nothing of it was
-    committed); it ignores SIGTERM and SIGINT, so a stop is the feed's to carry out."""
+    committed); it ignores SIGTERM, SIGINT and SIGHUP, so a stop is the feed's to carry out, and
+    ends by itself once the feed is gone (see _follow_parent), killed outright too."""
 
     def __init__(self, database: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int):
         self._settings = (database, wal_limit, geoip, hot_hours, future_tolerance)
@@ -416,7 +417,10 @@ class StoreProcess:
         """`function(*args)` in the store's process (a module-level function: it is pickled)."""
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
-                1, mp_context=multiprocessing.get_context("spawn"), initializer=_open_store, initargs=self._settings
+                1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_open_store,
+                initargs=(os.getpid(), *self._settings),
             )
         try:
             return self._pool.submit(function, *args).result()
@@ -430,9 +434,16 @@ class StoreProcess:
             self._pool = None
 
 
-def _open_store(database: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+# Held while the store's process works on a batch: its end (see _follow_parent) waits for it.
+_IN_HAND = threading.Lock()
+PARENT_POLL_SECONDS = 0.2
+
+
+def _open_store(
+    parent: int, database: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int
+) -> None:
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)
     models.database.open_database(database, wal_limit)
     # A spawned process starts with none of its parent's settings: the records it validates
     # get their geography from the operator's files here (see schemas.geoip), and what it
@@ -441,23 +452,42 @@ def _open_store(database: str, wal_limit: int, geoip: tuple, hot_hours: int, fut
     schemas.geoip.configure(*geoip)
     models.freezing.configure({"ANALYTICS_HOT_HOURS": hot_hours})
     schemas.record_times.configure({"ANALYTICS_FUTURE_TOLERANCE_SECONDS": future_tolerance})
+    threading.Thread(target=_follow_parent, args=(parent,), name="follow-parent", daemon=True).start()
+
+
+def _follow_parent(parent: int) -> None:
+    """End this process once `parent` is gone, after the batch in hand. Nothing else would: a
+    feed killed outright (SIGKILL) leaves it waiting for batches forever, holding the database
+    open. Its parent's pid is compared, not a parent-death signal (PR_SET_PDEATHSIG fires when
+    the *thread* that started the process ends: here a delivery's thread, gone after the first
+    batch); `parent` is the feed's pid taken before the start, so a feed that died before this
+    thread began is seen too."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_SECONDS)
+    with _IN_HAND:
+        try:
+            # Closed, not just dropped: SQLite's last connection folds its write-ahead log back.
+            models.database.db.obj.close_all()
+        finally:
+            os._exit(0)
 
 
 def _validate_and_store(batch: list[dict], source: str = "", rejects: str | None = None) -> collections.Counter:
     """Store the records of `batch` (wire records) the validator accepts; the rejections (set
     aside in the bad-record file `rejects`)."""
-    refused = []
-    records, _, rejected = validate(batch, now_ms(), refused)
-    if refused and rejects is not None:
-        set_aside(rejects, source, refused)
-    if records:
-        with models.database.connection():
-            models.ingestion.store_records(records)
+    with _IN_HAND:
+        refused = []
+        records, _, rejected = validate(batch, now_ms(), refused)
+        if refused and rejects is not None:
+            set_aside(rejects, source, refused)
+        if records:
+            with models.database.connection():
+                models.ingestion.store_records(records)
     return rejected
 
 
 def _report_losses(run: str, endpoint: str, totals: dict) -> None:
-    with models.database.connection():
+    with _IN_HAND, models.database.connection():
         models.losses.report(run, endpoint, totals, now_ms())
 
 

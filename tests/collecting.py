@@ -5,10 +5,13 @@ import contextlib
 import os
 import pathlib
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+
+import stores
 
 import servers
 from helpers import API_KEY, AUTH
@@ -25,7 +28,8 @@ class Collector:
 
     def __init__(self, folder, database, *options, program=FLASK, endpoint="lab"):
         servers.refuse_in_fast_lane("the dnstap collector")
-        self.log_path = folder / "collector.log"
+        # A log of its own: the tests read what this collector said, not another's in the folder.
+        self.log_path = next(path for n in range(100) if not (path := folder / f"collector{n or ''}.log").exists())
         self.log = open(self.log_path, "ab")
         env = {**os.environ, "ANALYTICS_DATABASE": database, "ANALYTICS_RETENTION_DAYS": "0"}
         command = [*program, "collect-dnstap", "--endpoint", endpoint, *options]
@@ -129,3 +133,56 @@ def short_folder(prefix: str):
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def holding(path) -> list[int]:
+    """The processes other than this one with `path` (a SQLite file) or its log open."""
+    names = {os.path.realpath(path), os.path.realpath(path) + "-wal"}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            if any(os.readlink(f"/proc/{entry}/fd/{fd}") in names for fd in os.listdir(f"/proc/{entry}/fd")):
+                found.append(int(entry))
+    return found
+
+
+@contextlib.contextmanager
+def store_locked(database: str):
+    """The record table locked against writers, whichever the engine: a batch being stored
+    waits inside its transaction until the block ends (SQLite's busy timeout is 30 s)."""
+    if not stores.is_postgres(database):
+        lock = sqlite3.connect(database, isolation_level=None)
+        lock.execute("BEGIN EXCLUSIVE")
+        try:
+            yield
+        finally:
+            lock.execute("ROLLBACK")
+            lock.close()
+        return
+    import psycopg
+
+    with psycopg.connect(database) as lock:
+        lock.execute("LOCK TABLE record IN EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            lock.rollback()
+
+
+def waits_on_the_lock(database: str, pid: int) -> bool:
+    """Whether the process `pid` is inside a batch that store_locked holds up: on SQLite it has
+    the file open (a connection is opened only for a batch), on PostgreSQL a backend waits."""
+    if not stores.is_postgres(database):
+        return pid in holding(database)
+    return stores.scalar(database, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") > 0
+
+
+def store_process(collector: int) -> int | None:
+    """The pid of the collector's store process (feeds.sinks.StoreProcess), once it runs."""
+    for pid in servers.children(collector):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            if b"spawn_main" in cmdline.read():
+                return pid
+    return None

@@ -39,6 +39,15 @@ def stop_process(process: subprocess.Popen, timeout: float = 15) -> int:
     return process.returncode
 
 
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, dead but not reaped yet, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def children(pid: int) -> list[int]:
     """The processes whose parent is `pid` (bench/ uses it too)."""
     found = []

@@ -122,14 +122,14 @@ def test_counting_goes_on_when_the_counting_process_dies(tmp_path, database, sto
     """Killed, the counting process is started again by gunicorn's dirty arbiter; with its
     arbiter killed, it stops by itself (an orphan would count on with what it started with)
     and the master starts both again."""
-    from servers import Gunicorn
+    from servers import Gunicorn, alive
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
     try:
         wait_for(lambda: server.counting_pid() is not None, 20, "the counting process")
         first, arbiter = server.counting_pid(), server.counting_arbiter_pid()
         os.kill(first if stopped == "counting process" else arbiter, signal.SIGKILL)
-        wait_for(lambda: not _alive(first), 10, "the first counting process to end")
+        wait_for(lambda: not alive(first), 10, "the first counting process to end")
         for i in range(10):
             status, body = server.call("POST", "/v2/ingest", batch(i, 10), AUTH)
             assert (status, body["accepted"]) == (200, 10)
@@ -143,14 +143,14 @@ def test_counting_goes_on_when_the_counting_process_dies(tmp_path, database, sto
 def test_a_reload_starts_the_counting_process_again(tmp_path, database):
     """A reload (HUP) gives the service a new counting process, as it does new workers (on the
     code and configuration on disk), under the same arbiter; that one counts on."""
-    from servers import Gunicorn, children
+    from servers import Gunicorn, alive, children
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
     try:
         wait_for(lambda: server.counting_pid() is not None, 20, "the counting process")
         first, arbiter = server.counting_pid(), server.counting_arbiter_pid()
         os.kill(server.process.pid, signal.SIGHUP)
-        wait_for(lambda: not _alive(first), 10, "the first counting process to end")
+        wait_for(lambda: not alive(first), 10, "the first counting process to end")
         wait_for(lambda: server.counting_pid() is not None, 20, "a new counting process")
         time.sleep(1.5)  # a surplus process would be stopped within a second by its arbiter
         after = children(arbiter)
@@ -163,15 +163,6 @@ def test_a_reload_starts_the_counting_process_again(tmp_path, database):
         assert children(arbiter) == after, server.log_path.read_text()
     finally:
         server.stop()
-
-
-def _alive(pid: int) -> bool:
-    """Whether the process runs (a zombie, dead but not reaped yet, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @contextmanager

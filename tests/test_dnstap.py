@@ -3,11 +3,14 @@ arrive in the store, each exactly once, with the right fields, read back through
 
 import collections
 import ipaddress
+import os
 import re
 import signal
 import socket
 import sqlite3
 import struct
+import subprocess
+import threading
 import time
 
 import dns.edns
@@ -18,15 +21,30 @@ import dns.rrset
 import dnstap_pb
 import fstrm
 import pytest
+import stores
 import unbound
-from collecting import Collector, api_client, lost_records, parse_lost, short_folder, stored, wait_for
+from collecting import (
+    FEED,
+    Collector,
+    api_client,
+    holding,
+    lost_records,
+    parse_lost,
+    short_folder,
+    store_locked,
+    store_process,
+    stored,
+    wait_for,
+    waits_on_the_lock,
+)
 from geoip_files import write_asn, write_city
 from unbound import Unbound
 
 from schemas.datetimes import parse_datetime
 
+import helpers
 from helpers import API_KEY, AUTH
-from servers import free_port
+from servers import ROOT, alive, children, free_port
 
 # What the operator declares a block to look like, and who 127.0.0.2 is.
 BLOCKS = ("--blocked-answer", "0.0.0.0", "--blocked-answer", "::", "--blocked-zone", "ads.test")
@@ -49,8 +67,8 @@ def api(tmp_path, database):
 def start_collector(folder, api):
     started = []
 
-    def start(*options):
-        collector = Collector(folder, api.database, *options)
+    def start(*options, **how):
+        collector = Collector(folder, api.database, *options, **how)
         started.append(collector)
         return collector
 
@@ -450,7 +468,8 @@ def test_the_store_process_fills_geography_from_the_operators_files(folder, api,
 def test_a_socket_it_cannot_make_is_named_in_the_error(runner, tmp_path):
     not_a_socket = tmp_path / "file"
     not_a_socket.write_text("")
-    cases = [(tmp_path / "missing" / "x.sock", "No such file or directory"), (not_a_socket, "not a socket")]
+    missing = tmp_path / "missing" / "x.sock"
+    cases = [(missing, f"its folder {missing.parent} does not exist"), (not_a_socket, "not a socket")]
     for path, message in cases:
         result = runner.invoke(args=["collect-dnstap", "--socket", str(path)])
         assert result.exit_code == 1, result.output
@@ -491,3 +510,132 @@ def test_pushed_to_a_service_elsewhere_through_the_spool(folder, api, start_coll
         assert status == 200 and parse_lost(exposition.decode()) == {("lab", "resolver"): 2.0}
     finally:
         service.stop()
+
+
+class Sender:
+    """A resolver sending a response every 20 ms over Frame Streams until told to stop (or hung up
+    on): a collector's stop drains such a connection for up to 5 seconds."""
+
+    def __init__(self, socket_path, prefix: str):
+        self.connection = socket.socket(socket.AF_UNIX)
+        self.connection.connect(str(socket_path))
+        self.connection.sendall(fstrm.FstrmCodec().encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
+        self.prefix, self.sent = prefix, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._send, daemon=True)
+        self._thread.start()
+
+    def _send(self):
+        codec = fstrm.FstrmCodec()
+        while not self._stop.wait(0.02):
+            frame = codec.encode_data(dnstap_response(f"{self.prefix}{self.sent}.example", protocol=dnstap_pb.UDP))
+            try:
+                self.connection.sendall(frame)
+            except OSError:
+                return
+            self.sent += 1
+
+    def stop(self) -> int:
+        """Stop sending and hang up; how many responses were sent."""
+        self._stop.set()
+        self._thread.join()
+        self.connection.close()
+        return self.sent
+
+
+def test_a_collector_started_while_the_old_one_stops_keeps_its_socket(folder, api, start_collector, resolvers):
+    """SIGTERM, then at once a new collector on the same socket (a script, an operator, a
+    supervisor that does not wait): while the old one still drains a resolver's connection, the
+    new one listens; the old one's end leaves the new one's socket in place, and a resolver
+    started then feeds the new one."""
+    socket_path = folder / "dnstap.sock"
+    old = start_collector("--socket", str(socket_path), program=FEED)
+    sender = Sender(socket_path, "old")
+    helpers.wait_for(lambda: stored(api), what="the sender's first records")  # it sends: the stop drains
+    old.process.send_signal(signal.SIGTERM)
+    new = start_collector("--socket", str(socket_path), program=FEED)
+    assert old.process.poll() is None, f"the old collector ended before the new one listened:\n{old.output()}"
+    sent = sender.stop()
+    assert old.process.wait(timeout=40) == 0, old.output()
+    assert socket_path.exists(), "the old collector removed the new one's socket"
+    resolver = resolvers(socket_path=socket_path)
+    new.wait_connected()
+    ask_all(resolver, QUERIES[:3])
+    records = wait_for(api, sent + 3)
+    check([record for record in records if not record["question"].startswith("old")], QUERIES[:3])
+    assert new.stop() == 0
+    assert "3 records delivered" in new.output()
+    assert not socket_path.exists()
+
+
+def refused(*options, database) -> subprocess.CompletedProcess:
+    """`dns-analytics-feed collect-dnstap OPTIONS` expected to refuse to start."""
+    env = {**os.environ, "ANALYTICS_DATABASE": database}
+    result = subprocess.run(
+        [*FEED, "collect-dnstap", *options], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1, result
+    return result
+
+
+def test_a_second_collector_on_a_live_socket_or_port_is_refused_and_the_first_works_on(
+    folder, api, start_collector, resolvers
+):
+    socket_path, port = folder / "dnstap.sock", free_port()
+    first = start_collector("--socket", str(socket_path), "--listen", f"127.0.0.1:{port}", program=FEED)
+    resolver = resolvers(socket_path=socket_path)
+    first.wait_connected()
+    second = refused("--socket", str(socket_path), database=api.database)
+    assert f"{socket_path}: another collector is listening on it" in second.stderr
+    second = refused("--listen", f"127.0.0.1:{port}", database=api.database)
+    assert f"127.0.0.1:{port} is in use: another collector (or another program) listens on it" in second.stderr
+    ask_all(resolver, QUERIES[:3])
+    check(wait_for(api, 3), QUERIES[:3])
+    assert socket_path.exists()
+    assert first.stop() == 0
+
+
+def test_a_stale_socket_is_replaced(folder, api, start_collector, resolvers):
+    """A socket nothing listens on any more (its collector was killed) is taken over."""
+    socket_path = folder / "dnstap.sock"
+    stale = socket.socket(socket.AF_UNIX)
+    stale.bind(str(socket_path))
+    stale.close()
+    collector = start_collector("--socket", str(socket_path), program=FEED)
+    resolver = resolvers(socket_path=socket_path)
+    collector.wait_connected()
+    ask_all(resolver, QUERIES[:2])
+    check(wait_for(api, 2), QUERIES[:2])
+    assert collector.stop() == 0
+
+
+def test_a_killed_collectors_store_process_ends_after_the_batch_in_hand(folder, api, start_collector):
+    """SIGKILL the collector while its store process is storing a batch (held up by a lock):
+    the store process finishes the batch, then ends by itself, and no process is left holding
+    the database."""
+    port = free_port()
+    collector = start_collector("--listen", f"127.0.0.1:{port}", "--batch-size", "1000", program=FEED)
+    codec = fstrm.FstrmCodec()
+    frames = b"".join(codec.encode_data(dnstap_response(f"k{i}.example", protocol=dnstap_pb.UDP)) for i in range(200))
+    with store_locked(api.database):
+        with socket.create_connection(("127.0.0.1", port)) as sender:
+            sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap") + frames)
+            sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+            sender.settimeout(20)
+            assert sender.recv(1) == b""  # all 200 read: one batch, delivered after a second
+        helpers.wait_for(lambda: store_process(collector.process.pid), what="the store process")
+        store = store_process(collector.process.pid)
+        helpers.wait_for(lambda: waits_on_the_lock(api.database, store), what="the batch in the store")
+        family = children(collector.process.pid)  # the store process, and multiprocessing's tracker
+        collector.process.kill()
+        collector.process.wait()
+        time.sleep(1)  # several of its looks at its parent
+        assert alive(store), "the store process left its batch unfinished"
+    helpers.wait_for(lambda: not any(alive(pid) for pid in family), timeout=10, what="the store process to end")
+    records = wait_for(api, 200)
+    assert len({record["question"] for record in records}) == 200
+    window = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
+    assert api.get(f"/v2/statistic/count?{window}", headers=AUTH).json["count"] == 200
+    if not stores.is_postgres(api.database):
+        assert holding(api.database) == []
+        assert stores.scalar(api.database, "PRAGMA integrity_check") == "ok"
