@@ -102,6 +102,9 @@ KNOWN_REFUSALS = {
     "an alert rule has its kind's required fields": r"^Missing required field '\w+' \(kind ",
     "an alert destination is a URL a sender knows": r"^Invalid 'destinations\[\d+\]': neither http",
     "a date-time lies in the years 1 to 9999": r"outside the years 1 to 9999\.$",
+    "a trend's baseline window (as long as the window, before it) starts in the year 1 or later": (
+        r"the windows would begin before the year 1\.$"
+    ),
     "a window and interval make no more buckets than limit": r"^Invalid '(limit|interval)': .*buckets",
     "no string holds a NUL character": r"must not contain NUL characters\.$",
     "an output takes its kind's fields only": r"^Invalid '\w+': not an option of an? \w+ output",
