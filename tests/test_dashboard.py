@@ -505,7 +505,9 @@ def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
     cabin = api(server, "privacy")["items"]["cabin"]
     pending = cabin.pop("pendingRewrite")  # its stored records, unless the privacy job was quick
     assert {**cabin, "pendingRewrite": 0} == {**default, "clientIp": "truncate", "ipv4Prefix": 16}
-    stored = api(server, "activity-log", [("startTime", "0"), ("endpointId", "cabin"), ("pageSize", "500")])
+    stored = api(
+        server, "activity-log", [("startTime", "0001-01-01T00:00:00Z"), ("endpointId", "cabin"), ("pageSize", "500")]
+    )
     assert 0 <= pending <= len(stored["queries"]) and stored["queries"]
     entry = api(server, "admin-action", [("startTime", "2020-01-01T00:00:00Z"), ("action", "privacy.set")])
     assert entry["actions"][0]["metadata"]["body"] == {"clientIp": "truncate", "ipv4Prefix": 16}
@@ -947,7 +949,11 @@ def check_client_page(server, browser, endpoint, client):
     assert shown == expected and summary["count"] > 0
 
     # First seen: the client's oldest record kept; last seen: its client entries' last activity.
-    oldest = api(server, "activity-log", [*client_scope([("startTime", "0")], endpoint, client), ("sortOrder", "asc")])
+    oldest = api(
+        server,
+        "activity-log",
+        [*client_scope([("startTime", "0001-01-01T00:00:00Z")], endpoint, client), ("sortOrder", "asc")],
+    )
     assert browser.evaluate("document.getElementById('c-first').dataset.value") == oldest["queries"][0]["timestamp"]
     items = api(server, "client", [*([("endpointId", endpoint)] if endpoint else []), ("clientId[]", client)])["items"]
     entries = {e: block["clients"][client] for e, block in items.items() if client in block["clients"]}
