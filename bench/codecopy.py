@@ -9,7 +9,7 @@ import tarfile
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SERVICE = ("catalogue.py", "app", "models", "schemas", "wsgi.py", "gunicorn.conf.py")
+SERVICE = ("catalogue.py", "app", "models", "schemas", "feeds", "wsgi.py", "gunicorn.conf.py")
 
 
 def snapshot(dest: str, commit: str | None = None) -> str:

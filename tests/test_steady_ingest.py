@@ -176,9 +176,13 @@ def test_a_client_deletion_lets_ingest_go_on_and_is_exact(tmp_path, database):
 
         during = [end - start for start, end in sender.posts if start < ended and end > started]
         print(f"deletion {ended - started:.2f} s; {len(during)} posts during it, the longest {max(during):.3f} s")
+        completed = [end for start, end in sender.posts if started < end < ended]
         # As one transaction a request waited for all of it (SQLite 3.1 of 3.2 s, PostgreSQL 7.7 of
-        # 7.7 s); in batches a few tenths, at times 1-2 s on SQLite on a busy machine.
-        assert max(during) < (ended - started) / 2, f"ingest waited for the deletion: {max(during):.2f} s"
+        # 7.7 s) and none finished meanwhile; in batches the longest wait is a few tenths, at times
+        # 1-2.5 s of a 4 s deletion on SQLite on a machine busy with other tests, and posts keep
+        # finishing between the batches.
+        assert max(during) < (ended - started) * 0.75, f"ingest waited for the deletion: {max(during):.2f} s"
+        assert len(completed) >= 3, f"only {len(completed)} posts finished during the deletion"
         assert late and late[0] > 0, "the late records were stored while the deletion ran"
 
         assert on_records(database, "SELECT COUNT(*) FROM {records} WHERE client = ?", [gone_id]) == [(0,)]
