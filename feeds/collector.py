@@ -85,7 +85,11 @@ class Collector:
         try:
             if unix_path:
                 unix = OwnSocket(unix_path, mode)
-                servers.append(await asyncio.start_unix_server(self._serve, sock=unix.socket))
+                try:
+                    servers.append(await asyncio.start_unix_server(self._serve, sock=unix.socket))
+                except BaseException:
+                    unix.socket.close()
+                    raise
                 self.log(f"Listening on {unix_path}")
             if tcp:
                 with _naming(f"{tcp[0]}:{tcp[1]}"):
@@ -312,6 +316,9 @@ class OwnSocket:
             try:
                 os.chmod(path, mode)  # before listen(): no resolver connects before it may
                 self._made = _identity(path)
+                # Listening before the lock is let go: a socket bound but not listening refuses a
+                # connection as a stale one does, and a collector starting then would replace it.
+                self.socket.listen(socket.SOMAXCONN)
             except OSError:
                 self.socket.close()
                 raise

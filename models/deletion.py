@@ -63,12 +63,15 @@ def delete_records(
         if not expire:
             _forget(endpoints, client_ids, end_ms, endpoint_limit)
         return deleted
+    # Records stored after the deletion began are not part of it (their ids are higher): under
+    # steady ingest of the selection, batch after batch would otherwise find more, for ever.
+    top = thawing.newest_id()
     deleted = _delete_frozen(*frozen, dims, batched=True, after_batch=after_batch, limit=batch_size)
     while True:
         with write_transaction():
             count = _delete(
-                f"SELECT id FROM record WHERE {condition} ORDER BY id LIMIT ?",
-                params + [batch_size],
+                f"SELECT id FROM record WHERE {condition} AND id <= ? ORDER BY id LIMIT ?",
+                params + [top, batch_size],
                 dims,
             )
             deleted += count

@@ -4,6 +4,9 @@ import time
 
 import pytest
 
+import models.blocks
+import models.database
+import models.deletion
 from catalogue import READ_FIELDS
 from schemas.fields import TRIGGERS
 
@@ -337,6 +340,34 @@ def test_large_deletions_run_in_batches_with_the_same_result(loaded):
     assert {e: v["lastActivityTime"] for e, v in items.items()} == lasts, "endpoints never move back"
     assert all(c["lastActivityTime"] is None for c in items["e1"]["clients"].values())
     assert all(c["lastActivityTime"] is not None for c in items["e0"]["clients"].values())
+
+
+def test_a_deletion_ends_while_its_endpoint_keeps_receiving_records(client, monkeypatch):
+    """Records of the endpoint stored during a batched deletion (here two after each batch, in
+    the batch's own transaction, so that every batch finds more than it took) are not part of
+    it: it ends, with the records it began with."""
+    client.application.config["ANALYTICS_DELETE_BATCH"] = 2
+    now = int(time.time() * 1000)
+    ingest(client, *[record("busy", timestamp=now - i, question=f"q{i}.com") for i in range(9)])  # hot: rows
+    columns = ", ".join(column for column in models.blocks.COLUMNS if column != "id")
+    copy = (
+        f"INSERT INTO record ({columns}) SELECT {columns} FROM record"
+        " WHERE endpoint = (SELECT id FROM endpoint WHERE name = 'busy') ORDER BY id LIMIT 2"
+    )
+    delete, batches = models.deletion._delete, []
+
+    def arriving(*args):
+        deleted = delete(*args)
+        batches.append(deleted)
+        assert len(batches) < 50, "the deletion goes on as long as records arrive"
+        models.database.query(copy)
+        return deleted
+
+    monkeypatch.setattr(models.deletion, "_delete", arriving)
+    response = client.delete("/v2/activity-log?endpointId=busy&all=true", headers=AUTH)
+    assert response.json == {"deletedCount": 9}
+    left = client.get("/v2/activity-log?startTime=-1h&endpointId=busy&pageSize=500", headers=AUTH).json["queries"]
+    assert len(left) == 2 * len(batches) == 10
 
 
 def test_paging_stays_right_after_deletions_and_late_records(client):

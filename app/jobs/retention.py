@@ -26,7 +26,6 @@ from schemas.records import count_older
 
 BATCH_KEY_DAYS = 7
 DAY_MS = 86_400_000
-RETENTION_BATCH = 10_000
 JOB = "retention"
 JOB_ACTOR = {"key_id": None, "key_name": "retention", "source_ip": ""}
 CLI_ACTOR = {"key_id": None, "key_name": "cli", "source_ip": ""}
@@ -92,7 +91,10 @@ def run_retention(actor: dict, now: int | None = None) -> int:
             models.admin_actions.update_metadata(entry, result)
 
     deleted = models.deletion.delete_records(
-        end_ms=cutoff - 1, batch_size=RETENTION_BATCH, after_batch=log_batch, expire=True
+        end_ms=cutoff - 1,
+        batch_size=current_app.config["ANALYTICS_DELETE_BATCH"],
+        after_batch=log_batch,
+        expire=True,
     )
     expired_statistics = 0
     if statistics_cutoff is not None:
