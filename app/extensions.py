@@ -143,6 +143,7 @@ class Api(flask_smorest.Api):
         super()._init_spec(*args, **kwargs)
         self.ma_plugin.converter.add_attribute_function(named_field_property)
         self.ma_plugin.converter.add_attribute_function(null_branch_property)
+        self.ma_plugin.converter.schema2jsonschema = _with_min_properties(self.ma_plugin.converter.schema2jsonschema)
         for name, component in NAMED_FIELD_SCHEMAS.items():
             self.spec.components.schema(name, component)
         self.spec.components.security_scheme(
@@ -155,6 +156,18 @@ class Api(flask_smorest.Api):
             },
         )
         self.spec.options["security"] = [{"ApiKey": []}]
+
+
+def _with_min_properties(schema2jsonschema):
+    """apispec's conversion of a schema, with `minProperties` where its Meta names one
+    (`min_properties`): a change that sets no field is refused, and the document says so."""
+
+    def converted(schema):
+        found = schema2jsonschema(schema)
+        least = getattr(getattr(schema, "Meta", None), "min_properties", None)
+        return found if least is None else {**found, "minProperties": least}
+
+    return converted
 
 
 # Integer keys become strings, as with the json module.

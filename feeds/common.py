@@ -78,10 +78,7 @@ def feed(
             if stop is not None and stop.is_set():
                 break
             sink.check()
-            refused = []
-            records, wire, rejected = validate(batch.records, now_ms(), refused)
-            if refused:
-                set_aside(sink.rejects_path(source), source, refused)
+            records, wire, rejected = validate(batch.records, now_ms(), (sink.rejects_path(source), source))
             sink.commit(source, records, wire, batch.position, batch.unreadable + sum(rejected.values()))
             summary.stored += len(records)
             summary.unreadable += batch.unreadable
@@ -95,10 +92,13 @@ def feed(
     return summary
 
 
-def validate(items, received_ms: int, refused: list | None = None) -> tuple[list, list[dict], collections.Counter]:
+def validate(
+    items, received_ms: int, rejects: tuple[str, str] | None = None
+) -> tuple[list, list[dict], collections.Counter]:
     """The records the validator accepts (as the store takes them, and as they came), and the
-    rejections by field; `refused` gets each rejected record with what is wrong with it."""
-    records, wire = [], []
+    rejections by field; with `rejects` (the bad-record file's path, the source), each rejected
+    record is set aside there with what is wrong with it."""
+    records, wire, refused = [], [], []
     rejected = collections.Counter()
     for item in items:
         try:
@@ -106,8 +106,9 @@ def validate(items, received_ms: int, refused: list | None = None) -> tuple[list
             wire.append(item)
         except RecordError as exc:
             rejected[exc.field.split(".")[0].split("[")[0]] += 1
-            if refused is not None:
-                refused.append((item, f"field '{exc.field}' {exc.message}"))
+            refused.append((item, f"field '{exc.field}' {exc.message}"))
+    if refused and rejects is not None:
+        set_aside(rejects[0], rejects[1], refused)
     return records, wire, rejected
 
 

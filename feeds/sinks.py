@@ -287,11 +287,11 @@ class RemoteSink:
                 # One record the service refuses (its clock or rules differ from the feed's):
                 # set aside, and the rest of the part sent again under the same key (nothing
                 # of a refused part is stored, so its key stands for nothing yet).
-                set_aside(
-                    os.path.join(os.path.dirname(path), "rejected.ndjson"),
-                    _read_state(os.path.dirname(path))["source"],
-                    [(part["records"][index], _message(detail))],
-                )
+                # Beside the part (rejects_path would take the folder's lock: the sender may
+                # deliver a spool no source of this run opened).
+                folder = os.path.dirname(path)
+                refused = [(part["records"][index], _message(detail))]
+                set_aside(os.path.join(folder, "rejected.ndjson"), _read_state(folder)["source"], refused)
                 rest = part["records"][:index] + part["records"][index + 1 :]
                 parts[:1] = [{**part, "records": rest}] if rest else []
                 outcome = "sent"
@@ -384,10 +384,7 @@ class LiveSink:
             if self.store is None:
                 return _validate_and_store(batch, self.source, rejects)
             return self.store.run(_validate_and_store, batch, self.source, rejects)
-        refused = []
-        records, wire, rejected = validate(batch, now_ms(), refused)
-        if refused:
-            set_aside(rejects, self.source, refused)
+        records, wire, rejected = validate(batch, now_ms(), (rejects, self.source))
         # Spooled whatever the sender's state: on disk the records wait for the operator
         # to fix what the service refused, instead of filling memory.
         self.sink.commit(self.source, records, wire, {}, 0, check=False)
@@ -476,10 +473,7 @@ def _validate_and_store(batch: list[dict], source: str = "", rejects: str | None
     """Store the records of `batch` (wire records) the validator accepts; the rejections (set
     aside in the bad-record file `rejects`)."""
     with _IN_HAND:
-        refused = []
-        records, _, rejected = validate(batch, now_ms(), refused)
-        if refused and rejects is not None:
-            set_aside(rejects, source, refused)
+        records, _, rejected = validate(batch, now_ms(), None if rejects is None else (rejects, source))
         if records:
             with models.database.connection():
                 models.ingestion.store_records(records)

@@ -112,6 +112,7 @@ class AlertRuleSchema(BaseSchema):
 class AlertRulePatchSchema(AlertRuleSchema):
     class Meta:
         exclude = ("kind",)
+        min_properties = 1  # a change sets a field
 
 
 def kind_settings(kind: str, data: dict) -> tuple[dict | None, str | None]:

@@ -232,6 +232,9 @@ class ChangeOutputSchema(_Settings):
     """Any setting but the kind: what is sent replaces what the output had (`headers` all at
     once), the rest stays; the cursor stays where it is."""
 
+    class Meta:
+        min_properties = 1  # a change sets a field
+
     paused = Boolean(metadata={"description": "true: stop delivering; false: resume."})
 
     @ma.validates_schema

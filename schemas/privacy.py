@@ -98,6 +98,9 @@ def privacy_spans(spans: list[tuple[int, dict]], now: int, horizon: int | None) 
 class PrivacyStepSchema(DetailSchema):
     """From `afterDays` on, a record is kept at most as this says (a field not set: as before)."""
 
+    class Meta:
+        min_properties = 2  # afterDays, and what it changes
+
     after_days = Integer(
         data_key="afterDays",
         required=True,
@@ -113,6 +116,9 @@ class PrivacyStepSchema(DetailSchema):
 
 class PrivacySettingsSchema(DetailSchema):
     """A change sets only the fields it holds; an answer holds every field in force."""
+
+    class Meta:
+        min_properties = 1  # a change sets a field
 
     unlogged_clients = Choice(
         {"counted": COUNTED, "notCounted": NOT_COUNTED},

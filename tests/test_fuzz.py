@@ -94,7 +94,6 @@ ADDRESSES = (f"10.{n >> 16 & 255}.{n >> 8 & 255}.{n & 255}" for n in itertools.c
 KNOWN_REFUSALS = {
     "a sweeping deletion needs its confirmation": r"^Deleting (every client|the records of every endpoint) needs",
     "a window starts no later than it ends": r"^Invalid '(startTime|baselineStartTime)': \w+ is after \w+\.$",
-    "a change sets at least one field": r"^(The body sets no field\.|Invalid 'paused': name at least one setting)",
     "an NDJSON body's lines are JSON records": r"^Line \d+ is not valid JSON\.$",
     "an output's URL is its kind's": r"^Invalid 'url': an? \w+ output needs",
     "an output's header names are HTTP tokens": r"is not a header name$",
@@ -107,10 +106,13 @@ KNOWN_REFUSALS = {
     ),
     "a window and interval make no more buckets than limit": r"^Invalid '(limit|interval)': .*buckets",
     "no string holds a NUL character": r"must not contain NUL characters\.$",
+    "a pattern (searchQuestion in regex mode, an alert's watched pattern) is one RE2 runs": (
+        r"not a pattern this service runs \(RE2 syntax\)"
+    ),
     "an output takes its kind's fields only": r"^Invalid '\w+': not an option of an? \w+ output",
     "an output's tls.caCert is a PEM certificate": r"^Invalid 'tls\.caCert': not a PEM certificate",
     "a client-share rule's threshold is a share (0 to 1) with metric share": r"^Invalid 'threshold'",
-    "an age step sets a field besides afterDays": r"^Invalid 'steps\[\d+\]\._schema': An age step sets",
+    "each age step has an afterDays of its own": r"^Invalid 'steps': Each step has an afterDays of its own\.$",
     "a record's own rules (an id or question is not empty; QueryData is also the answers' shape)": r"^Record \d+: ",
     "a loss is reported for a place the service knows": r"^Invalid 'losses\.",
 }
@@ -136,7 +138,14 @@ def call_and_validate(case):
     )
 
 
-FUZZ = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
+# Derandomized: the suite's run tries the same cases each time, so a run that passes keeps
+# passing until the code or the document changes; ANALYTICS_FUZZ_RANDOM=1 explores afresh.
+FUZZ = settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=not os.environ.get("ANALYTICS_FUZZ_RANDOM"),
+)
 
 
 @schema.parametrize()

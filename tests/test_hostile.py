@@ -153,13 +153,18 @@ def test_a_chunked_body_over_the_limit_is_a_413_and_stores_nothing(tmp_path, kin
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
         content_type = "application/x-ndjson" if kind == "ndjson" else "application/json"
         chunks = (body[i : i + 50_000] for i in range(0, len(body), 50_000))
-        connection.request(
-            "POST",
-            "/v2/ingest",
-            body=chunks,
-            headers={"Authorization": API_KEY, "Content-Type": content_type},
-            encode_chunked=True,
-        )
+        try:
+            connection.request(
+                "POST",
+                "/v2/ingest",
+                body=chunks,
+                headers={"Authorization": API_KEY, "Content-Type": content_type},
+                encode_chunked=True,
+            )
+        except (BrokenPipeError, ConnectionResetError):
+            # The answer closes the connection without reading the rest of the body (see
+            # app/connection.py): a sender still sending meets the close; the 413 is there to read.
+            pass
         response = connection.getresponse()
         answer = json.loads(response.read())
         assert response.status == 413, answer
