@@ -8,6 +8,15 @@ from models.losses import LOSS_PLACES, MAX_RUN_LENGTH
 from .fields import BaseSchema, Integer
 from .records import MAX_ID_LENGTH
 
+# One property a place, so that the document names them (a map of any key could not say which).
+LossesSchema = BaseSchema.from_dict(
+    {
+        place: Integer(validate=ma.validate.Range(0, 2**62), metadata={"description": meaning})
+        for place, meaning in LOSS_PLACES.items()
+    },
+    name="Losses",
+)
+
 
 class LossReportSchema(BaseSchema):
     run = fields.String(
@@ -16,14 +25,10 @@ class LossReportSchema(BaseSchema):
         metadata={"description": "The feed run's own id: each run reports its totals since it started."},
     )
     endpointId = fields.String(required=True, validate=ma.validate.Length(1, MAX_ID_LENGTH))
-    losses = fields.Dict(
-        keys=fields.String(validate=ma.validate.OneOf(list(LOSS_PLACES))),
-        values=Integer(validate=ma.validate.Range(0, 2**62)),
+    losses = fields.Nested(
+        LossesSchema,
         required=True,
-        metadata={
-            "description": "Records lost since the run started, by place: "
-            + "; ".join(f"{place}: {meaning}" for place, meaning in LOSS_PLACES.items())
-        },
+        metadata={"description": "Records lost since the run started, by place."},
     )
 
 

@@ -114,7 +114,6 @@ KNOWN_REFUSALS = {
     "a client-share rule's threshold is a share (0 to 1) with metric share": r"^Invalid 'threshold'",
     "each age step has an afterDays of its own": r"^Invalid 'steps': Each step has an afterDays of its own\.$",
     "a record's own rules (an id or question is not empty; QueryData is also the answers' shape)": r"^Record \d+: ",
-    "a loss is reported for a place the service knows": r"^Invalid 'losses\.",
 }
 
 

@@ -1,6 +1,7 @@
 """A read sees the store as of one instant: a freeze or a deletion that commits between its
 statements (after it has picked the frozen blocks, before it reads the rows) changes nothing in
-its answer, which is the one the records sent give. Pages, counts, the CSV export, first-seen."""
+its answer, which is the one the records sent give. Pages, counts, the CSV export, first-seen;
+a privacy rewrite for pages."""
 
 import csv
 import io
@@ -10,6 +11,7 @@ import pytest
 
 import models.database
 import models.freezing
+import models.rewrites
 import models.thawing
 from models.clock import now_ms
 
@@ -82,11 +84,24 @@ def delete(client):
     return action
 
 
+def rewrite(client):
+    """A stricter privacy setting, and the rewrite of what is stored to it, to its end: the read
+    answers as of its first statement, every name as sent (before the snapshot, this read
+    answered every name as rewritten: one moment too, but a later one than it began in)."""
+
+    def action():
+        response = client.put("/v2/privacy/ep1", json={"question": "drop"}, headers=AUTH)
+        assert response.status_code == 200, response.json
+        assert models.rewrites.run(lambda: False) == len(SENT)
+
+    return action
+
+
 def changes(client, monkeypatch):
-    return {"freeze": freeze(monkeypatch), "deletion": delete(client)}
+    return {"freeze": freeze(monkeypatch), "deletion": delete(client), "rewrite": rewrite(client)}
 
 
-@pytest.mark.parametrize("change", ["freeze", "deletion"])
+@pytest.mark.parametrize("change", ["freeze", "deletion", "rewrite"])
 def test_a_page_sees_one_instant(store, client, monkeypatch, change):
     done = between_statements(monkeypatch, store, changes(client, monkeypatch)[change])
     response = client.get(f"/v2/activity-log?{WINDOW}&pageSize=100", headers=AUTH)
