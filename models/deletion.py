@@ -6,7 +6,7 @@ from catalogue import FIELDS_BY_SQL
 
 from . import first_seen, freezing, rollups, thawing
 from .blocks import COLUMNS
-from .database import db, query, write_transaction
+from .database import db, query, write_transaction, yield_to_storing
 from .filters import stored_ids
 from .utils import placeholders
 
@@ -68,6 +68,10 @@ def delete_records(
     top = thawing.newest_id()
     deleted = _delete_frozen(*frozen, dims, batched=True, after_batch=after_batch, limit=batch_size)
     while True:
+        # Batches being stored go first: otherwise the next batch of the deletion takes the
+        # writers' turn as soon as it is free again, and on SQLite a request in another worker
+        # waited for the whole deletion.
+        yield_to_storing()
         with write_transaction():
             count = _delete(
                 f"SELECT id FROM record WHERE {condition} AND id <= ? ORDER BY id LIMIT ?",
@@ -149,6 +153,8 @@ def _delete_frozen(selection, params: list, end_ms, dims, batched=False, after_b
     while True:
         ids, cut = freezing.holding(endpoint_ids, end_ms, entries), False
         for start in range(0, max(len(ids), 1), FROZEN_BATCH):
+            if batched:
+                yield_to_storing()  # as between the batches of rows (delete_records)
             with write_transaction() if batched else nullcontext():
                 part = ids[start : start + FROZEN_BATCH]
                 if part:

@@ -45,8 +45,10 @@ class Sender(threading.Thread):
 
 
 def waiting(database) -> int:
-    """Records stored but not counted yet (ids past the counting's mark)."""
-    return scalar(database, "SELECT COALESCE(MAX(id), 0) FROM record") - scalar(database, COUNTED)
+    """Records stored but not counted yet (ids past the counting's mark). The newest records may
+    be frozen already (old-stamped ones sent last), so the newest id is the rows' or the blocks'."""
+    newest = "SELECT MAX(id) FROM (SELECT MAX(id) AS id FROM record UNION ALL SELECT MAX(last_id) FROM record_block) t"
+    return (scalar(database, newest) or 0) - scalar(database, COUNTED)
 
 
 def test_freezing_takes_its_share_while_records_arrive(tmp_path, database):
