@@ -217,17 +217,28 @@ def database(new_database):
 
 
 @pytest.fixture
-def app(tmp_path, database):
-    return create_app(
-        {
-            "TESTING": True,
-            # Unexpected exceptions go through the error handler, as in production.
-            "PROPAGATE_EXCEPTIONS": False,
-            "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-        }
-    )
+def make_app(tmp_path, database):
+    """The test's app (on its database) with these settings besides the test's own."""
+
+    def make(**settings):
+        return create_app(
+            {
+                "TESTING": True,
+                # Unexpected exceptions go through the error handler, as in production.
+                "PROPAGATE_EXCEPTIONS": False,
+                "INSTANCE_PATH": str(tmp_path / "instance"),
+                "ANALYTICS_DATABASE": database,
+                "ANALYTICS_API_KEY": API_KEY,
+                **settings,
+            }
+        )
+
+    return make
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()
 
 
 @pytest.fixture

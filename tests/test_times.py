@@ -9,7 +9,6 @@ import os
 import pytest
 
 import models.database
-from app import create_app
 from app.jobs.alerts import run_alerts
 from models.clock import now_ms
 from schemas.datetimes import format_ms
@@ -36,25 +35,6 @@ WINDOWED = [
     "/v2/access-log",
     "/v2/alert",
 ]
-
-
-@pytest.fixture
-def make_app(tmp_path, database):
-    """The test's app (on its database) with these settings."""
-
-    def make(**settings):
-        return create_app(
-            {
-                "TESTING": True,
-                "PROPAGATE_EXCEPTIONS": False,
-                "INSTANCE_PATH": str(tmp_path / "instance"),
-                "ANALYTICS_DATABASE": database,
-                "ANALYTICS_API_KEY": API_KEY,
-                **settings,
-            }
-        )
-
-    return make
 
 
 def stored(client) -> list[str]:
