@@ -23,7 +23,7 @@ from dataclasses import dataclass
 TIME, ENDPOINT, CLIENT, TERM = "time", "endpoint", "client", "term"
 INTEGER, NUMBER, BOOLEAN = "integer", "number", "boolean"
 
-# Rollup periods a field can be counted by (see models/rollups.py).
+# Rollup periods a field can be counted by (see models/statistics/rollups.py).
 DAY, HOUR, QUARTER = "day", "hour", "quarter"
 
 

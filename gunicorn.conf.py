@@ -88,7 +88,7 @@ def post_worker_init(worker):
     watcher; leases in the database let one run each job, and one deliver each output, at a
     time. The service's own log lines (retention runs, privacy rewrites, refused keys) go where
     gunicorn's go. Batches of records are parsed with the garbage collector quieted (see
-    models.process)."""
+    models.runtime.process)."""
     from app.jobs import counting
     from app.jobs.retention import start_background
     from app.outputs import delivery
@@ -110,7 +110,7 @@ def dirty_worker_init(worker):
 
 
 def _service_process(worker):
-    from models.process import quiet_garbage_collector
+    from models.runtime.process import quiet_garbage_collector
 
     quiet_garbage_collector()
     service_log = logging.getLogger("app")

@@ -3,12 +3,12 @@
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-import models.config
-import models.database
-import models.freezing
-import models.tables
+import models.engine.database
+import models.migrations.run
+import models.records.freezing
+import models.runtime.config
 import schemas.geoip
-from models.clock import pin_request_now
+from models.runtime.clock import pin_request_now
 
 from . import api, auth, commands, cors, guards, metrics, security
 from .config import load_config
@@ -16,7 +16,7 @@ from .extensions import Api, JSONProvider
 from .guards import budget, request_size, shares
 from .requests import refuse_nul_in_path
 
-INSTANCE_PATH = models.config.INSTANCE_PATH
+INSTANCE_PATH = models.runtime.config.INSTANCE_PATH
 
 
 class App(Flask):
@@ -26,7 +26,7 @@ class App(Flask):
         # The store is one module-level binding. With several apps in one process (tests),
         # each request, CLI command and background job binds its own app's database first.
         if "database" in self.extensions:
-            models.database.bind(self.extensions["database"])
+            models.engine.database.bind(self.extensions["database"])
         return super().app_context()
 
 
@@ -41,13 +41,13 @@ def create_app(test_config=None) -> Flask:
         count = app.config["ANALYTICS_PROXY_COUNT"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=count, x_proto=count, x_host=count, x_prefix=count)
 
-    app.extensions["database"] = models.database.open_database(
+    app.extensions["database"] = models.engine.database.open_database(
         app.config["ANALYTICS_DATABASE"], app.config["ANALYTICS_WAL_LIMIT_MB"] << 20
     )
-    with models.database.connection():
-        models.tables.create_schema()
+    with models.engine.database.connection():
+        models.migrations.run.create_schema()
     schemas.geoip.configure(app.config["ANALYTICS_GEOIP_DB"] or None, app.config["ANALYTICS_ASN_DB"] or None)
-    models.freezing.configure(app.config)
+    models.records.freezing.configure(app.config)
 
     app.extensions["guards"] = guards.State()
     app.before_request(request_size.bound_url)  # first: like an over-long body, refused before it costs anything
@@ -70,9 +70,9 @@ def create_app(test_config=None) -> Flask:
 
 def _connect():
     pin_request_now()
-    models.database.db.connect(reuse_if_open=True)
+    models.engine.database.db.connect(reuse_if_open=True)
 
 
 def _close(exc):
-    if not models.database.db.is_closed():
-        models.database.db.close()
+    if not models.engine.database.db.is_closed():
+        models.engine.database.db.close()

@@ -1,14 +1,14 @@
-"""Reads of the activity log, recorded in the access log (models/access_log.py): who read, from
+"""Reads of the activity log, recorded in the access log (models/access/access_log.py): who read, from
 where, with which filters and window, and how many rows and bytes were sent."""
 
 import logging
 
 from flask import current_app, g, request
 
-import models.access_log
-import models.database
+import models.access.access_log
+import models.engine.database
 from app.auth import actor
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class Read:
             (filters.start_ms, filters.end_ms),
         )
         if stream:
-            self.entry = models.access_log.record_read(*self.fields, (None, None), now_ms())
+            self.entry = models.access.access_log.record_read(*self.fields, (None, None), now_ms())
 
     def counted(self, chunks, rows_in, header=False):
         """`chunks` passed through, counting rows (`rows_in(chunk)`; a `header` chunk first
@@ -53,10 +53,10 @@ class Read:
         if not self.enabled:
             return
         try:
-            with models.database.connection():
+            with models.engine.database.connection():
                 if self.entry is None:
-                    models.access_log.record_read(*self.fields, (self.rows, self.bytes), now_ms())
+                    models.access.access_log.record_read(*self.fields, (self.rows, self.bytes), now_ms())
                 else:
-                    models.access_log.finish_read(self.entry, self.rows, self.bytes)
+                    models.access.access_log.finish_read(self.entry, self.rows, self.bytes)
         except Exception:  # the read was served; its record must not turn into an error
             log.exception("access log: the read of %s by %s could not be recorded", self.fields[0], self.fields[1])

@@ -1,6 +1,6 @@
-"""Configuration of the web app: the installation's settings (models.config) in Flask's config."""
+"""Configuration of the web app: the installation's settings (models.runtime.config) in Flask's config."""
 
-import models.config
+import models.runtime.config
 import schemas.record_times
 
 API_SETTINGS = {
@@ -15,6 +15,6 @@ API_SETTINGS = {
 
 def load_config(app, test_config=None):
     app.config.update(API_SETTINGS)
-    app.config.update(models.config.read(app.instance_path, test_config))
+    app.config.update(models.runtime.config.read(app.instance_path, test_config))
     app.config["MAX_CONTENT_LENGTH"] = app.config["ANALYTICS_MAX_BODY_MB"] * 1024 * 1024
     schemas.record_times.configure(app.config)

@@ -17,7 +17,7 @@ from operator import itemgetter
 from flask import current_app, g, request
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-import models.status
+import models.clients.status
 from catalogue import FIELDS
 
 OTHER = "other"
@@ -101,12 +101,13 @@ def endpoint_labels(names: set) -> dict:
     limit = current_app.config["ANALYTICS_METRICS_ENDPOINTS"]
     labelled = _labelled_endpoints()
     if len(labelled) < limit and not names <= labelled:
-        labelled.update(models.status.first_endpoints(limit))
+        labelled.update(models.clients.status.first_endpoints(limit))
     return {name: name if name in labelled else OTHER for name in names}
 
 
 def count_stored(records: list, past_retention: int):
-    """Count a batch that POST /v2/ingest has just stored (records as models.ingestion.store_records takes them)."""
+    """Count a batch that POST /v2/ingest has just stored (records as
+    models.ingest.ingestion.store_records takes them)."""
     endpoint_at, action_at, status_at = _AT["endpointId"], _AT["action"], _AT["statusCode"]
     # Counted by the raw values in C, then labelled once per distinct combination.
     raw = collections.Counter(map(itemgetter(endpoint_at, action_at, status_at), (values for values, _ in records)))

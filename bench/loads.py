@@ -60,7 +60,7 @@ def checkpoint(path: str) -> int:
 
 def frozen_lag(path: str, hot_hours: int = 48, timeout: float = 600.0) -> float | None:
     """Seconds until the service has packed into blocks every record past the hot horizon
-    (models/freezing.py); None: not within `timeout`."""
+    (models/records/freezing.py); None: not within `timeout`."""
     started = time.perf_counter()
     with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
         while time.perf_counter() - started < timeout:
@@ -118,7 +118,7 @@ def storage_breakdown(path: str) -> dict:
 
 def rollup_rows(path: str) -> dict:
     """The rollup table's bytes, and (meaning, rows) of every dim by the layout the database
-    stores (models/rollups.py)."""
+    stores (models/statistics/rollups.py)."""
     conn = sqlite3.connect(path, timeout=60)
     try:
         layout = conn.execute("SELECT value FROM store_setting WHERE name = 'rollup_layout'").fetchone()
@@ -168,7 +168,7 @@ def load_raw(traffic, path: str, code_dir: str) -> dict:
 
 def counted_lag(path: str, timeout: float = 600.0) -> float | None:
     """Seconds until the service has counted every stored record into its statistics (they are
-    counted behind the ingest requests: see models/counting.py); None: not within `timeout`."""
+    counted behind the ingest requests: see models/statistics/counting.py); None: not within `timeout`."""
     started = time.perf_counter()
     with contextlib.closing(sqlite3.connect(path, timeout=60)) as conn:
         while time.perf_counter() - started < timeout:

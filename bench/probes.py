@@ -320,7 +320,7 @@ def planner_statistics(path: str) -> bool:
 
 def housekeeping(server) -> dict:
     """Bring the loaded database to the state a running deployment keeps it in: the hourly
-    retention job ends with a sampled ANALYZE (models.database.reclaim_space). Run that
+    retention job ends with a sampled ANALYZE (models.engine.database.reclaim_space). Run that
     job's command with a retention longer than the data (it deletes nothing); fall back to a
     plain ANALYZE where that leaves no planner statistics, and say so."""
     path = server.env["ANALYTICS_DATABASE"]

@@ -11,15 +11,18 @@ from datetime import UTC, datetime, timedelta
 # record columns that hold interned terms are the service's, not a copy that could drift.
 _CREATE_SCHEMA = """
 import json, sys
-import models.database
-import models.tables
 from catalogue import FIELDS
-from models.database import SQLITE_PRAGMAS
-models.database.open_database(sys.argv[1])
-with models.database.connection():
-    models.tables.create_schema()
+try:
+    from models.engine import database
+    from models.migrations.run import create_schema
+except ImportError:  # a version from before the store's rooms (bench/ab.py runs older ones)
+    from models import database
+    from models.tables import create_schema
+database.open_database(sys.argv[1])
+with database.connection():
+    create_schema()
 fields = [{"name": f.name, "sql": f.sql, "storage": f.storage, "path": f.path} for f in FIELDS]
-print(json.dumps({"pragmas": SQLITE_PRAGMAS, "fields": fields}))
+print(json.dumps({"pragmas": database.SQLITE_PRAGMAS, "fields": fields}))
 """
 META = (("host", "host"), ("mac", "mac"), ("ip", "ip"), ("vendor", "vendor"))
 OS_META = (("os_type", "type"), ("os_arch", "arch"), ("os_version", "version"))
@@ -71,7 +74,7 @@ class RawLoader:
         columns = ", ".join(["ts", *(f["sql"] for f in terms + plain)])
         marks = ", ".join(["?"] * (3 + len(fields)))
         self.insert = f"INSERT INTO record (endpoint, client, {columns}) VALUES ({marks})"
-        # The strings a new database interns first (models/terms.COMMON), with their ids.
+        # The strings a new database interns first (models/records/terms.COMMON), with their ids.
         stored = self.conn.execute("SELECT id, value FROM term")
         self.term_ids: dict[str, int] = {value: ident for ident, value in stored}
         self.next_term = max(self.term_ids.values(), default=0) + 1

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from traffic import Traffic  # noqa: E402
 
-import models.rollups as rollups  # noqa: E402
+import models.statistics.rollups as rollups  # noqa: E402
 from app import create_app  # noqa: E402
 
 KEY = "bench-rollup-cost"

@@ -2,7 +2,7 @@
 `import-pihole PATH` and `import-adguard PATH` (once or following the source), and
 `collect-dnstap`, into this installation's store or pushed to another service with --url.
 
-It reads the installation's settings as the service does (models.config) and opens the local
+It reads the installation's settings as the service does (models.runtime.config) and opens the local
 store only when it writes to it. `flask --app wsgi <command>` runs the same commands on the
 web app's settings and store (app/commands/feeds.py hands them over as a Host).
 """
@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 
 import click
 
-import models.config
-import models.database
-import models.freezing
-import models.tables
+import models.engine.database
+import models.migrations.run
+import models.records.freezing
+import models.runtime.config
 import schemas.geoip
 import schemas.record_times
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.records import MAX_ID_LENGTH
 
 from . import adguard, dnstap, files, pihole
@@ -43,7 +43,7 @@ class Host:
 
     settings: dict
     instance_path: str
-    # Binds models.database.db to the local store (and makes its schema); called only by a
+    # Binds models.engine.database.db to the local store (and makes its schema); called only by a
     # command that writes to it.
     open_store: object = field(default=None)
 
@@ -56,7 +56,9 @@ class Host:
 def _host() -> Host:
     meta = click.get_current_context().meta
     if HOST not in meta:
-        meta[HOST] = Host(models.config.read(), models.config.INSTANCE_PATH, open_store=_open_local_store)
+        meta[HOST] = Host(
+            models.runtime.config.read(), models.runtime.config.INSTANCE_PATH, open_store=_open_local_store
+        )
         # Every feed validates its records (with --url too, before they are spooled).
         schemas.record_times.configure(meta[HOST].settings)
     return meta[HOST]
@@ -64,10 +66,10 @@ def _host() -> Host:
 
 def _open_local_store():
     settings = _host().settings
-    models.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
-    models.freezing.configure(settings)  # a feed's batches freeze what passed the hot horizon
-    with models.database.connection():
-        models.tables.create_schema()
+    models.engine.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
+    models.records.freezing.configure(settings)  # a feed's batches freeze what passed the hot horizon
+    with models.engine.database.connection():
+        models.migrations.run.create_schema()
     # Records are validated (and their geography filled) here for the local store; a feed
     # pushing with --url leaves that to the service.
     schemas.geoip.configure(*_geoip_paths(settings))
@@ -219,7 +221,7 @@ def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
 
 def _horizon(sink) -> int | None:
     """The retention horizon of the local store (None: no retention, or a remote service)."""
-    return models.config.horizon_ms(_host().settings, now_ms()) if isinstance(sink, LocalSink) else None
+    return models.runtime.config.horizon_ms(_host().settings, now_ms()) if isinstance(sink, LocalSink) else None
 
 
 def feed_sink(url: str | None, key: str | None, spool: str | None):
@@ -236,7 +238,7 @@ def feed_sink(url: str | None, key: str | None, spool: str | None):
 
 def _store_connection(sink):
     """A connection to the local store for the run, when the sink is the local store."""
-    return models.database.connection() if isinstance(sink, LocalSink) else contextlib.nullcontext()
+    return models.engine.database.connection() if isinstance(sink, LocalSink) else contextlib.nullcontext()
 
 
 def _stop_on_signals() -> threading.Event:
@@ -254,7 +256,7 @@ def _report(summary: Summary, path: str, endpoint: str, url: str | None, waiting
     if summary.past_retention:
         settings = _host().settings
         days = settings["ANALYTICS_RETENTION_DAYS"]
-        kept = models.config.statistics_days(settings)
+        kept = models.runtime.config.statistics_days(settings)
         click.echo(
             f"{summary.past_retention} of them are older than the records' horizon "
             f"(ANALYTICS_RETENTION_DAYS={days}): their statistics are kept "

@@ -22,8 +22,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from models.clock import now_ms
-from models.process import quiet_garbage_collector
+from models.runtime.clock import now_ms
+from models.runtime.process import quiet_garbage_collector
 
 from .common import SkipRow
 from .dnstap import Decoder

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import click
 
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 from schemas.records import RecordError, count_older, parse_record
 

@@ -137,7 +137,7 @@ class Decoder:
     reference: bool = False
     _queries: collections.OrderedDict = field(default_factory=collections.OrderedDict, repr=False, compare=False)
     # Queries forgotten unanswered: under load, mostly responses the resolver's dnstap buffer
-    # dropped (models.losses, place "resolver"; a lower bound: it drops queries too).
+    # dropped (models.ingest.losses, place "resolver"; a lower bound: it drops queries too).
     unanswered: int = field(default=0, compare=False)
 
     def record(self, payload: bytes) -> dict | None:

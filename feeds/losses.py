@@ -1,5 +1,5 @@
 """What a feed loses, never silently: each place's total is logged with its rate while it
-grows, and reported through the sink (models.losses keeps it), so that the service's /metrics
+grows, and reported through the sink (models.ingest.losses keeps it), so that the service's /metrics
 shows it whichever host the feed runs on."""
 
 import collections
@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from models.losses import LOSS_PLACES
+from models.ingest.losses import LOSS_PLACES
 
 REPORT_EVERY = 10.0  # seconds between two reports (and log lines) while losses grow
 

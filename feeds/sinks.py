@@ -27,14 +27,14 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol
 
-import models.database
-import models.freezing
-import models.ingestion
-import models.losses
+import models.engine.database
+import models.ingest.ingestion
+import models.ingest.losses
+import models.records.freezing
 import schemas.geoip
 import schemas.record_times
-from models.clock import now_ms
-from models.imports import ProgressMoved, forget_progress, get_progress, save_progress
+from models.ingest.imports import ProgressMoved, forget_progress, get_progress, save_progress
+from models.runtime.clock import now_ms
 
 from .common import rejects_name, set_aside, validate
 
@@ -81,7 +81,7 @@ class LocalSink:
         return saved["position"] if saved else {}
 
     def forget(self, source: str):
-        with models.database.write_transaction():
+        with models.engine.database.write_transaction():
             forget_progress(source)
 
     def commit(self, source: str, records: list, wire: list[dict], position: dict, skipped: int):
@@ -94,9 +94,9 @@ class LocalSink:
 
         try:
             if records:
-                models.ingestion.store_records(records, in_transaction=save)
+                models.ingest.ingestion.store_records(records, in_transaction=save)
             else:
-                with models.database.write_transaction():
+                with models.engine.database.write_transaction():
                     save()
         except ProgressMoved:
             raise FeedError(
@@ -441,13 +441,13 @@ def _open_store(
 ) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
-    models.database.open_database(database, wal_limit)
+    models.engine.database.open_database(database, wal_limit)
     # A spawned process starts with none of its parent's settings: the records it validates
     # get their geography from the operator's files here (see schemas.geoip), and what it
     # stores is frozen past the operator's hot horizon; records further in the future than the
     # operator's tolerance are refused.
     schemas.geoip.configure(*geoip)
-    models.freezing.configure({"ANALYTICS_HOT_HOURS": hot_hours})
+    models.records.freezing.configure({"ANALYTICS_HOT_HOURS": hot_hours})
     schemas.record_times.configure({"ANALYTICS_FUTURE_TOLERANCE_SECONDS": future_tolerance})
     threading.Thread(target=_follow_parent, args=(parent,), name="follow-parent", daemon=True).start()
 
@@ -464,7 +464,7 @@ def _follow_parent(parent: int) -> None:
     with _IN_HAND:
         try:
             # Closed, not just dropped: SQLite's last connection folds its write-ahead log back.
-            models.database.db.obj.close_all()
+            models.engine.database.db.obj.close_all()
         finally:
             os._exit(0)
 
@@ -475,14 +475,14 @@ def _validate_and_store(batch: list[dict], source: str = "", rejects: str | None
     with _IN_HAND:
         records, _, rejected = validate(batch, now_ms(), None if rejects is None else (rejects, source))
         if records:
-            with models.database.connection():
-                models.ingestion.store_records(records)
+            with models.engine.database.connection():
+                models.ingest.ingestion.store_records(records)
     return rejected
 
 
 def _report_losses(run: str, endpoint: str, totals: dict) -> None:
-    with _IN_HAND, models.database.connection():
-        models.losses.report(run, endpoint, totals, now_ms())
+    with _IN_HAND, models.engine.database.connection():
+        models.ingest.losses.report(run, endpoint, totals, now_ms())
 
 
 def make_sink(url: str | None, key: str | None, spool: str | None, default_spool: str, rejects: str):

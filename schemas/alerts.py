@@ -4,8 +4,8 @@ and the history of firings with their deliveries."""
 import marshmallow as ma
 from marshmallow import fields
 
-from models.alerts import DELIVERED, FAILED, KINDS, PENDING, RETRYING
-from models.filters import compile_pattern
+from models.delivery.alerts import DELIVERED, FAILED, KINDS, PENDING, RETRYING
+from models.records.filters import compile_pattern
 
 from .activity_log import MAX_PAGE_SIZE, PaginationDataSchema
 from .datetimes import format_ms
@@ -173,7 +173,7 @@ class AlertQuerySchema(WindowSchema):
 
 
 def alert_json(alert) -> dict:
-    """A firing as the history and the destinations get it (models.alerts.AlertRow or DueRow)."""
+    """A firing as the history and the destinations get it (models.delivery.alerts.AlertRow or DueRow)."""
     return {
         "id": alert.id,
         "ruleId": alert.rule,

@@ -10,7 +10,7 @@ import functools
 import re
 from datetime import UTC, datetime, timedelta
 
-from models.clock import request_now_ms
+from models.runtime.clock import request_now_ms
 
 # Epoch milliseconds of 0001-01-01T00:00:00.000Z and 9999-12-31T23:59:59.999Z.
 MIN_MS = -62135596800000
@@ -43,7 +43,7 @@ class DatetimeError(ValueError):
 
 
 def parse_time(value) -> int:
-    """parse_datetime, or a time relative to the request's start (models.clock): `now`, or a
+    """parse_datetime, or a time relative to the request's start (models.runtime.clock): `now`, or a
     whole number of seconds, minutes, hours, days or weeks before it (`-24h`, `now-7d`). The
     message of its DatetimeError ends with a period, as request parameters' messages do."""
     try:

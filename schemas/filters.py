@@ -4,8 +4,8 @@ import marshmallow as ma
 from marshmallow import fields
 
 from catalogue import BOOLEAN, FILTERABLE, INTEGER
-from models.clock import request_now_ms
-from models.filters import SEARCH_MODES, Filters, compile_pattern
+from models.records.filters import SEARCH_MODES, Filters, compile_pattern
+from models.runtime.clock import request_now_ms
 
 from .fields import BaseSchema, Boolean, DatetimeInput, Integer, Trigger
 from .records import ACTIONS

@@ -3,7 +3,7 @@
 import marshmallow as ma
 from marshmallow import fields
 
-from models.losses import LOSS_PLACES, MAX_RUN_LENGTH
+from models.ingest.losses import LOSS_PLACES, MAX_RUN_LENGTH
 
 from .fields import BaseSchema, Integer
 from .records import MAX_ID_LENGTH

@@ -190,7 +190,7 @@ def redacted_body(body):
 
 
 class OutputSchema(BaseSchema):
-    """An output and how its delivery goes (dumped from a models.outputs.OutputRow as a dict, with
+    """An output and how its delivery goes (dumped from a models.delivery.outputs.OutputRow as a dict, with
     its backlog)."""
 
     id = Integer(required=True)

@@ -1,10 +1,10 @@
 """The Privacy group on the wire: an endpoint's settings (the store's names and words are
-models/privacy.py's, the API's are here)."""
+models/privacy/privacy.py's, the API's are here)."""
 
 import marshmallow as ma
 from marshmallow import fields
 
-from models.privacy import COUNTED, DOMAIN, DROP, HASH, KEEP, NOT_COUNTED, TRUNCATE
+from models.privacy.privacy import COUNTED, DOMAIN, DROP, HASH, KEEP, NOT_COUNTED, TRUNCATE
 
 from .fields import BaseSchema, Datetime, Integer
 
@@ -77,7 +77,7 @@ class PrivacySpanSchema(DetailSchema):
 
 
 def privacy_spans(spans: list[tuple[int, dict]], now: int, horizon: int | None) -> list[dict]:
-    """models.privacy.ages as periods back from `now` (to the records' `horizon`, None: none),
+    """models.privacy.privacy.ages as periods back from `now` (to the records' `horizon`, None: none),
     for PrivacySpanSchema to dump."""
     out = []
     for i, (since, settings) in enumerate(spans):
@@ -170,5 +170,5 @@ def settings_json(settings: dict, pending: int = 0) -> dict:
 
 
 def settings_items(in_force: dict[str, tuple[dict, int]]) -> dict:
-    """GET /v2/privacy's items from models.rewrites.in_force."""
+    """GET /v2/privacy's items from models.privacy.rewrites.in_force."""
     return {name: settings_json(settings, pending) for name, (settings, pending) in in_force.items()}

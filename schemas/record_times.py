@@ -3,7 +3,7 @@ is further past its receipt than two hosts' clocks may differ by
 (ANALYTICS_FUTURE_TOLERANCE_SECONDS): a record from the future would stand as its client's and
 endpoint's last activity until that time came, and keep a feed-silent rule from ever firing."""
 
-from models.config import DEFAULTS
+from models.runtime.config import DEFAULTS
 
 from .datetimes import DatetimeError, format_ms, parse_datetime
 

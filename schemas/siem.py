@@ -11,7 +11,7 @@ SHAPES = ("queryData", "controlD")
 
 
 def shaped(rows, shape: str) -> list[dict]:
-    """The records of the store's rows (models.activity.RecordRow) in `shape`."""
+    """The records of the store's rows (models.clients.activity.RecordRow) in `shape`."""
     records = query_data(rows)
     if shape == "controlD":
         return [control_d(row.id, record) for row, record in zip(rows, records, strict=True)]

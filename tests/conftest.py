@@ -202,13 +202,13 @@ def new_database(engine, tmp_path):
 
 @pytest.fixture(autouse=True)
 def counted_as_stored():
-    """Records counted as they are stored, as outside a gunicorn worker (models/counting.py);
+    """Records counted as they are stored, as outside a gunicorn worker (models/statistics/counting.py);
     a test that lets them wait sets it, and it is set back after."""
-    import models.counting
+    import models.statistics.counting
 
-    models.counting.behind_limit = 0
+    models.statistics.counting.behind_limit = 0
     yield
-    models.counting.behind_limit = 0
+    models.statistics.counting.behind_limit = 0
 
 
 @pytest.fixture

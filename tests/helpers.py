@@ -71,7 +71,7 @@ def wait_for(condition, timeout=30.0, what="the condition"):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-# The states of the counting behind the records (models/counting.py) a read is checked in: every
+# The states of the counting behind the records (models/statistics/counting.py) a read is checked in: every
 # record counted as it was stored, or every one still waiting (read from the records).
 COUNTING = {"counted": 0, "waiting": 1_000_000}
 
@@ -79,7 +79,7 @@ COUNTING = {"counted": 0, "waiting": 1_000_000}
 def count_as(app, state: str):
     """Count records as COUNTING[state] says, as a gunicorn web worker sets it (for
     a test module's app fixture; conftest sets it back after each test)."""
-    import models.counting
+    import models.statistics.counting
 
-    models.counting.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"] = COUNTING[state]
+    models.statistics.counting.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"] = COUNTING[state]
     return app

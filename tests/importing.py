@@ -11,7 +11,7 @@ import struct
 
 import stores
 
-import models.ingestion
+import models.ingest.ingestion
 
 from helpers import AUTH
 
@@ -177,7 +177,7 @@ def write_log(path, *entries, mode="w"):
 def crash_in_third_batch(monkeypatch):
     """Make the third batch an import stores die inside its transaction, after its position was
     saved (a power cut at the worst moment): it must roll back whole."""
-    real_store = models.ingestion.store_records
+    real_store = models.ingest.ingestion.store_records
     calls = []
 
     def store(records, in_transaction=None):
@@ -191,4 +191,4 @@ def crash_in_third_batch(monkeypatch):
 
         return real_store(records, save_then_crash)
 
-    monkeypatch.setattr(models.ingestion, "store_records", store)
+    monkeypatch.setattr(models.ingest.ingestion, "store_records", store)

@@ -6,7 +6,7 @@ import re
 import sqlite3
 from urllib.parse import unquote
 
-from models.dialect import Postgres
+from models.engine.dialect import Postgres
 
 
 def is_postgres(database: str) -> bool:
@@ -42,8 +42,8 @@ def scalar(database: str, statement: str, params=()):
 
 def on_records(database: str, statement: str, params=()) -> list[tuple]:
     """Run `statement`, whose `{records}` stands for every stored record (rows of the record
-    table, and the frozen ones unpacked from their blocks: models/freezing.py); its rows."""
-    from models import blocks
+    table, and the frozen ones unpacked from their blocks: models/records/freezing.py); its rows."""
+    from models.records import blocks
 
     columns = ", ".join(blocks.COLUMNS)
     create = f"CREATE TEMP TABLE every_record AS SELECT {columns} FROM record"

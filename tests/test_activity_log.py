@@ -4,9 +4,9 @@ import time
 
 import pytest
 
-import models.blocks
-import models.database
-import models.deletion
+import models.clients.deletion
+import models.engine.database
+import models.records.blocks
 from catalogue import READ_FIELDS
 from schemas.fields import TRIGGERS
 
@@ -349,21 +349,21 @@ def test_a_deletion_ends_while_its_endpoint_keeps_receiving_records(client, monk
     client.application.config["ANALYTICS_DELETE_BATCH"] = 2
     now = int(time.time() * 1000)
     ingest(client, *[record("busy", timestamp=now - i, question=f"q{i}.com") for i in range(9)])  # hot: rows
-    columns = ", ".join(column for column in models.blocks.COLUMNS if column != "id")
+    columns = ", ".join(column for column in models.records.blocks.COLUMNS if column != "id")
     copy = (
         f"INSERT INTO record ({columns}) SELECT {columns} FROM record"
         " WHERE endpoint = (SELECT id FROM endpoint WHERE name = 'busy') ORDER BY id LIMIT 2"
     )
-    delete, batches = models.deletion._delete, []
+    delete, batches = models.clients.deletion._delete, []
 
     def arriving(*args):
         deleted = delete(*args)
         batches.append(deleted)
         assert len(batches) < 50, "the deletion goes on as long as records arrive"
-        models.database.query(copy)
+        models.engine.database.query(copy)
         return deleted
 
-    monkeypatch.setattr(models.deletion, "_delete", arriving)
+    monkeypatch.setattr(models.clients.deletion, "_delete", arriving)
     response = client.delete("/v2/activity-log?endpointId=busy&all=true", headers=AUTH)
     assert response.json == {"deletedCount": 9}
     left = client.get("/v2/activity-log?startTime=-1h&endpointId=busy&pageSize=500", headers=AUTH).json["queries"]

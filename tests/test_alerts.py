@@ -12,10 +12,10 @@ import pytest
 import stores
 from alert_receivers import HttpReceiver, SmtpReceiver
 
-import models.alerts
-import models.database
+import models.delivery.alerts
+import models.engine.database
 from app.jobs.alerts import judge_rule, run_alerts
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import API_KEY, AUTH, assert_error, create, ingest, record, samples
@@ -45,7 +45,7 @@ def make_rule(client, body, expect=201) -> dict:
 
 def run_job(app, now=None) -> int:
     """One run of the alerts job, as the worker holding its lease runs it."""
-    with app.app_context(), models.database.connection():
+    with app.app_context(), models.engine.database.connection():
         return run_alerts(now=now)
 
 
@@ -177,10 +177,10 @@ def test_the_client_scope_limits_what_fires(app, client):
     rule = make_rule(client, {**body, "clientIds": ["kid"]})
     assert rule["clientIds"] == ["kid"]
     ingest(client, record("home", "parent", ago(0), "watched.example"))
-    with app.app_context(), models.database.connection():
-        assert judge_rule(models.alerts.get_rule(rule["id"]), now_ms()) == 0, "not one of its clients"
+    with app.app_context(), models.engine.database.connection():
+        assert judge_rule(models.delivery.alerts.get_rule(rule["id"]), now_ms()) == 0, "not one of its clients"
         ingest(client, record("home", "kid", ago(0), "watched.example"))
-        assert judge_rule(models.alerts.get_rule(rule["id"]), now_ms()) == 1
+        assert judge_rule(models.delivery.alerts.get_rule(rule["id"]), now_ms()) == 1
 
 
 def test_a_delivery_is_given_up_after_its_attempts_and_with_its_rule(app, client):
@@ -304,9 +304,9 @@ def test_client_share_far_above_the_clients_own_baseline(app, client):
     }
     plain = make_rule(client, body)
     baseline = make_rule(client, {**body, "baselineDays": 1, "baselineFactor": 3})
-    with app.app_context(), models.database.connection():
-        assert judge_rule(models.alerts.get_rule(plain["id"]), now_ms()) == 2, "both over 0.5 a minute"
-        assert judge_rule(models.alerts.get_rule(baseline["id"]), now_ms()) == 1
+    with app.app_context(), models.engine.database.connection():
+        assert judge_rule(models.delivery.alerts.get_rule(plain["id"]), now_ms()) == 2, "both over 0.5 a minute"
+        assert judge_rule(models.delivery.alerts.get_rule(baseline["id"]), now_ms()) == 1
     [alert] = history(client, f"&ruleId={baseline['id']}")
     detail = alert["detail"]
     assert (alert["subject"], detail["value"], detail["baseline"]) == ("home/burst", 2.0, 0.0)
@@ -362,8 +362,8 @@ def test_a_second_process_judging_the_same_rule_fires_nothing(app, client, kind,
     body = {"kind": kind, "endpointIds": ["home"], "destinations": ["https://hooks.example/"], "cooldown": 0, **fields}
     rule = make_rule(client, body)
     ingest(client, record("home", "laptop", ago(2 * MINUTE), question))
-    with app.app_context(), models.database.connection():
-        stale = models.alerts.get_rule(rule["id"])
+    with app.app_context(), models.engine.database.connection():
+        stale = models.delivery.alerts.get_rule(rule["id"])
         now = now_ms()
         assert judge_rule(stale, now) == 1
         assert judge_rule(stale, now) == 0, "the other process read the rule before the first fired"
@@ -429,8 +429,8 @@ def test_a_rule_deleted_after_the_job_read_it_fires_nothing(app, client):
     body = {"kind": "feed-silent", "endpointIds": ["home"], "destinations": ["https://h.example/"], "silentMinutes": 1}
     rule = make_rule(client, body)
     ingest(client, record("home", "laptop", ago(5 * MINUTE)))
-    with app.app_context(), models.database.connection():
-        read = models.alerts.get_rule(rule["id"])
+    with app.app_context(), models.engine.database.connection():
+        read = models.delivery.alerts.get_rule(rule["id"])
         assert client.delete(f"/v2/alert-rule/{rule['id']}", headers=AUTH).status_code == 200
         assert judge_rule(read, now_ms()) == 0
     assert history(client) == []

@@ -1,4 +1,4 @@
-"""Records packed into blocks (models/blocks.py): exactly the rows they were given back, in the
+"""Records packed into blocks (models/records/blocks.py): exactly the rows they were given back, in the
 block's order (client, ts, id)."""
 
 import random
@@ -6,7 +6,7 @@ import zlib
 
 import pytest
 
-from models import blocks
+from models.records import blocks
 
 REALS = frozenset({5})
 

@@ -2,7 +2,7 @@
 
 import stores
 
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import AUTH, assert_error, clients, ingest, record

@@ -1,4 +1,4 @@
-"""The rollups counted behind the records (models/rollups.py, app/jobs/counting.py): the
+"""The rollups counted behind the records (models/statistics/rollups.py, app/jobs/counting.py): the
 service's counting process catches up with what was stored (and is started again when it dies),
 a batch counts the waiting records itself once they pass ANALYTICS_COUNT_BEHIND, and records
 that expire are counted before they go. That every answer is exact whatever is waiting:
@@ -13,11 +13,11 @@ from contextlib import contextmanager
 import pytest
 from stores import is_postgres, records_scalar, run_sql, scalar
 
-import models.counting
-import models.database
-import models.rollups as rollups
+import models.engine.database
+import models.statistics.counting
+import models.statistics.rollups as rollups
 from app import create_app
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import API_KEY, AUTH, ingest, record, samples, wait_for
@@ -28,7 +28,7 @@ NEWEST = "SELECT COALESCE(MAX(id), 0) FROM {records}"
 
 
 def app_behind(tmp_path, database, behind: int, **config):
-    models.counting.behind_limit = behind  # as a web worker sets it (conftest resets it)
+    models.statistics.counting.behind_limit = behind  # as a web worker sets it (conftest resets it)
     return create_app(
         {
             "TESTING": True,
@@ -216,7 +216,7 @@ def test_names_first_seen_read_what_is_counted_and_what_waits_together(tmp_path,
         record("e1", "a", "2024-05-11T10:00:00Z", "x.example"),
     )
     assert scalar(database, COUNTED) == 2, "counted as stored"
-    models.counting.behind_limit = 1_000_000
+    models.statistics.counting.behind_limit = 1_000_000
     ingest(
         client,
         record("e1", "b", "2024-05-01T10:00:00Z", "late.example"),  # came late: asked before the week
@@ -231,7 +231,7 @@ def test_names_first_seen_read_what_is_counted_and_what_waits_together(tmp_path,
 
 def test_a_count_of_many_thousand_rows_holds_every_record_once_in_every_dim(tmp_path, database):
     """One count writes tens of thousands of rollup rows, several statements' worth on SQLite
-    (models.dialect.SQLite.insert_rows): every record is in every dim once, and every name has
+    (models.engine.dialect.SQLite.insert_rows): every record is in every dim once, and every name has
     its spans."""
     client = app_behind(tmp_path, database, behind=0).test_client()
     n = 8_000
@@ -271,7 +271,7 @@ def test_rows_many_to_a_statement_are_looked_up_by_their_whole_key(tmp_path, dat
     from a list of values by the record's id, not a scan or a part of the key."""
     import sqlite3
 
-    from models.dialect import SQLite
+    from models.engine.dialect import SQLite
 
     client = app_behind(tmp_path, database, behind=0).test_client()
     ingest(
@@ -317,8 +317,8 @@ def test_a_long_tail_counted_aside_in_parts_gives_the_counts_of_counting_as_stor
             ingest(client, *records)
         if behind:
             assert scalar(database, COUNTED) == 0
-            with app.app_context(), models.database.connection():
-                assert models.counting.catch_up_aside() == 12_600
+            with app.app_context(), models.engine.database.connection():
+                assert models.statistics.counting.catch_up_aside() == 12_600
         assert scalar(database, COUNTED) == records_scalar(database, NEWEST) == 12_600
     rows = "SELECT dim, period, endpoint, value, n FROM rollup ORDER BY dim, period, endpoint, value"
     assert run_sql(counted_aside, rows) == run_sql(counted_as_stored, rows)

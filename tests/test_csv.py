@@ -6,11 +6,11 @@ import io
 import pytest
 import stores
 
-import models.activity
-import models.database
-import models.freezing
+import models.clients.activity
+import models.engine.database
+import models.records.freezing
 from app import create_app
-from models.filters import Filters
+from models.records.filters import Filters
 
 from helpers import API_KEY, AUTH, assert_error, ingest, record
 
@@ -139,7 +139,7 @@ def test_each_export_batch_seeks_past_the_rows_before_it(app, client, engine, de
     if engine != "sqlite":
         pytest.skip("counts the steps of SQLite's virtual machine")
     if not frozen:  # the records' 2024 times are past the hot horizon: kept as rows all the same
-        monkeypatch.setattr(models.freezing, "hot_hours", 10**7)
+        monkeypatch.setattr(models.records.freezing, "hot_hours", 10**7)
     ingest(
         client,
         *[
@@ -152,10 +152,10 @@ def test_each_export_batch_seeks_past_the_rows_before_it(app, client, engine, de
 
     def steps_to_export(end_ms):
         steps, seen = [0], []
-        with app.app_context(), models.database.connection() as db:
+        with app.app_context(), models.engine.database.connection() as db:
             db.connection().set_progress_handler(lambda: steps.__setitem__(0, steps[0] + 1), 10)
             try:
-                for rows in models.activity.iter_raw_batches(
+                for rows in models.clients.activity.iter_raw_batches(
                     Filters(start_ms=1714521600000, end_ms=end_ms), descending, batch_size=100
                 ):
                     seen.extend(row[0] for row in rows)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from models.config import DEFAULTS
+from models.runtime.config import DEFAULTS
 
 from helpers import AUTH, ingest, record, samples
 from servers import ROOT

@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 
 from app import create_app
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import API_KEY

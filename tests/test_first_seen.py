@@ -5,7 +5,7 @@ import pytest
 from stores import as_older_schema, is_postgres, run_sql
 
 from app import create_app
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import AUTH, COUNTING, assert_error, count_as, ingest, record

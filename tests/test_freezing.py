@@ -1,5 +1,5 @@
-"""Records frozen into blocks past the hot horizon (models/freezing.py), read back with the rows
-(models/thawing.py), through the API."""
+"""Records frozen into blocks past the hot horizon (models/records/freezing.py), read back with the rows
+(models/records/thawing.py), through the API."""
 
 import csv
 import io
@@ -7,10 +7,10 @@ import time
 
 import stores
 
-import models.activity
+import models.clients.activity
 from app import create_app
-from models import blocks
-from models.clock import now_ms
+from models.records import blocks
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import API_KEY, AUTH, clients, ingest, record
@@ -250,7 +250,7 @@ def test_counts_of_clients_frozen_records_follow_the_window_to_the_millisecond(c
 
 
 def test_an_export_builds_a_busy_frozen_hour_in_spans_of_time(client, database, monkeypatch):
-    monkeypatch.setattr(models.activity, "EXPORT_RECORDS", 3)
+    monkeypatch.setattr(models.clients.activity, "EXPORT_RECORDS", 3)
     # 20 records of one hour, two clients (a block is ordered by client), some in the same ms.
     # Records a ms apart too: a span's last ms holds records.
     seconds = (0, 1, 1, 1, 2, 2.999, 3, 3, 4, 5, 5.999, 6, 7, 7, 8, 9, 9, 9, 9, 10)

@@ -7,7 +7,7 @@ import pathlib
 import marshmallow as ma
 import pytest
 
-import models.tables
+import models.schema.tables
 from catalogue import FIELDS, READ_FIELDS
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -75,7 +75,7 @@ def test_the_feed_program_starts_without_the_web_framework():
 
 
 def test_the_store_is_reached_through_its_modules():
-    """`models` re-exports nothing: a call names the module it lands in (models.ingestion...)."""
+    """`models` re-exports nothing: a call names the module it lands in (models.ingest.ingestion...)."""
     tree = ast.parse((ROOT / "models" / "__init__.py").read_text())
     assert [type(node).__name__ for node in tree.body] == ["Expr"], "only its docstring"
 
@@ -119,7 +119,7 @@ def _store_names() -> set[str]:
     """Table and column names: where the store's words and the wire's coincide, the store
     may of course use them."""
     names = set()
-    for table in models.tables.TABLES:
+    for table in models.schema.tables.TABLES:
         names.add(table._meta.table_name)
         names.update(field.column_name for field in table._meta.sorted_fields)
     return names
@@ -145,5 +145,101 @@ def test_the_store_uses_no_wire_names():
 
 @pytest.mark.parametrize("field", FIELDS, ids=lambda f: f.name)
 def test_every_catalogue_field_has_its_column(field):
-    columns = {f.column_name: f for f in models.tables.Record._meta.sorted_fields}
+    columns = {f.column_name: f for f in models.schema.tables.Record._meta.sorted_fields}
     assert field.sql in columns
+
+
+# The store's rooms, lowest first: a module imports only from its own room and the rooms before
+# it (docs/layout.md says what each holds).
+ROOMS = (
+    "runtime",
+    "engine",
+    "schema",
+    "access",
+    "records",
+    "statistics",
+    "privacy",
+    "ingest",
+    "clients",
+    "delivery",
+    "migrations",
+)
+
+
+def _store_modules() -> dict[str, pathlib.Path]:
+    return {
+        ".".join(path.relative_to(ROOT).with_suffix("").parts): path
+        for path in modules("models")
+        if path.name != "__init__.py"
+    }
+
+
+def _store_imports(path: pathlib.Path, known) -> list[tuple[ast.AST, str, bool]]:
+    """(import node, module of the store it names, whether at the top) for every import of the
+    store in `path`."""
+    tree = ast.parse(path.read_text())
+    top = {id(statement) for statement in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            found.append((node, "relative", id(node) in top))
+        elif isinstance(node, ast.ImportFrom) and node.module.startswith("models"):
+            found += [
+                (
+                    node,
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in known else node.module,
+                    id(node) in top,
+                )
+                for a in node.names
+            ]
+        elif isinstance(node, ast.Import):
+            found += [(node, alias.name, id(node) in top) for alias in node.names if alias.name.startswith("models")]
+    return found
+
+
+def test_the_store_lives_in_its_rooms():
+    for name in _store_modules():
+        parts = name.split(".")
+        assert len(parts) == 3 and parts[1] in ROOMS, f"{name} is not in a room of {ROOMS}"
+
+
+def test_the_store_imports_at_the_top_and_absolutely():
+    """No import inside a function (which would hide a circle) and no relative import."""
+    known = _store_modules()
+    hidden = []
+    for name, path in known.items():
+        for node, target, top_level in _store_imports(path, known):
+            if target == "relative" or not top_level:
+                hidden.append((name, node.lineno, target))
+    assert hidden == []
+
+
+def test_each_room_imports_only_the_rooms_below_it():
+    known = _store_modules()
+    upward = []
+    for name, path in known.items():
+        room = ROOMS.index(name.split(".")[1])
+        for node, target, _ in _store_imports(path, known):
+            if target.count(".") >= 1 and ROOMS.index(target.split(".")[1]) > room:
+                upward.append((name, node.lineno, target))
+    assert upward == []
+
+
+def test_the_store_has_no_import_circle():
+    known = _store_modules()
+    edges = {name: {t for _, t, _ in _store_imports(path, known) if t in known} for name, path in known.items()}
+    finished, path = set(), []
+
+    def visit(name):
+        if name in path:
+            raise AssertionError(f"import circle: {' -> '.join([*path[path.index(name) :], name])}")
+        if name in finished:
+            return
+        path.append(name)
+        for target in sorted(edges[name]):
+            visit(target)
+        path.pop()
+        finished.add(name)
+
+    for name in sorted(edges):
+        visit(name)

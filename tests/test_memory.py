@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-import models.database
+import models.engine.database
 
 from helpers import API_KEY, AUTH, ingest, record
 from servers import Gunicorn
@@ -65,8 +65,8 @@ def test_a_burst_of_connections_leaves_few_idle_in_the_pool(app):
     together, done = threading.Barrier(20), []
 
     def request():
-        with models.database.connection():
-            models.database.db.execute_sql("SELECT COUNT(*) FROM record").fetchone()
+        with models.engine.database.connection():
+            models.engine.database.db.execute_sql("SELECT COUNT(*) FROM record").fetchone()
             together.wait(timeout=10)
         done.append(True)
 

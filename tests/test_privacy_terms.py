@@ -207,17 +207,17 @@ def test_a_term_table_made_before_terms_could_be_deleted_never_reuses_an_id(app,
 
 
 def test_a_string_stored_again_while_a_round_looks_for_it_stays(app, client, database):
-    """A round's steps (models/unused_terms.py) with an ingest of the string between the claim
+    """A round's steps (models/privacy/unused_terms.py) with an ingest of the string between the claim
     and the deletion, as another worker may do: the ingest takes it off the candidates."""
-    import models.database
-    import models.unused_terms as unused
+    import models.engine.database
+    import models.privacy.unused_terms as unused
 
     ingest(client, known(), known(minute=1))  # the second batch reads the terms back: cached
     assert client.put("/v2/privacy/home", json={"clientIp": "drop"}, headers=AUTH).status_code == 200
-    with app.app_context(), models.database.connection():
-        import models.rewrites
+    with app.app_context(), models.engine.database.connection():
+        import models.privacy.rewrites
 
-        models.rewrites.run(lambda: False)
+        models.privacy.rewrites.run(lambda: False)
         claimed, claimed_under, newest = unused._claim()
         (address,) = run_sql(database, "SELECT id FROM term WHERE value = ?", [ADDRESS])[0]
         assert address in claimed

@@ -8,7 +8,7 @@ import pytest
 from stores import as_older_schema
 
 from app import create_app
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import AUTH, ingest, record

@@ -6,10 +6,10 @@ import time
 
 import pytest
 
-import models.database
-import models.jobs
+import models.engine.database
+import models.schema.jobs
 from app import create_app
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import API_KEY, AUTH, clients, ingest, record
@@ -100,15 +100,15 @@ def test_freed_space_is_given_back(app30, database):
 
 
 def test_the_job_lease_lets_one_holder_run_per_period(app30):
-    with app30.app_context(), models.database.connection():
-        assert models.jobs.claim("job", "a", 1_000, period_ms=100, lease_ms=50)
-        assert not models.jobs.claim("job", "b", 1_010, period_ms=100, lease_ms=50), "a holds it"
-        models.jobs.finish("job", "a", 1_020)
-        assert not models.jobs.claim("job", "b", 1_030, period_ms=100, lease_ms=50), "not due yet"
-        assert models.jobs.claim("job", "b", 1_120, period_ms=100, lease_ms=50), "due again"
+    with app30.app_context(), models.engine.database.connection():
+        assert models.schema.jobs.claim("job", "a", 1_000, period_ms=100, lease_ms=50)
+        assert not models.schema.jobs.claim("job", "b", 1_010, period_ms=100, lease_ms=50), "a holds it"
+        models.schema.jobs.finish("job", "a", 1_020)
+        assert not models.schema.jobs.claim("job", "b", 1_030, period_ms=100, lease_ms=50), "not due yet"
+        assert models.schema.jobs.claim("job", "b", 1_120, period_ms=100, lease_ms=50), "due again"
         # b dies without finishing: once its lease runs out, someone else may take over.
-        assert not models.jobs.claim("job", "a", 1_160, period_ms=100, lease_ms=50)
-        assert models.jobs.claim("job", "a", 1_171, period_ms=100, lease_ms=50)
+        assert not models.schema.jobs.claim("job", "a", 1_160, period_ms=100, lease_ms=50)
+        assert models.schema.jobs.claim("job", "a", 1_171, period_ms=100, lease_ms=50)
 
 
 def test_background_job_under_gunicorn_runs_once(tmp_path):

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 from stores import run_sql
 
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms, parse_datetime
 
 from helpers import AUTH, ingest, record

@@ -1,6 +1,6 @@
 """A question pattern means what RE2 says of each name alone, in the log and the statistics as
 in the realtime stream: \\A and \\z anchor the name, and no match runs across two names, though
-the stored names are searched many at a time (models/filters.py)."""
+the stored names are searched many at a time (models/records/filters.py)."""
 
 import itertools
 import urllib.parse
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import models.filters
+import models.records.filters
 
 from helpers import AUTH, ingest, record
 
@@ -65,7 +65,7 @@ _ENDPOINTS = itertools.count()
 @given(pattern=patterns, stored=names)
 def test_the_log_finds_the_names_the_stream_matches(client, pattern, stored):
     try:
-        alone = models.filters.compile_pattern(pattern)  # the realtime stream's matcher, per name
+        alone = models.records.filters.compile_pattern(pattern)  # the realtime stream's matcher, per name
     except ValueError:
         return
     endpoint = f"e{next(_ENDPOINTS)}"

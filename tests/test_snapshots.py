@@ -9,11 +9,11 @@ import threading
 
 import pytest
 
-import models.database
-import models.freezing
-import models.rewrites
-import models.thawing
-from models.clock import now_ms
+import models.engine.database
+import models.privacy.rewrites
+import models.records.freezing
+import models.records.thawing
+from models.runtime.clock import now_ms
 
 from helpers import AUTH, ingest, record
 
@@ -33,7 +33,7 @@ NEWEST_FIRST = [r["question"] for r in sorted(SENT, key=lambda r: r["timestamp"]
 @pytest.fixture
 def store(app, client, monkeypatch):
     ingest(client, *FROZEN)
-    monkeypatch.setattr(models.freezing, "hot_hours", 10**6)
+    monkeypatch.setattr(models.records.freezing, "hot_hours", 10**6)
     ingest(client, *ROWS)
     return app
 
@@ -41,7 +41,7 @@ def store(app, client, monkeypatch):
 def between_statements(monkeypatch, app, action):
     """Run `action` (in a thread of its own, on a connection of its own, to its commit) right
     after the read picks its frozen blocks the first time, before it reads the rows."""
-    original, done = models.thawing.runs, []
+    original, done = models.records.thawing.runs, []
 
     def runs(*args, **kwargs):
         found = original(*args, **kwargs)
@@ -51,7 +51,7 @@ def between_statements(monkeypatch, app, action):
 
             def run():
                 try:
-                    with app.app_context(), models.database.connection():
+                    with app.app_context(), models.engine.database.connection():
                         action()
                 except Exception as exc:  # noqa: BLE001 - reported by the test
                     failed.append(exc)
@@ -62,15 +62,15 @@ def between_statements(monkeypatch, app, action):
             assert not failed, failed
         return found
 
-    monkeypatch.setattr(models.thawing, "runs", runs)
+    monkeypatch.setattr(models.records.thawing, "runs", runs)
     return done
 
 
 def freeze(monkeypatch):
     def action():
-        monkeypatch.setattr(models.freezing, "hot_hours", 48)
-        with models.database.write_transaction():
-            assert models.freezing.freeze(now_ms()) == len(ROWS)
+        monkeypatch.setattr(models.records.freezing, "hot_hours", 48)
+        with models.engine.database.write_transaction():
+            assert models.records.freezing.freeze(now_ms()) == len(ROWS)
 
     return action
 
@@ -92,7 +92,7 @@ def rewrite(client):
     def action():
         response = client.put("/v2/privacy/ep1", json={"question": "drop"}, headers=AUTH)
         assert response.status_code == 200, response.json
-        assert models.rewrites.run(lambda: False) == len(SENT)
+        assert models.privacy.rewrites.run(lambda: False) == len(SENT)
 
     return action
 

@@ -3,7 +3,7 @@
 import pytest
 
 from catalogue import READ_FIELDS
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import AUTH, COUNTING, assert_error, count_as, ingest, record

@@ -5,7 +5,7 @@ the records were counted into the rollups as they were stored, not yet (the tail
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import models.counting
+import models.statistics.counting
 from app import create_app
 
 from helpers import API_KEY, AUTH, ingest, record
@@ -102,11 +102,13 @@ def ingest_counted(client, batches, counted: str):
     """Store `batches`, the rollups counting them as `counted` says (see COUNTED)."""
     try:
         for i, batch in enumerate(batches):
-            models.counting.behind_limit = 0 if counted == "all" or (counted == "first" and i == 0) else BEHIND
+            models.statistics.counting.behind_limit = (
+                0 if counted == "all" or (counted == "first" and i == 0) else BEHIND
+            )
             if batch:
                 ingest(client, *batch)
     finally:
-        models.counting.behind_limit = 0
+        models.statistics.counting.behind_limit = 0
 
 
 def log_count(client, query) -> int:

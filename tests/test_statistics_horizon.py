@@ -6,7 +6,7 @@ import pytest
 from stores import run_sql
 
 from app import create_app
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms, parse_datetime
 
 from helpers import AUTH, ingest, record

@@ -7,7 +7,7 @@ import time
 
 from stores import is_postgres, on_records, run_sql, scalar
 
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import API_KEY, AUTH, record, wait_for

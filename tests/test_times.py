@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-import models.database
+import models.engine.database
 from app.jobs.alerts import run_alerts
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 from helpers import API_KEY, AUTH, assert_error, clients, ingest, record
@@ -156,10 +156,10 @@ def test_no_new_client_alert_fires_for_a_refused_record(app, client, value):
     rule = {"kind": "new-client", "endpointIds": ["home"], "destinations": [nobody]}
     assert client.post("/v2/alert-rule", json=rule, headers=AUTH).status_code == 201
     ingest(client, record("home", "laptop", format_ms(now_ms() - 60_000)))
-    with app.app_context(), models.database.connection():
+    with app.app_context(), models.engine.database.connection():
         run_alerts(now=now_ms())
     assert_error(ingest_body(client, json.dumps([record("home", "intruder", value)])), 400, 40005)
-    with app.app_context(), models.database.connection():
+    with app.app_context(), models.engine.database.connection():
         run_alerts(now=now_ms() + 1000)
     alerts = client.get("/v2/alert?startTime=2020-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z", headers=AUTH).json
     assert [alert["detail"]["clientId"] for alert in alerts["alerts"]] == ["laptop"]

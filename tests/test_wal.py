@@ -86,7 +86,7 @@ def _ingest_while_the_file_cannot_grow(database, results):
     import resource
     import signal
 
-    import models.database
+    import models.engine.database
     from app import create_app
 
     app = create_app(
@@ -100,8 +100,8 @@ def _ingest_while_the_file_cannot_grow(database, results):
     acknowledged, statuses = 0, []
     for number in range(30):
         if number == 6:  # the file as large as it will be: from now on its size is the limit
-            with models.database.connection():
-                models.database.query("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            with models.engine.database.connection():
+                models.engine.database.query("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (os.path.getsize(database) + 8192, resource.RLIM_INFINITY))
         statuses.append(client.post("/v2/ingest", json=batch(number), headers=AUTH).status_code)

@@ -1,6 +1,6 @@
-"""Writers of a SQLite store taking turns (models/write_turns.py), between real processes: the
+"""Writers of a SQLite store taking turns (models/engine/write_turns.py), between real processes: the
 counting's writes let a batch being stored go first, and wait for its commit; a count made
-aside while the mark moved is thrown away (models/counting.py)."""
+aside while the mark moved is thrown away (models/statistics/counting.py)."""
 
 import multiprocessing
 import os
@@ -27,13 +27,13 @@ def _note(path, event):
 
 
 def _open(database):
-    import models.database
-    import models.tables
+    import models.engine.database
+    import models.migrations.run
 
-    models.database.open_database(database)
-    with models.database.connection():
-        models.tables.create_schema()
-    return models.database
+    models.engine.database.open_database(database)
+    with models.engine.database.connection():
+        models.migrations.run.create_schema()
+    return models.engine.database
 
 
 def _storer(database, log, write, commit):
@@ -127,25 +127,25 @@ def test_a_background_write_waits_no_longer_than_its_bound(storing):
 def _counting_aside(database, log):
     """The counting thread's count: read aside, then written (unless the mark moved)."""
     store = _open(database)
-    import models.counting
+    import models.statistics.counting
 
-    read = models.counting.yield_to_storing
+    read = models.statistics.counting.yield_to_storing
 
     def noted(*args, **kwargs):  # the tail is read by now: say so, then wait as it would
         _note(log, "counter-read")
         return read(*args, **kwargs)
 
-    models.counting.yield_to_storing = noted
+    models.statistics.counting.yield_to_storing = noted
     with store.connection():
-        _note(log, f"counter-counted-{models.counting.catch_up_aside()}")
+        _note(log, f"counter-counted-{models.statistics.counting.catch_up_aside()}")
 
 
 def test_a_count_made_aside_is_thrown_away_when_the_mark_moved_meanwhile(storing):
-    import models.counting
-    import models.database
+    import models.engine.database
+    import models.statistics.counting
     from app import create_app
 
-    models.counting.behind_limit = 10**9  # stored records wait to be counted
+    models.statistics.counting.behind_limit = 10**9  # stored records wait to be counted
     app = create_app({"TESTING": True, "ANALYTICS_DATABASE": storing.database, "ANALYTICS_API_KEY": API_KEY})
     client = app.test_client()
     ingest(client, *[record(client_id=f"c{i % 7}", question=f"q{i}.example") for i in range(100)])
@@ -153,8 +153,8 @@ def test_a_count_made_aside_is_thrown_away_when_the_mark_moved_meanwhile(storing
     # It has read the 100 records and waits for the batch being read; meanwhile they are counted
     # here (as a deletion or a batch past the bound would count them first).
     wait_for(lambda: "counter-read" in _events(storing.log), what="the count aside to read its tail")
-    with app.app_context(), models.database.connection(), models.database.write_transaction():
-        assert models.counting.catch_up() == 100
+    with app.app_context(), models.engine.database.connection(), models.engine.database.write_transaction():
+        assert models.statistics.counting.catch_up() == 100
     storing.write.set()
     storing.commit.set()
     counter.join(30)
@@ -168,7 +168,7 @@ def test_a_new_connection_opens_and_reads_while_another_process_writes(tmp_path)
     the connect timeout it failed with "database is locked" while another process wrote)."""
     import sqlite3
 
-    import models.database
+    import models.engine.database
     from app import create_app
 
     database = str(tmp_path / "open.db")
@@ -179,7 +179,7 @@ def test_a_new_connection_opens_and_reads_while_another_process_writes(tmp_path)
     writer.execute("BEGIN IMMEDIATE")
     writer.execute("INSERT INTO store_setting (name, value) VALUES ('held', '1')")
     try:
-        models.database.db.close_all()  # the next request opens a new connection
+        models.engine.database.db.close_all()  # the next request opens a new connection
         day = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-01T23:59:59.999Z"
         response = client.get(f"/v2/activity-log?{day}", headers=AUTH)
         assert response.status_code == 200, response.json

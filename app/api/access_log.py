@@ -1,9 +1,9 @@
 """The Access Log group: /v2/access-log, the reads of the activity log (see app/audit.py)."""
 
-import models.access_log
+import models.access.access_log
 from app.auth import endpoint_limit, requires
 from app.extensions import Blueprint
-from models.clock import request_now_ms
+from models.runtime.clock import request_now_ms
 from schemas.access_log import AccessLogQuerySchema, GetAccessLogResponseSchema
 
 blp = Blueprint("access_log", __name__, url_prefix="/v2/access-log", description="Who read the activity log.")
@@ -15,7 +15,7 @@ blp = Blueprint("access_log", __name__, url_prefix="/v2/access-log", description
 @requires("admin")
 def list_reads(query):
     """Reads of the activity log, its CSV export and its realtime stream, newest first."""
-    reads = models.access_log.list_reads(
+    reads = models.access.access_log.list_reads(
         query["startTime"],
         query.get("endTime", request_now_ms()),
         kind=query.get("kind"),

@@ -2,10 +2,10 @@
 
 from flask import Response, current_app, request
 
-import models.activity
-import models.database
-import models.deletion
-import models.names
+import models.clients.activity
+import models.clients.deletion
+import models.engine.database
+import models.records.names
 from app.audit import Read
 from app.auth import accepts_stream_token, endpoint_limit
 from app.errors import ApiError, ErrorCode
@@ -36,7 +36,7 @@ def list_records(query):
     """One page of the records in the window matching the filters."""
     filters = filters_from(query, endpoint_limit())
     read = Read("activity-log", filters, stream=False)
-    queries = models.activity.page_records(
+    queries = models.clients.activity.page_records(
         filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc"
     )
     response = prebuilt(
@@ -62,7 +62,7 @@ def delete_records(query, body):
             "Deleting the records of every endpoint needs all=true (or an endpointId/clientId filter).",
         )
     entry = admin_actions.BatchedEntry("activity_log.delete", endpoints)
-    deleted = models.deletion.delete_records(
+    deleted = models.clients.deletion.delete_records(
         endpoints,
         client_ids,
         end_ms,
@@ -83,10 +83,10 @@ def export_csv(query):
     name = f"activity-log_{format_ms(filters.start_ms)}_{format_ms(filters.end_ms)}.csv".replace(":", "-")
 
     def lines():
-        encoder = CsvEncoder(models.activity.ROW_FIELDS, models.names.value_texts)
+        encoder = CsvEncoder(models.clients.activity.ROW_FIELDS, models.records.names.value_texts)
         yield encoder.header()
-        with models.database.connection():
-            for rows in models.activity.iter_raw_batches(filters, descending):
+        with models.engine.database.connection():
+            for rows in models.clients.activity.iter_raw_batches(filters, descending):
                 yield encoder.lines(rows)
 
     read = Read("activity-log/csv", filters, stream=True)

@@ -4,12 +4,12 @@ committed)."""
 
 from flask import g, request
 
-import models.admin_actions
+import models.access.admin_actions
 from app.auth import actor, endpoint_limit, requires
 from app.errors import ApiError
 from app.extensions import Blueprint
 from app.requests import checked_json
-from models.clock import now_ms, request_now_ms
+from models.runtime.clock import now_ms, request_now_ms
 from schemas.admin_actions import AdminActionQuerySchema, GetAdminActionLogResponseSchema
 
 blp = Blueprint("admin_actions", __name__, url_prefix="/v2/admin-action", description="The log of changes.")
@@ -21,7 +21,7 @@ blp = Blueprint("admin_actions", __name__, url_prefix="/v2/admin-action", descri
 @requires("admin")
 def list_actions(query):
     """Changes made through the API and the command line, newest first."""
-    actions = models.admin_actions.list_actions(
+    actions = models.access.admin_actions.list_actions(
         query["startTime"],
         query.get("endTime", request_now_ms()),
         action=query.get("action"),
@@ -62,7 +62,7 @@ def touched_endpoints(named) -> list | None:
 
 
 def record(action: str, result: dict, named=None, redact=None) -> int:
-    return models.admin_actions.record_action(
+    return models.access.admin_actions.record_action(
         action, actor(), request_metadata(result, redact), touched_endpoints(named), now_ms()
     )
 
@@ -78,4 +78,4 @@ class BatchedEntry:
         if self.entry is None:
             self.entry = record(self.action, result, self.named)
         else:
-            models.admin_actions.update_metadata(self.entry, request_metadata(result))
+            models.access.admin_actions.update_metadata(self.entry, request_metadata(result))

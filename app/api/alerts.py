@@ -3,13 +3,13 @@
 
 import secrets
 
-import models.alerts
+import models.delivery.alerts
 from app.auth import check_endpoints, endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint, prebuilt
 from app.jobs.alert_destinations import problem
-from models.clock import now_ms, request_now_ms
-from models.database import write_transaction
+from models.engine.database import write_transaction
+from models.runtime.clock import now_ms, request_now_ms
 from schemas.alerts import (
     AlertHistorySchema,
     AlertQuerySchema,
@@ -48,13 +48,13 @@ def _checked(kind: str, body: dict) -> dict:
 
 
 def _remember_domains(rule):
-    """A new-domain rule starts knowing the domains asked within its days (models.alerts.seed_domains)."""
+    """A new-domain rule starts knowing the domains asked within its days (models.delivery.alerts.seed_domains)."""
     if rule.kind == "new-domain":
-        models.alerts.seed_domains(rule.id, rule.endpoints, now_ms() - rule.settings["days"] * DAY_MS)
+        models.delivery.alerts.seed_domains(rule.id, rule.endpoints, now_ms() - rule.settings["days"] * DAY_MS)
 
 
 def _rule_or_404(rule_id: int):
-    rule = models.alerts.get_rule(rule_id, endpoint_limit())
+    rule = models.delivery.alerts.get_rule(rule_id, endpoint_limit())
     if rule is None:
         raise ApiError(ErrorCode.NOT_FOUND, f"No alert rule {rule_id}.")
     return rule
@@ -70,7 +70,9 @@ def create_rule(body):
     columns = _checked(body["kind"], body)
     secret = secrets.token_urlsafe(32)
     with write_transaction():
-        rule = models.alerts.create_rule({"kind": body["kind"], "client_ids": None, **columns}, secret, now_ms())
+        rule = models.delivery.alerts.create_rule(
+            {"kind": body["kind"], "client_ids": None, **columns}, secret, now_ms()
+        )
         _remember_domains(rule)
         answer = rule_json(rule)
         admin_actions.record("alert-rule.create", answer, named=rule.endpoints)
@@ -82,7 +84,7 @@ def create_rule(body):
 @requires("admin")
 def list_rules():
     """Every alert rule (those within the key's endpoint limit)."""
-    return prebuilt({"items": [rule_json(rule) for rule in models.alerts.list_rules(endpoint_limit())]})
+    return prebuilt({"items": [rule_json(rule) for rule in models.delivery.alerts.list_rules(endpoint_limit())]})
 
 
 @blp.route("/alert-rule/<int:ruleId>", methods=["GET"])
@@ -106,7 +108,7 @@ def change_rule(body, ruleId):  # noqa: N803 (the API's name)
         check_endpoints(body.get("endpointIds", ()))
         merged = {**rule.settings, **{name: value for name, value in body.items() if name not in _COLUMNS}}
         columns = _checked(rule.kind, {**merged, **{name: body[name] for name in _COLUMNS if name in body}})
-        changed = models.alerts.update_rule(ruleId, columns, now_ms())
+        changed = models.delivery.alerts.update_rule(ruleId, columns, now_ms())
         if changed.settings != rule.settings or changed.endpoints != rule.endpoints:
             _remember_domains(changed)
         answer = rule_json(changed)
@@ -122,7 +124,7 @@ def delete_rule(ruleId):  # noqa: N803 (the API's name)
     deliveries not yet made are given up."""
     with write_transaction():
         rule = _rule_or_404(ruleId)
-        models.alerts.delete_rule(ruleId)
+        models.delivery.alerts.delete_rule(ruleId)
         answer = rule_json(rule)
         admin_actions.record("alert-rule.delete", answer, named=rule.endpoints)
     return prebuilt(answer)
@@ -134,7 +136,7 @@ def delete_rule(ruleId):  # noqa: N803 (the API's name)
 @requires("admin")
 def list_alerts(query):
     """The alerts fired in the window, newest first, each with its deliveries' states."""
-    alerts = models.alerts.list_alerts(
+    alerts = models.delivery.alerts.list_alerts(
         query["startTime"],
         query.get("endTime", request_now_ms()),
         rule_id=query.get("ruleId"),

@@ -4,13 +4,13 @@ import marshmallow as ma
 from flask import current_app
 
 import models.clients
-import models.database
+import models.engine.database
 from app.auth import endpoint_limit
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint, prebuilt, validation_error
 from app.jobs import alerts
 from app.requests import json_body
-from models.clock import request_now_ms
+from models.runtime.clock import request_now_ms
 from schemas.clients import (
     AliasRequestSchema,
     ClientActivitySchema,
@@ -48,7 +48,9 @@ _ALIAS_BODY = {
 @blp.response(200, GetClientResponseSchema)
 def list_clients(query):
     """List endpoints and their clients, with last-activity times."""
-    endpoints, rows = models.clients.list_clients(query.get("endpointId"), query.get("clientId"), endpoint_limit())
+    endpoints, rows = models.clients.clients.list_clients(
+        query.get("endpointId"), query.get("clientId"), endpoint_limit()
+    )
     return prebuilt(client_items(endpoints, rows))
 
 
@@ -65,7 +67,7 @@ def delete_clients(body):
         )
     end_ms, limit = body.get("endTime", request_now_ms()), endpoint_limit()
     entry = admin_actions.BatchedEntry("client.delete", endpoints)
-    purged = models.clients.purge_records(
+    purged = models.clients.clients.purge_records(
         endpoints,
         client_ids,
         end_ms,
@@ -73,8 +75,8 @@ def delete_clients(body):
         batch_size=current_app.config["ANALYTICS_DELETE_BATCH"],
         after_batch=lambda so_far: entry({"deletedRecords": so_far}),
     )
-    with models.database.write_transaction():
-        deleted, left = models.clients.delete_clients(endpoints, client_ids, end_ms, limit)
+    with models.engine.database.write_transaction():
+        deleted, left = models.clients.clients.delete_clients(endpoints, client_ids, end_ms, limit)
         alerts.forget_clients(deleted)
         result = {
             "deletedCount": len(deleted),
@@ -124,8 +126,8 @@ def set_logging(body, endpointId, clientId):  # noqa: N803 (the API's names)
     for name, value in (("endpointId", endpointId), ("clientId", clientId)):
         if len(value) > 256:
             raise ApiError(ErrorCode.INVALID_PARAMETER, f"Invalid '{name}': 1 to 256 characters.")
-    with models.database.write_transaction():
-        entry, deleted = models.clients.set_logged(endpointId, clientId, body["logged"])
+    with models.engine.database.write_transaction():
+        entry, deleted = models.clients.clients.set_logged(endpointId, clientId, body["logged"])
         if not body["logged"]:
             alerts.forget_clients([(endpointId, clientId)])
         admin_actions.record("client.logging.set", {"logged": body["logged"], "deletedCount": deleted}, [endpointId])
@@ -133,8 +135,8 @@ def set_logging(body, endpointId, clientId):  # noqa: N803 (the API's names)
 
 
 def _change_alias(endpoint: str, client_id: str, alias: str) -> dict:
-    with models.database.write_transaction():
-        entry = models.clients.set_alias(endpoint, client_id, alias)
+    with models.engine.database.write_transaction():
+        entry = models.clients.clients.set_alias(endpoint, client_id, alias)
         if entry is None:
             raise ApiError(ErrorCode.CLIENT_NOT_FOUND, "No such client for this endpoint.")
         admin_actions.record("client.alias.set" if alias else "client.alias.clear", {"alias": alias}, [endpoint])

@@ -2,16 +2,16 @@
 
 from flask import current_app, g, request
 
-import models.database
-import models.ingestion
-import models.losses
+import models.engine.database
+import models.ingest.ingestion
+import models.ingest.losses
 from app import metrics
 from app.auth import check_endpoints
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint
 from app.jobs.retention import past_horizon
 from app.requests import parse_json
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas import record_batch
 from schemas.losses import LossReportResponseSchema, LossReportSchema
 from schemas.records import QueryDataSchema, RecordError, parse_records
@@ -75,7 +75,7 @@ _BODY = {
 )
 def ingest():
     """Store a batch of records, all or nothing."""
-    with models.database.storing():  # decoding and storing: the counting's writes let it go first
+    with models.engine.database.storing():  # decoding and storing: the counting's writes let it go first
         return _ingest()
 
 
@@ -94,9 +94,11 @@ def _ingest():
     key = _idempotency_key()
     try:
         accepted = (
-            models.ingestion.store_records(records) if key is None else models.ingestion.store_once(records, key, now)
+            models.ingest.ingestion.store_records(records)
+            if key is None
+            else models.ingest.ingestion.store_once(records, key, now)
         )
-    except models.ingestion.AlreadyStored as stored:
+    except models.ingest.ingestion.AlreadyStored as stored:
         return {"accepted": stored.accepted, "pastRetention": past}, 200, {"Idempotency-Replayed": "true"}
     metrics.count_stored(records, past)
     return {"accepted": accepted, "pastRetention": past}
@@ -109,7 +111,7 @@ def report_losses(report):
     """A feed's totals of the records it lost, by place, since its run started (summed over
     runs in /metrics, dns_analytics_feed_lost_records_total)."""
     check_endpoints({report["endpointId"]})
-    models.losses.report(report["run"], report["endpointId"], report["losses"], now_ms())
+    models.ingest.losses.report(report["run"], report["endpointId"], report["losses"], now_ms())
     return {"recorded": len(report["losses"])}
 
 

@@ -8,14 +8,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
-import models.counting
-import models.losses
-import models.status
+import models.clients.status
+import models.ingest.losses
+import models.statistics.counting
 from app import metrics as counters
 from app.auth import endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
 from app.strict import takes_no_query
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 
 blp = Blueprint("metrics", __name__)
 
@@ -41,7 +41,7 @@ class _StoreFigures:
     """Figures read from the store at scrape time, so that every worker answers alike."""
 
     def collect(self):
-        database, wal = models.status.database_sizes()
+        database, wal = models.clients.status.database_sizes()
         yield GaugeMetricFamily("dns_analytics_database_size_bytes", "Size of the database on disk.", value=database)
         if wal is not None:
             yield GaugeMetricFamily("dns_analytics_wal_size_bytes", "Size of SQLite's write-ahead log.", value=wal)
@@ -50,7 +50,7 @@ class _StoreFigures:
             "Seconds since the newest record of each endpoint (its last activity).",
             labels=["endpoint"],
         )
-        names = dict(models.status.endpoints_by_age())
+        names = dict(models.clients.status.endpoints_by_age())
         labelled = set(counters.endpoint_labels(set(names)).values()) - {counters.OTHER}
         newest_by_label: dict[str, int] = {}
         for name, newest in names.items():
@@ -65,7 +65,7 @@ class _StoreFigures:
         yield GaugeMetricFamily(
             "dns_analytics_records_not_counted",
             "Records stored and not counted into the statistics yet (reads count them from the records).",
-            value=models.counting.not_counted(),
+            value=models.statistics.counting.not_counted(),
         )
 
 
@@ -74,11 +74,11 @@ def _losses() -> CounterMetricFamily:
     lost = CounterMetricFamily(
         "dns_analytics_feed_lost_records",
         "Records the feeds lost before storing them, by place: "
-        + "; ".join(f"{place}: {meaning}" for place, meaning in models.losses.LOSS_PLACES.items())
+        + "; ".join(f"{place}: {meaning}" for place, meaning in models.ingest.losses.LOSS_PLACES.items())
         + ".",
         labels=["endpoint", "place"],
     )
-    rows = models.losses.totals()
+    rows = models.ingest.losses.totals()
     labels = counters.endpoint_labels({endpoint for endpoint, _, _ in rows})
     summed: dict[tuple[str, str], int] = {}
     for endpoint, place, total in rows:

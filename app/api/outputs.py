@@ -3,8 +3,8 @@
 import marshmallow as ma
 from flask import current_app
 
-import models.database
-import models.outputs
+import models.delivery.outputs
+import models.engine.database
 from app.auth import check_endpoints, endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint, validation_error
@@ -35,7 +35,7 @@ def _refused(exc: manage.Refused) -> ApiError:
 
 def _visible(output_id: int):
     """The output, if this key may see it (an endpoint-limited key: only outputs of its endpoints)."""
-    output = models.outputs.get(output_id)
+    output = models.delivery.outputs.get(output_id)
     limit = endpoint_limit()
     if output is None or (limit is not None and (output.endpoints is None or not set(output.endpoints) <= limit)):
         raise ApiError(ErrorCode.OUTPUT_NOT_FOUND, "No such output.")
@@ -47,7 +47,7 @@ def _visible(output_id: int):
 @requires("admin")
 def list_outputs():
     """Outputs, oldest first, each with its cursor, backlog and last error."""
-    return {"outputs": [_shown(output) for output in models.outputs.list_outputs(endpoint_limit())]}
+    return {"outputs": [_shown(output) for output in models.delivery.outputs.list_outputs(endpoint_limit())]}
 
 
 @blp.route("", methods=["POST"])
@@ -58,7 +58,7 @@ def list_outputs():
 def create_output(body):
     """Create an output: every stored record of its endpoints is forwarded, in order."""
     check_endpoints(body.get("endpointIds") or [])  # (app.auth checks only DELETE bodies itself)
-    with models.database.write_transaction():
+    with models.engine.database.write_transaction():
         try:
             output = manage.create(body, endpoint_limit())
         except manage.Refused as exc:
@@ -87,7 +87,7 @@ def get_output(outputId):
 def change_output(body, outputId):
     """Pause or resume an output, or change its settings; it goes on from its cursor."""
     check_endpoints(body.get("endpointIds") or [])
-    with models.database.write_transaction():
+    with models.engine.database.write_transaction():
         output = _visible(outputId)
         schema = CreateOutputSchema()
         try:
@@ -113,9 +113,9 @@ def change_output(body, outputId):
 @requires("admin")
 def delete_output(outputId):
     """Delete an output; its delivery stops within seconds."""
-    with models.database.write_transaction():
+    with models.engine.database.write_transaction():
         output = _visible(outputId)
         shown = _shown(output)
-        models.outputs.delete(output.id)
+        models.delivery.outputs.delete(output.id)
         admin_actions.record("output.delete", OutputSchema().dump(shown), output.endpoints)
     return shown

@@ -1,14 +1,14 @@
-"""The Privacy group: /v2/privacy, each endpoint's privacy settings (see models/privacy.py)."""
+"""The Privacy group: /v2/privacy, each endpoint's privacy settings (see models/privacy/privacy.py)."""
 
 from flask import g
 
 import models.privacy
-import models.rewrites
+import models.privacy.rewrites
 from app.auth import check_endpoints, endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint, prebuilt
-from models.clock import now_ms
-from models.database import write_transaction
+from models.engine.database import write_transaction
+from models.runtime.clock import now_ms
 from schemas.privacy import PrivacyListSchema, PrivacySettingsSchema, settings_items, settings_json
 
 from . import admin_actions
@@ -21,7 +21,7 @@ blp = Blueprint("privacy", __name__, url_prefix="/v2/privacy", description="What
 @requires("admin")
 def list_settings():
     """The settings in force: the operator's default and every endpoint's own."""
-    return prebuilt({"items": settings_items(models.rewrites.in_force(endpoint_limit()))})
+    return prebuilt({"items": settings_items(models.privacy.rewrites.in_force(endpoint_limit()))})
 
 
 @blp.route("/<endpointId>", methods=["PUT"])
@@ -34,7 +34,7 @@ def change_settings(fields, endpointId):  # noqa: N803 (the API's name)
     pendingRewrite), a looser one to the records stored from then on."""
     if not 0 < len(endpointId) <= 256:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'endpointId': 1 to 256 characters.")
-    if endpointId == models.privacy.DEFAULT:
+    if endpointId == models.privacy.privacy.DEFAULT:
         if g.principal.endpoints is not None:
             raise ApiError(ErrorCode.FORBIDDEN_ENDPOINT, "Only a key without an endpoint limit sets the default.")
     else:
@@ -42,8 +42,8 @@ def change_settings(fields, endpointId):  # noqa: N803 (the API's name)
     if not fields:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "The body sets no field.")
     with write_transaction():
-        answer = settings_json(*models.rewrites.change(endpointId, fields, now_ms()))
+        answer = settings_json(*models.privacy.rewrites.change(endpointId, fields, now_ms()))
         admin_actions.record(
-            "privacy.set", answer, named=None if endpointId == models.privacy.DEFAULT else [endpointId]
+            "privacy.set", answer, named=None if endpointId == models.privacy.privacy.DEFAULT else [endpointId]
         )
     return prebuilt(answer)

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 
 from flask import current_app, g, request
 
-import models.database
-import models.keys
-import models.tokens
+import models.access.keys
+import models.access.tokens
+import models.engine.database
 from app.errors import ApiError, ErrorCode
 from app.guards import failed_auth
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.auth import SCOPES
 
 from . import signing
@@ -116,7 +116,7 @@ def authenticate(secret: str) -> Principal:
         return OPERATOR
     # Stored keys are found by the hash of the secret: an index lookup on a value the caller
     # cannot steer towards a partial match.
-    key = models.keys.find_key(secret)
+    key = models.access.keys.find_key(secret)
     if key is not None:
         return Principal(
             key_id=key["id"],
@@ -129,8 +129,8 @@ def authenticate(secret: str) -> Principal:
 
 def init_app(app):
     """Check every request (failed authentications are counted by app.guards.failed_auth)."""
-    with models.database.connection():
-        app.extensions["token_secret"] = models.tokens.token_secret()
+    with models.engine.database.connection():
+        app.extensions["token_secret"] = models.access.tokens.token_secret()
     app.before_request(check_request)
 
 
@@ -147,8 +147,8 @@ def redeem_stream_token(token: str) -> Principal:
     # A token holds its key's rights only while the key lives: revoking reaches it too.
     if (
         not valid
-        or not models.keys.key_is_live(claims["principal"]["key_id"])
-        or not models.tokens.use_token(token, claims["expires"], now)
+        or not models.access.keys.key_is_live(claims["principal"]["key_id"])
+        or not models.access.tokens.use_token(token, claims["expires"], now)
     ):
         raise ApiError(ErrorCode.INVALID_TOKEN, "Invalid, expired or already used authToken, or its key was revoked.")
     return Principal.from_dict(claims["principal"])

@@ -7,12 +7,12 @@ import socket
 import click
 from flask.cli import with_appcontext
 
-import models.alerts
-import models.database
-import models.jobs
+import models.delivery.alerts
+import models.engine.database
+import models.schema.jobs
 from app.jobs import alerts as job
 from app.jobs.alert_destinations import DeliveryError, send
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 # The lease is held this long at most by a command run (a run stops starting work after a minute).
@@ -29,13 +29,13 @@ def alerts():
 def run_command():
     """Judge every rule and deliver what is due, now (unless a worker is running the job)."""
     holder = f"cli:{socket.gethostname()}:{os.getpid()}"
-    with models.database.connection():
-        if not models.jobs.claim(job.JOB, holder, now_ms(), 0, LEASE_MS):
+    with models.engine.database.connection():
+        if not models.schema.jobs.claim(job.JOB, holder, now_ms(), 0, LEASE_MS):
             raise click.ClickException("A worker is running the alerts job now; try again in a minute.")
         try:
             fired = job.run_alerts()
         finally:
-            models.jobs.finish(job.JOB, holder, now_ms())
+            models.schema.jobs.finish(job.JOB, holder, now_ms())
     click.echo(f"{fired} alerts fired.")
 
 
@@ -45,11 +45,11 @@ def run_command():
 def test_command(rule_id):
     """Send a test alert to each destination of rule RULE_ID (signed with its secret); nothing
     enters the history."""
-    with models.database.connection():
-        rule = models.alerts.get_rule(rule_id)
+    with models.engine.database.connection():
+        rule = models.delivery.alerts.get_rule(rule_id)
         if rule is None:
             raise click.ClickException(f"No alert rule {rule_id}.")
-        secret = models.alerts.secret_of(rule_id)
+        secret = models.delivery.alerts.secret_of(rule_id)
     alert = {
         "id": 0,
         "ruleId": rule.id,

@@ -8,7 +8,7 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-import models.database
+import models.engine.database
 
 
 @click.command("backup")
@@ -21,7 +21,7 @@ def backup_command(destination, force):
     Uses SQLite's online backup: the copy is one consistent snapshot, whatever is written
     meanwhile. Restore by stopping the service and putting the copy in the database's place.
     """
-    if not models.database.is_sqlite():
+    if not models.engine.database.is_sqlite():
         raise click.ClickException("backup copies SQLite databases; use pg_dump for PostgreSQL")
     if os.path.exists(destination) and not force:
         raise click.ClickException(f"{destination} exists; pass --force to overwrite it")
@@ -31,7 +31,7 @@ def backup_command(destination, force):
     temporary = destination + ".partial"
     started = time.monotonic()
     try:
-        _copy(models.database.db.obj.database, temporary)
+        _copy(models.engine.database.db.obj.database, temporary)
         # Only a complete, checked copy ever appears under the destination's name.
         os.replace(temporary, destination)
     except (OSError, sqlite3.Error) as exc:

@@ -3,11 +3,11 @@
 import click
 from flask.cli import AppGroup
 
-import models.admin_actions
-import models.database
-import models.keys
+import models.access.admin_actions
+import models.access.keys
+import models.engine.database
 from app.auth import SCOPES
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
 keys = AppGroup("keys", help="Create, list and revoke API keys.")
@@ -27,11 +27,11 @@ def create(name, scopes, endpoints):
         raise click.BadParameter("must be 1 to 128 characters", param_hint="--name")
     if any(not e or len(e) > 256 for e in endpoints):
         raise click.BadParameter("endpoint ids are 1 to 256 characters", param_hint="--endpoint")
-    with models.database.connection(), models.database.write_transaction():
-        if any(k["name"] == name for k in models.keys.list_keys()):
+    with models.engine.database.connection(), models.engine.database.write_transaction():
+        if any(k["name"] == name for k in models.access.keys.list_keys()):
             raise click.ClickException(f"a key named {name!r} exists already")
-        key, secret = models.keys.create_key(name, list(scopes), list(endpoints) or None, now_ms())
-        models.admin_actions.record_action("key.create", CLI_ACTOR, {"result": _public(key)}, None, now_ms())
+        key, secret = models.access.keys.create_key(name, list(scopes), list(endpoints) or None, now_ms())
+        models.access.admin_actions.record_action("key.create", CLI_ACTOR, {"result": _public(key)}, None, now_ms())
     click.echo(f"Created key {key['id']} {key['name']!r}: scopes {', '.join(key['scopes'])}; {_limit(key)}.")
     click.echo("The secret is shown only now; the service keeps only its hash:")
     click.echo(secret)
@@ -40,8 +40,8 @@ def create(name, scopes, endpoints):
 @keys.command("list")
 def list_command():
     """List keys (never their secrets)."""
-    with models.database.connection():
-        rows = models.keys.list_keys()
+    with models.engine.database.connection():
+        rows = models.access.keys.list_keys()
     if not rows:
         click.echo("No keys (the operator key ANALYTICS_API_KEY works regardless).")
     for key in rows:
@@ -56,11 +56,11 @@ def list_command():
 @click.argument("name_or_id")
 def revoke(name_or_id):
     """Revoke a key by name or id; it stops working at once."""
-    with models.database.connection(), models.database.write_transaction():
-        key = models.keys.revoke_key(name_or_id, now_ms())
+    with models.engine.database.connection(), models.engine.database.write_transaction():
+        key = models.access.keys.revoke_key(name_or_id, now_ms())
         if key is None:
             raise click.ClickException(f"no active key named or numbered {name_or_id!r}")
-        models.admin_actions.record_action("key.revoke", CLI_ACTOR, {"result": _public(key)}, None, now_ms())
+        models.access.admin_actions.record_action("key.revoke", CLI_ACTOR, {"result": _public(key)}, None, now_ms())
     click.echo(f"Revoked key {key['id']} {key['name']!r}.")
 
 

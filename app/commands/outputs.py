@@ -6,11 +6,11 @@ import marshmallow as ma
 from flask import current_app
 from flask.cli import AppGroup
 
-import models.admin_actions
-import models.database
-import models.outputs
+import models.access.admin_actions
+import models.delivery.outputs
+import models.engine.database
 from app.outputs import manage
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.outputs import (
     KINDS,
     SYSLOG_FORMATS,
@@ -90,14 +90,14 @@ def create(**given):
     """Create an output; delivery starts within seconds in the running service."""
     body = {"kind": given["kind"], "start": given["start"], **_body(given)}
     data = _loaded(CreateOutputSchema(), body)
-    with models.database.connection(), models.database.write_transaction():
+    with models.engine.database.connection(), models.engine.database.write_transaction():
         try:
             made = manage.create(data)
         except manage.Refused as exc:
             raise click.ClickException(str(exc)) from None
         shown = _dump(made)
         metadata = {"body": redacted_body(body), "result": shown}
-        models.admin_actions.record_action("output.create", CLI_ACTOR, metadata, made.endpoints, now_ms())
+        models.access.admin_actions.record_action("output.create", CLI_ACTOR, metadata, made.endpoints, now_ms())
     click.echo(f"Created output {made.id} {made.name!r} ({made.kind}); {shown['backlog']} records to send.")
 
 
@@ -121,7 +121,7 @@ def change(name_or_id, all_endpoints, no_tls, **given):
     if not body:
         raise click.UsageError("Name at least one setting to change.")
     wanted = _loaded(ChangeOutputSchema(), body)
-    with models.database.connection(), models.database.write_transaction():
+    with models.engine.database.connection(), models.engine.database.write_transaction():
         found = _find(name_or_id)
         data = _loaded(CreateOutputSchema(), manage.merged(found, wanted))
         try:
@@ -129,15 +129,15 @@ def change(name_or_id, all_endpoints, no_tls, **given):
         except manage.Refused as exc:
             raise click.ClickException(str(exc)) from None
         metadata = {"body": redacted_body(body), "result": _dump(changed)}
-        models.admin_actions.record_action("output.change", CLI_ACTOR, metadata, changed.endpoints, now_ms())
+        models.access.admin_actions.record_action("output.change", CLI_ACTOR, metadata, changed.endpoints, now_ms())
     click.echo(f"Changed output {changed.id} {changed.name!r}; it goes on from record {changed.cursor}.")
 
 
 @output.command("list")
 def list_command():
     """List outputs: where each stands (cursor, backlog, delivered, skipped, last error)."""
-    with models.database.connection():
-        rows = [_dump(row) for row in models.outputs.list_outputs()]
+    with models.engine.database.connection():
+        rows = [_dump(row) for row in models.delivery.outputs.list_outputs()]
     if not rows:
         click.echo("No outputs.")
     for row in rows:
@@ -168,24 +168,28 @@ def resume(name_or_id):
 @click.argument("name_or_id")
 def delete(name_or_id):
     """Delete an output; the running service stops delivering it within seconds."""
-    with models.database.connection(), models.database.write_transaction():
+    with models.engine.database.connection(), models.engine.database.write_transaction():
         found = _find(name_or_id)
         shown = _dump(found)
-        models.outputs.delete(found.id)
-        models.admin_actions.record_action("output.delete", CLI_ACTOR, {"result": shown}, found.endpoints, now_ms())
+        models.delivery.outputs.delete(found.id)
+        models.access.admin_actions.record_action(
+            "output.delete", CLI_ACTOR, {"result": shown}, found.endpoints, now_ms()
+        )
     click.echo(f"Deleted output {found.id} {found.name!r}.")
 
 
 def _set_paused(name_or_id: str, paused: bool):
-    with models.database.connection(), models.database.write_transaction():
-        changed = models.outputs.set_paused(_find(name_or_id).id, paused)
+    with models.engine.database.connection(), models.engine.database.write_transaction():
+        changed = models.delivery.outputs.set_paused(_find(name_or_id).id, paused)
         action = "output.pause" if paused else "output.resume"
-        models.admin_actions.record_action(action, CLI_ACTOR, {"result": _dump(changed)}, changed.endpoints, now_ms())
+        models.access.admin_actions.record_action(
+            action, CLI_ACTOR, {"result": _dump(changed)}, changed.endpoints, now_ms()
+        )
     click.echo(f"{'Paused' if paused else 'Resumed'} output {changed.id} {changed.name!r}.")
 
 
 def _find(name_or_id: str):
-    found = models.outputs.find(name_or_id)
+    found = models.delivery.outputs.find(name_or_id)
     if found is None:
         raise click.ClickException(f"no output named or numbered {name_or_id!r}")
     return found

@@ -6,13 +6,13 @@ import click
 import marshmallow as ma
 from flask.cli import AppGroup
 
-import models.admin_actions
-import models.database
+import models.access.admin_actions
+import models.engine.database
 import models.privacy
-import models.rewrites
+import models.privacy.rewrites
 from app.jobs.privacy import run_privacy
 from app.jobs.retention import CLI_ACTOR
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.privacy import PrivacySettingsSchema, settings_items, settings_json
 
 privacy = AppGroup("privacy", help="Show and change what is kept of each endpoint's queries.")
@@ -28,8 +28,8 @@ def _line(endpoint: str, settings: dict) -> str:
 @privacy.command("show")
 def show():
     """The settings in force: the default (_default) and every endpoint with its own."""
-    with models.database.connection():
-        items = settings_items(models.rewrites.in_force())
+    with models.engine.database.connection():
+        items = settings_items(models.privacy.rewrites.in_force())
     for name, settings in items.items():
         click.echo(_line(name, settings))
 
@@ -38,7 +38,7 @@ def show():
 def rewrite_command():
     """Run the privacy job now, to the end: records past an age step, and those stored before
     a setting was made stricter, rewritten."""
-    with models.database.connection():
+    with models.engine.database.connection():
         rewritten = run_privacy(CLI_ACTOR, seconds=float("inf"))
     click.echo(f"Rewrote {rewritten} stored records.")
 
@@ -78,12 +78,12 @@ def set_command(
         fields = PrivacySettingsSchema().load(body)
     except ma.ValidationError as exc:  # the options' types check the same: kept for safety
         raise click.UsageError(str(exc.messages)) from None
-    with models.database.connection(), models.database.write_transaction():
-        result, pending = models.rewrites.change(endpoint, fields, now_ms())
-        named = None if endpoint == models.privacy.DEFAULT else [endpoint]
+    with models.engine.database.connection(), models.engine.database.write_transaction():
+        result, pending = models.privacy.rewrites.change(endpoint, fields, now_ms())
+        named = None if endpoint == models.privacy.privacy.DEFAULT else [endpoint]
         answer = settings_json(result, pending)
         metadata = {"path": {"endpointId": endpoint}, "body": body, "result": answer}
-        models.admin_actions.record_action("privacy.set", CLI_ACTOR, metadata, named, now_ms())
+        models.access.admin_actions.record_action("privacy.set", CLI_ACTOR, metadata, named, now_ms())
     click.echo(_line(endpoint, answer))
     if pending:
         click.echo(f"{pending} stored records are to be rewritten to stricter settings (flask privacy rewrite: now).")

@@ -5,11 +5,11 @@ import click
 from flask import current_app
 from flask.cli import with_appcontext
 
-import models.admin_actions
-import models.database
-import models.deletion
+import models.access.admin_actions
+import models.clients.deletion
+import models.engine.database
 from app.jobs.retention import CLI_ACTOR, run_retention, statistics_days
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 from schemas.record_times import latest_ms
 
@@ -22,7 +22,7 @@ def retention_command(ctx):
     than ANALYTICS_STATISTICS_RETENTION_DAYS)."""
     if ctx.invoked_subcommand is not None:
         return
-    with models.database.connection():
+    with models.engine.database.connection():
         deleted = run_retention(CLI_ACTOR)
     days = current_app.config["ANALYTICS_RETENTION_DAYS"]
     if days <= 0:
@@ -40,8 +40,8 @@ def future_command(delete):
     ANALYTICS_FUTURE_TOLERANCE_SECONDS allows, stored before it was lowered: they stand as
     their endpoint's and clients' last activity and keep feed-silent alerts from firing."""
     bound = latest_ms(now_ms())
-    with models.database.connection():
-        found = models.deletion.future_records(bound)
+    with models.engine.database.connection():
+        found = models.clients.deletion.future_records(bound)
         for endpoint, count, oldest, newest in found:
             click.echo(f"{endpoint}: {count} records from {format_ms(oldest)} to {format_ms(newest)}")
         total = sum(row[1] for row in found)
@@ -49,10 +49,10 @@ def future_command(delete):
             hint = "; --delete deletes them" if total else ""
             click.echo(f"{total} records are stamped after {format_ms(bound)}{hint}.")
             return
-        with models.database.write_transaction():
-            deleted = models.deletion.delete_future(bound)
+        with models.engine.database.write_transaction():
+            deleted = models.clients.deletion.delete_future(bound)
             if deleted:
                 result = {"after": format_ms(bound), "result": {"deletedCount": deleted}}
                 endpoints = [row[0] for row in found]
-                models.admin_actions.record_action("retention.future", CLI_ACTOR, result, endpoints, now_ms())
+                models.access.admin_actions.record_action("retention.future", CLI_ACTOR, result, endpoints, now_ms())
     click.echo(f"Deleted {deleted} records stamped after {format_ms(bound)}.")

@@ -7,7 +7,7 @@ from flask import current_app, g, request
 from peewee import DatabaseError
 from werkzeug.exceptions import InternalServerError
 
-import models.database
+import models.engine.database
 from app.errors import ApiError, ErrorCode, error_response
 from app.requests import hung_up
 
@@ -26,19 +26,19 @@ def init_app(app):
 def _start():
     seconds = current_app.config["ANALYTICS_QUERY_SECONDS"]
     if request.method != "GET" or seconds <= 0 or request.endpoint in STREAMED or request.endpoint is None:
-        return  # (a pooled connection comes without a limit: see models.database.connection and _end)
+        return  # (a pooled connection comes without a limit: see models.engine.database.connection and _end)
     peer = request.environ.get("gunicorn.socket")
-    models.database.limit_queries(seconds, (lambda: hung_up(peer)) if peer is not None else None)
+    models.engine.database.limit_queries(seconds, (lambda: hung_up(peer)) if peer is not None else None)
     g.budget = time.monotonic()
 
 
 def _end(exc):
-    if "budget" in g and not models.database.db.is_closed():
-        models.database.limit_queries(None)
+    if "budget" in g and not models.engine.database.db.is_closed():
+        models.engine.database.limit_queries(None)
 
 
 def _stopped(error: DatabaseError):
-    if not models.database.is_stopped_query(error):
+    if not models.engine.database.is_stopped_query(error):
         current_app.logger.error("database error in %s %s", request.method, request.path, exc_info=error)
         return error_response(InternalServerError())
     seconds = current_app.config["ANALYTICS_QUERY_SECONDS"]

@@ -8,13 +8,13 @@ import time
 
 from flask import current_app
 
-import models.alerts
-import models.config
-import models.database
-import models.statistics
+import models.delivery.alerts
+import models.engine.database
+import models.runtime.config
+import models.statistics.statistics
 from app import metrics
-from models.clock import now_ms
-from models.filters import Filters
+from models.records.filters import Filters
+from models.runtime.clock import now_ms
 from schemas.alerts import alert_json, on_wire
 
 from .alert_destinations import DeliveryError, send
@@ -38,7 +38,7 @@ def run_alerts(actor: dict | None = None, now: int | None = None, seconds: float
     now = now_ms() if now is None else now
     stop = time.monotonic() + seconds
     fired = 0
-    for rule in models.alerts.list_rules():
+    for rule in models.delivery.alerts.list_rules():
         try:
             fired += judge_rule(rule, now, lambda: time.monotonic() > stop)
         except Exception:
@@ -46,15 +46,15 @@ def run_alerts(actor: dict | None = None, now: int | None = None, seconds: float
         # When a rule last fired matters for its cooldown only, but for a silence for as long as it
         # lasts (those subjects are endpoints: few).
         before = now - rule.cooldown * 1000
-        if rule.kind != "feed-silent" and models.alerts.has_told_before(rule.id, before):
-            with models.database.write_transaction():
-                models.alerts.forget_told(rule.id, before)
+        if rule.kind != "feed-silent" and models.delivery.alerts.has_told_before(rule.id, before):
+            with models.engine.database.write_transaction():
+                models.delivery.alerts.forget_told(rule.id, before)
     deliver(now, lambda: time.monotonic() > stop)
     # The history holds names and clients from the records: it is kept no longer than they are.
-    horizon = models.config.horizon_ms(current_app.config, now)
-    if horizon is not None and models.alerts.has_older(horizon):
-        with models.database.write_transaction():
-            models.alerts.expire(horizon)
+    horizon = models.runtime.config.horizon_ms(current_app.config, now)
+    if horizon is not None and models.delivery.alerts.has_older(horizon):
+        with models.engine.database.write_transaction():
+            models.delivery.alerts.expire(horizon)
     if fired:
         log.info("alerts: %d alerts fired", fired)
     return fired
@@ -64,7 +64,7 @@ def forget_clients(clients) -> int:
     """Delete every alert naming one of `clients` ((endpoint, client id) pairs) as its detail's
     clientId, as the kinds here write it: a client deleted, or marked not logged, leaves nothing
     of its own in the history (call in the transaction that deletes it)."""
-    return models.alerts.forget_clients(clients, "clientId")
+    return models.delivery.alerts.forget_clients(clients, "clientId")
 
 
 def judge_rule(rule, now: int, stopped=lambda: False) -> int:
@@ -77,13 +77,13 @@ def judge_rule(rule, now: int, stopped=lambda: False) -> int:
 def _fire(rule, endpoint: str, subject: str, message: str, detail: dict, now: int, last_condition=None) -> bool:
     """Fire unless the rule fired for `subject` within its cooldown (or, for a condition that
     lasts, since it began: `last_condition` is when it last was not true)."""
-    previous = models.alerts.last_fired(rule.id, subject)
+    previous = models.delivery.alerts.last_fired(rule.id, subject)
     if previous is not None:
         if now - previous < rule.cooldown * 1000:
             return False
         if last_condition is not None and last_condition <= previous:
             return False  # the same condition, already told
-    if models.alerts.fire(rule, endpoint, subject, message, detail, now) is None:
+    if models.delivery.alerts.fire(rule, endpoint, subject, message, detail, now) is None:
         return False
     metrics.count_alert(rule.kind)
     return True
@@ -92,16 +92,16 @@ def _fire(rule, endpoint: str, subject: str, message: str, detail: dict, now: in
 def _feed_silent(rule, now: int, stopped) -> int:
     minutes = rule.settings["silentMinutes"]
     fired = 0
-    for endpoint, last in models.alerts.endpoint_activity(rule.endpoints).items():
+    for endpoint, last in models.delivery.alerts.endpoint_activity(rule.endpoints).items():
         since = rule.created if last is None else last  # never fed: silent since the rule began
         if now - since < minutes * MINUTE_MS:
             continue
-        told = models.alerts.last_fired(rule.id, endpoint)
+        told = models.delivery.alerts.last_fired(rule.id, endpoint)
         if told is not None and (last or 0) <= told:
             continue  # a silence already told (the usual case while it lasts): no write lock taken
         detail = {"lastActivity": on_wire(last), "silentMinutes": minutes}
         message = f"Endpoint {endpoint} sent no record for {(now - since) // MINUTE_MS} minutes"
-        with models.database.write_transaction():
+        with models.engine.database.write_transaction():
             fired += _fire(rule, endpoint, endpoint, message, detail, now, last_condition=last or 0)
     return fired
 
@@ -109,11 +109,11 @@ def _feed_silent(rule, now: int, stopped) -> int:
 def _new_client(rule, now: int, stopped) -> int:
     fired = 0
     while not stopped():
-        rows = models.alerts.new_clients(rule.endpoints, rule.cursor, BATCH)
+        rows = models.delivery.alerts.new_clients(rule.endpoints, rule.cursor, BATCH)
         if not rows:
             break
-        with models.database.write_transaction():
-            if not models.alerts.advance(rule.id, rule.cursor, rows[-1][0]):
+        with models.engine.database.write_transaction():
+            if not models.delivery.alerts.advance(rule.id, rule.cursor, rows[-1][0]):
                 break
             for _, endpoint, client, host, ip, mac in rows:
                 if rule.client_ids and client not in rule.client_ids:
@@ -136,11 +136,11 @@ def _judge_records(judge):
     def run(rule, now: int, stopped) -> int:
         fired = 0
         while not stopped():
-            records, upto = models.alerts.records_after(rule.endpoints, rule.client_ids, rule.cursor, BATCH)
+            records, upto = models.delivery.alerts.records_after(rule.endpoints, rule.client_ids, rule.cursor, BATCH)
             if upto == rule.cursor:
                 break
-            with models.database.write_transaction():
-                if not models.alerts.advance(rule.id, rule.cursor, upto):
+            with models.engine.database.write_transaction():
+                if not models.delivery.alerts.advance(rule.id, rule.cursor, upto):
                     break
                 fired += judge(rule, records, now)
             rule = rule._replace(cursor=upto)
@@ -158,7 +158,7 @@ def _new_domain(rule, records, now: int) -> int:
             key = f"{record.endpoint}/{record.domain}"
             first.setdefault(key, record)
             last[key] = max(last.get(key, 0), record.ts)
-    known = models.alerts.marks(rule.id, first)
+    known = models.delivery.alerts.marks(rule.id, first)
     fired = 0
     for key, record in first.items():
         seen = known.get(key)
@@ -173,14 +173,14 @@ def _new_domain(rule, records, now: int) -> int:
             }
             message = f"New domain {record.domain} on endpoint {record.endpoint} (asked by {record.client})"
             fired += _fire(rule, record.endpoint, key, message, detail, now)
-    models.alerts.set_marks(rule.id, last)
-    models.alerts.forget_marks(rule.id, now - days * DAY_MS)  # older ones would be new again anyway
+    models.delivery.alerts.set_marks(rule.id, last)
+    models.delivery.alerts.forget_marks(rule.id, now - days * DAY_MS)  # older ones would be new again anyway
     return fired
 
 
 def watch_matchers(watch: list) -> list:
     """(entry, test of a name) for each watched entry of a watched-domain rule."""
-    from models.filters import compile_pattern
+    from models.records.filters import compile_pattern
 
     def matcher(entry):
         value = entry["value"].lower().rstrip(".")
@@ -223,7 +223,7 @@ def _client_share(rule, now: int, stopped) -> int:
     settings = rule.settings
     metric, threshold, window = settings["metric"], settings["threshold"], settings["windowMinutes"]
     over = []
-    for endpoint, client, total, nxdomain, blocked in models.alerts.client_counts(
+    for endpoint, client, total, nxdomain, blocked in models.delivery.alerts.client_counts(
         rule.endpoints, rule.client_ids, now - window * MINUTE_MS, now
     ):
         if metric == "rate":
@@ -239,7 +239,7 @@ def _client_share(rule, now: int, stopped) -> int:
     if settings.get("baselineDays"):
         over = _far_above_baseline(rule, over, now)
     fired = 0
-    with models.database.write_transaction():
+    with models.engine.database.write_transaction():
         for endpoint, client, value, detail in over:
             shown = f"{value:.0%}" if metric != "rate" else f"{value:.3g} queries a minute"
             message = f"Client {client} on endpoint {endpoint}: {metric} {shown} over the last {window} minutes"
@@ -258,7 +258,7 @@ def _far_above_baseline(rule, over: list, now: int) -> list:
     for endpoint in {endpoint for endpoint, *_ in over}:
         clients = [client for at, client, *_ in over if at == endpoint]
         window = Filters(values={"endpoint": [endpoint]}, start_ms=end - days * DAY_MS, end_ms=end - 1)
-        before = models.statistics.counts_of(window, "client", clients)
+        before = models.statistics.statistics.counts_of(window, "client", clients)
         for at, client, value, detail in over:
             baseline = before.get(client, 0) / (days * 1440)
             if at == endpoint and value > factor * baseline:
@@ -284,7 +284,7 @@ def deliver(now: int, stopped=lambda: False) -> int:
     """Try the deliveries due at `now` (until `stopped`: a slow destination must not hold the
     lease past its time); how many went through."""
     delivered = 0
-    for due in models.alerts.due_deliveries(now, DELIVERIES):
+    for due in models.delivery.alerts.due_deliveries(now, DELIVERIES):
         if stopped():
             break
         alert = alert_json(due)
@@ -293,17 +293,19 @@ def deliver(now: int, stopped=lambda: False) -> int:
             send(due.destination, alert, f"DNS alert: {due.kind} on {due.endpoint}", due.secret)
         except DeliveryError as error:
             give_up = attempts >= MAX_ATTEMPTS
-            state = models.alerts.FAILED if give_up else models.alerts.RETRYING
+            state = models.delivery.alerts.FAILED if give_up else models.delivery.alerts.RETRYING
             next_try = None if give_up else now + retry_delay_ms(attempts)
             log.warning(
                 "alerts: alert %d to a %s destination failed (%s)", due.id, due.destination.split(":")[0], error
             )
-            with models.database.write_transaction():
-                models.alerts.delivery_tried(due.delivery, state, attempts, next_try, str(error)[:1000], now)
+            with models.engine.database.write_transaction():
+                models.delivery.alerts.delivery_tried(due.delivery, state, attempts, next_try, str(error)[:1000], now)
             metrics.count_delivery(state)
             continue
-        with models.database.write_transaction():
-            models.alerts.delivery_tried(due.delivery, models.alerts.DELIVERED, attempts, None, "", now)
-        metrics.count_delivery(models.alerts.DELIVERED)
+        with models.engine.database.write_transaction():
+            models.delivery.alerts.delivery_tried(
+                due.delivery, models.delivery.alerts.DELIVERED, attempts, None, "", now
+            )
+        metrics.count_delivery(models.delivery.alerts.DELIVERED)
         delivered += 1
     return delivered

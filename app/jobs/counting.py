@@ -1,5 +1,5 @@
 """Counting stored records into the statistics behind the requests that stored them (see
-models/counting.py), in a process of its own: under gunicorn, its "dirty" pool of one process
+models/statistics/counting.py), in a process of its own: under gunicorn, its "dirty" pool of one process
 (gunicorn.conf.py), which gunicorn starts, restarts when it dies and stops with the service.
 A thread there looks every few tens of milliseconds for records not counted yet and counts
 them. The web workers only store: counting beside a request in the same process shared the
@@ -14,9 +14,9 @@ import time
 
 from gunicorn.dirty import DirtyApp
 
-import models.counting
-import models.database
-import models.freezing
+import models.engine.database
+import models.records.freezing
+import models.statistics.counting
 
 POLL_SECONDS = 0.05
 # After a failed count (the database gone, a disk full): how long before trying again.
@@ -29,8 +29,8 @@ _worker = None  # see stop_with
 def count_behind(app):
     """A web worker's batches leave up to ANALYTICS_COUNT_BEHIND records waiting for the
     counting process (elsewhere none wait: every batch is counted as it is stored)."""
-    models.counting.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"]
-    models.freezing.configure(app.config)
+    models.statistics.counting.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"]
+    models.records.freezing.configure(app.config)
 
 
 def start_background(app) -> threading.Thread:
@@ -69,7 +69,7 @@ class CountingProcess(DirtyApp):
 
 
 def _loop(app):
-    # How often records past the hot horizon are looked for (and frozen: models/freezing.py).
+    # How often records past the hot horizon are looked for (and frozen: models/records/freezing.py).
     interval = app.config["ANALYTICS_FREEZE_INTERVAL"]
     looked = 0.0  # when freezing was last looked for
 
@@ -83,23 +83,23 @@ def _loop(app):
                 log.warning("the counting process's parent (pid %d) is gone: stopping", _worker.ppid)
             os._exit(0)  # the main thread is gunicorn's, serving nothing without its arbiter
         try:
-            with app.app_context(), models.database.connection():
+            with app.app_context(), models.engine.database.connection():
                 # Records cross the hot horizon as time passes, counted or not lately.
-                if not models.counting.waiting() and not freeze_due():
+                if not models.statistics.counting.waiting() and not freeze_due():
                     continue
                 # One process counts at a time (several services on one PostgreSQL schema, a
                 # restart's old and new pool): the others' counts would all be thrown away.
-                with models.database.counting_turn() as mine:
+                with models.engine.database.counting_turn() as mine:
                     if not mine:
                         continue
                     counted = 0
-                    while found := models.counting.catch_up_aside():
+                    while found := models.statistics.counting.catch_up_aside():
                         counted += found
                         if freeze_due():
                             break  # under steady ingest each catch-up finds more: freezing waited for a pause
                     if freeze_due():  # what the counts let go of, past the hot horizon
                         looked = time.monotonic()
-                        models.freezing.freeze_a_look(counted > 0)
+                        models.statistics.counting.freeze_a_look(counted > 0)
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)

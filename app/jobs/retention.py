@@ -12,15 +12,15 @@ import time
 
 from flask import current_app
 
-import models.access_log
-import models.admin_actions
-import models.config
-import models.database
-import models.deletion
-import models.ingestion
-import models.jobs
+import models.access.access_log
+import models.access.admin_actions
+import models.clients.deletion
+import models.engine.database
+import models.ingest.ingestion
+import models.runtime.config
+import models.schema.jobs
 from app import metrics
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 from schemas.records import count_older
 
@@ -35,12 +35,12 @@ log = logging.getLogger(__name__)
 
 def horizon_ms(now: int) -> int | None:
     """Records strictly older than this (ms) expire at the next run; None when retention is off."""
-    return models.config.horizon_ms(current_app.config, now)
+    return models.runtime.config.horizon_ms(current_app.config, now)
 
 
 def statistics_days() -> int:
     """How many days statistics are kept (0: forever): never fewer than the records."""
-    return models.config.statistics_days(current_app.config)
+    return models.runtime.config.statistics_days(current_app.config)
 
 
 def statistics_horizon_ms(now: int) -> int | None:
@@ -50,7 +50,7 @@ def statistics_horizon_ms(now: int) -> int | None:
 
 
 def past_horizon(records: list, now: int) -> int:
-    """How many of `records` (as models.ingestion.store_records takes them) are already past the horizon."""
+    """How many of `records` (as models.ingest.ingestion.store_records takes them) are already past the horizon."""
     horizon = horizon_ms(now)
     return 0 if horizon is None else count_older(records, horizon)
 
@@ -66,13 +66,13 @@ def run_retention(actor: dict, now: int | None = None) -> int:
     """
     now = now_ms() if now is None else now
     # A feed re-sends a batch within minutes or, after an outage, days: a week covers both.
-    models.ingestion.forget_batch_keys(now - BATCH_KEY_DAYS * DAY_MS)
+    models.ingest.ingestion.forget_batch_keys(now - BATCH_KEY_DAYS * DAY_MS)
     if access_days := current_app.config["ANALYTICS_ACCESS_LOG_RETENTION_DAYS"]:
-        models.access_log.expire(now - access_days * DAY_MS)
+        models.access.access_log.expire(now - access_days * DAY_MS)
     days = current_app.config["ANALYTICS_RETENTION_DAYS"]
     cutoff, statistics_cutoff = horizon_ms(now), statistics_horizon_ms(now)
     if cutoff is None:
-        models.database.reclaim_space()  # still the hourly housekeeping: fresh planner statistics
+        models.engine.database.reclaim_space()  # still the hourly housekeeping: fresh planner statistics
         return 0
     entry = None
     metadata = {
@@ -86,11 +86,11 @@ def run_retention(actor: dict, now: int | None = None) -> int:
         nonlocal entry
         result = {**metadata, "result": {"deletedCount": deleted_so_far, "expiredStatisticRows": statistics}}
         if entry is None and (deleted_so_far or statistics):
-            entry = models.admin_actions.record_action("retention.run", actor, result, None, now_ms())
+            entry = models.access.admin_actions.record_action("retention.run", actor, result, None, now_ms())
         elif entry is not None:
-            models.admin_actions.update_metadata(entry, result)
+            models.access.admin_actions.update_metadata(entry, result)
 
-    deleted = models.deletion.delete_records(
+    deleted = models.clients.deletion.delete_records(
         end_ms=cutoff - 1,
         batch_size=current_app.config["ANALYTICS_DELETE_BATCH"],
         after_batch=log_batch,
@@ -98,11 +98,11 @@ def run_retention(actor: dict, now: int | None = None) -> int:
     )
     expired_statistics = 0
     if statistics_cutoff is not None:
-        expired_statistics = models.deletion.expire_statistics(statistics_cutoff)
+        expired_statistics = models.clients.deletion.expire_statistics(statistics_cutoff)
         if expired_statistics:
-            with models.database.write_transaction():
+            with models.engine.database.write_transaction():
                 log_batch(deleted, expired_statistics)
-    models.database.reclaim_space()
+    models.engine.database.reclaim_space()
     metrics.count_retention(deleted)
     # Where the operator looks first (gunicorn's log): records vanishing must say why.
     log.info(
@@ -140,12 +140,12 @@ def _loop(app, job: str, interval_setting: str, run):
     time.sleep(random.uniform(0, min(interval, 30)))
     while True:
         try:
-            with app.app_context(), models.database.connection():
-                if models.jobs.claim(job, holder, now_ms(), interval * 1000, lease_ms=max(interval, 600) * 1000):
+            with app.app_context(), models.engine.database.connection():
+                if models.schema.jobs.claim(job, holder, now_ms(), interval * 1000, lease_ms=max(interval, 600) * 1000):
                     try:
                         run({**JOB_ACTOR, "key_name": job})
                     finally:
-                        models.jobs.finish(job, holder, now_ms())
+                        models.schema.jobs.finish(job, holder, now_ms())
         except Exception:
             log.exception("%s run failed; retrying at the next interval", job)
         time.sleep(min(interval, 60))

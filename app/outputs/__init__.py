@@ -1,4 +1,4 @@
-"""Outputs: forwarding every stored record to a receiver (models/outputs.py keeps their settings
+"""Outputs: forwarding every stored record to a receiver (models/delivery/outputs.py keeps their settings
 and cursors). `delivery.py` is the background job every worker runs; one module per kind of
 receiver sends a batch of encoded records and raises OutputError unless the receiver took it."""
 
@@ -8,7 +8,7 @@ class OutputError(Exception):
 
 
 def make_sender(output):
-    """The sender for an output row (models.outputs.OutputRow)."""
+    """The sender for an output row (models.delivery.outputs.OutputRow)."""
     from . import http_post, jsonl_file, syslog
 
     kinds = {"http": http_post.HttpSender, "syslog": syslog.SyslogSender, "file": jsonl_file.FileSender}

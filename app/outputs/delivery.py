@@ -1,7 +1,7 @@
 """Delivery: every gunicorn worker runs a watcher thread (gunicorn.conf.py starts it) that looks
 for outputs nobody delivers and takes the lease of each it can; for each output it holds, a
 thread of its own sends the records after the output's cursor, in id order, batch by batch,
-and moves the cursor once the receiver accepted a batch. A lease in the store (models.jobs)
+and moves the cursor once the receiver accepted a batch. A lease in the store (models.schema.jobs)
 lets one process at a time deliver each output, across workers and hosts; a process that dies
 holding one loses it when it expires (ANALYTICS_OUTPUT_LEASE_SECONDS), and another takes over
 from the cursor.
@@ -21,11 +21,11 @@ import socket
 import threading
 import time
 
-import models.admin_actions
-import models.database
-import models.outputs
+import models.access.admin_actions
+import models.delivery.outputs
+import models.engine.database
 from app import metrics
-from models.clock import now_ms
+from models.runtime.clock import now_ms
 from schemas.siem import encode, shaped
 
 from . import OutputError, make_sender
@@ -59,8 +59,8 @@ def stop(app):
     be sent again by the next one: at least once."""
     _stopping.set()
     try:
-        with app.app_context(), models.database.connection():
-            models.outputs.release_all(_holder(), now_ms())
+        with app.app_context(), models.engine.database.connection():
+            models.delivery.outputs.release_all(_holder(), now_ms())
     except Exception:
         log.exception("outputs: could not hand over this process's outputs; their leases run out instead")
 
@@ -78,13 +78,13 @@ def _watch(app, holder: str):
     while not _stopping.is_set():
         _look_now.clear()
         try:
-            with app.app_context(), models.database.connection():
+            with app.app_context(), models.engine.database.connection():
                 delivering = {key: thread for key, thread in delivering.items() if thread.is_alive()}
-                for output_id in models.outputs.waiting(now_ms()):
+                for output_id in models.delivery.outputs.waiting(now_ms()):
                     thread = delivering.get(output_id)
                     if thread is not None and thread.is_alive():
                         continue
-                    if models.outputs.claim(output_id, holder, now_ms(), lease_seconds * 1000):
+                    if models.delivery.outputs.claim(output_id, holder, now_ms(), lease_seconds * 1000):
                         delivering[output_id] = thread = threading.Thread(
                             target=Delivery(app, output_id, holder).run, name=f"output-{output_id}", daemon=True
                         )
@@ -120,19 +120,19 @@ class Delivery:
             if self.sender is not None:
                 self.sender.close()
             try:
-                with self.app.app_context(), models.database.connection():
-                    models.outputs.release(self.output_id, self.holder, now_ms())  # (ours only)
+                with self.app.app_context(), models.engine.database.connection():
+                    models.delivery.outputs.release(self.output_id, self.holder, now_ms())  # (ours only)
             except Exception:
                 log.exception("outputs: could not release the lease of output %d", self.output_id)
 
     def step(self) -> bool:
         """Send the next batch, or wait for records; False once this process is to stop."""
-        with models.database.connection():
-            output = models.outputs.get(self.output_id)
+        with models.engine.database.connection():
+            output = models.delivery.outputs.get(self.output_id)
             if output is None or output.paused or not self._keep_lease(output):
                 return False
             output = self._bound_backlog(output)
-            rows, examined = models.outputs.pending(output, output.options.get("batchSize", 500))
+            rows, examined = models.delivery.outputs.pending(output, output.options.get("batchSize", 500))
         if rows:
             records = shaped(rows, output.shape)
             try:
@@ -143,8 +143,8 @@ class Delivery:
             metrics.count_output_delivered(output.name, len(rows))
             self.pause = 1.0
         if examined != output.cursor:
-            with models.database.connection():
-                models.outputs.advance(output.id, output.cursor, examined, len(rows), now_ms())
+            with models.engine.database.connection():
+                models.delivery.outputs.advance(output.id, output.cursor, examined, len(rows), now_ms())
         if not rows and examined == output.cursor:
             time.sleep(POLL_SECONDS)
         return True
@@ -159,7 +159,7 @@ class Delivery:
         # last renewal, so that the lease never runs out while this process is still sending.
         send_seconds = 2 * output.options.get("timeoutSeconds", 10)
         lease_ms = int(max(self.lease_seconds, send_seconds + self.renew_seconds) * 1000)
-        return models.outputs.claim(self.output_id, self.holder, now_ms(), lease_ms)
+        return models.delivery.outputs.claim(self.output_id, self.holder, now_ms(), lease_ms)
 
     def _sender(self, output):
         settings = (output.kind, output.url, output.options)
@@ -170,8 +170,8 @@ class Delivery:
         return self.sender
 
     def _failed(self, output, error: str):
-        with models.database.connection():
-            models.outputs.note_failure(output.id, error, now_ms())
+        with models.engine.database.connection():
+            models.delivery.outputs.note_failure(output.id, error, now_ms())
         metrics.count_output_failure(output.name)
         if output.failures == 0:  # the first failure of a run of them; the rest are in GET /v2/output
             log.warning("output %d (%s) failing, records wait in the store: %s", output.id, output.name, error)
@@ -180,8 +180,8 @@ class Delivery:
         self.pause = min(self.pause * 2, MAX_PAUSE_SECONDS)
         while time.monotonic() < until:
             time.sleep(min(1.0, max(0.0, until - time.monotonic())))
-            with models.database.connection():
-                current = models.outputs.get(self.output_id)
+            with models.engine.database.connection():
+                current = models.delivery.outputs.get(self.output_id)
                 if current is None or current.paused or not self._keep_lease(current):
                     return
                 self._bound_backlog(current)
@@ -192,17 +192,17 @@ class Delivery:
             return output
         self.backlog_checked = time.monotonic()
         limit = self.app.config["ANALYTICS_OUTPUT_BACKLOG"]
-        if models.outputs.backlog(output, limit + 1) <= limit:
+        if models.delivery.outputs.backlog(output, limit + 1) <= limit:
             return output
-        point = models.outputs.skip_point(output, limit)
+        point = models.delivery.outputs.skip_point(output, limit)
         if point is None:
             return output
         cursor, count = point
-        with models.database.write_transaction():
-            if not models.outputs.skip(output, cursor, count):
-                return models.outputs.get(output.id) or output
+        with models.engine.database.write_transaction():
+            if not models.delivery.outputs.skip(output, cursor, count):
+                return models.delivery.outputs.get(output.id) or output
             metadata = {"output": {"id": output.id, "name": output.name}, "skipped": count, "cursor": cursor}
-            models.admin_actions.record_action("output.skip", JOB_ACTOR, metadata, output.endpoints, now_ms())
+            models.access.admin_actions.record_action("output.skip", JOB_ACTOR, metadata, output.endpoints, now_ms())
         metrics.count_output_skipped(output.name, count)
         log.warning(
             "output %d (%s): %d records skipped, never sent: more than ANALYTICS_OUTPUT_BACKLOG=%d were waiting;"
@@ -213,4 +213,4 @@ class Delivery:
             limit,
             cursor,
         )
-        return models.outputs.get(output.id) or output
+        return models.delivery.outputs.get(output.id) or output

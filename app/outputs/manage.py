@@ -4,8 +4,8 @@ shared by the API and `flask --app wsgi output`; each caller records its own adm
 import os
 from urllib.parse import unquote, urlsplit
 
-import models.outputs
-from models.clock import now_ms
+import models.delivery.outputs
+from models.runtime.clock import now_ms
 from schemas.outputs import output_options, settings_of, shown_url
 
 
@@ -18,13 +18,13 @@ class Refused(Exception):
         self.field = field
 
 
-def create(data: dict, endpoint_limit=None) -> models.outputs.OutputRow:
+def create(data: dict, endpoint_limit=None) -> models.delivery.outputs.OutputRow:
     """A new output; call inside a write transaction. An endpoint-limited key's output without
     endpointIds forwards the records of the key's endpoints, not every endpoint's."""
     name = data.get("name") or shown_url(data["url"])
     _check(data, name, None)
-    start_after = models.outputs.newest_id() if data["start"] == "now" else 0
-    output = models.outputs.create(
+    start_after = models.delivery.outputs.newest_id() if data["start"] == "now" else 0
+    output = models.delivery.outputs.create(
         name,
         data["kind"],
         data["url"],
@@ -35,20 +35,22 @@ def create(data: dict, endpoint_limit=None) -> models.outputs.OutputRow:
         now_ms(),
     )
     if data["paused"]:
-        output = models.outputs.set_paused(output.id, True)
+        output = models.delivery.outputs.set_paused(output.id, True)
     return output
 
 
-def merged(output: models.outputs.OutputRow, change: dict) -> dict:
+def merged(output: models.delivery.outputs.OutputRow, change: dict) -> dict:
     """The create body of the output with `change` (a ChangeOutputSchema load) applied."""
     return {**settings_of(output._asdict()), **change}
 
 
-def change(output: models.outputs.OutputRow, data: dict, endpoint_limit=None) -> models.outputs.OutputRow:
+def change(
+    output: models.delivery.outputs.OutputRow, data: dict, endpoint_limit=None
+) -> models.delivery.outputs.OutputRow:
     """Give the output the settings `data` (merged, then checked as a create body); its cursor
     stays. Call inside a write transaction."""
     _check(data, data["name"], output)
-    return models.outputs.update(
+    return models.delivery.outputs.update(
         output.id,
         data["name"],
         data["url"],
@@ -60,7 +62,7 @@ def change(output: models.outputs.OutputRow, data: dict, endpoint_limit=None) ->
 
 
 def _check(data: dict, name: str, current):
-    if (current is None or name != current.name) and models.outputs.name_taken(name):
+    if (current is None or name != current.name) and models.delivery.outputs.name_taken(name):
         raise Refused(f"An output named {name!r} exists already.", None)
     if data["kind"] == "file" and (current is None or data["url"] != current.url):
         folder = os.path.dirname(unquote(urlsplit(data["url"]).path))
@@ -77,6 +79,6 @@ def _endpoints(data: dict, endpoint_limit):
     return endpoints
 
 
-def with_backlog(output: models.outputs.OutputRow, limit: int) -> dict:
+def with_backlog(output: models.delivery.outputs.OutputRow, limit: int) -> dict:
     """The output with its backlog (counted up to `limit` + 1), as schemas.outputs.OutputSchema dumps it."""
-    return {**output._asdict(), "backlog": models.outputs.backlog(output, limit + 1), "backlogLimit": limit}
+    return {**output._asdict(), "backlog": models.delivery.outputs.backlog(output, limit + 1), "backlogLimit": limit}

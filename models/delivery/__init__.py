@@ -1,0 +1,2 @@
+"""Outputs (records forwarded to receivers, with their cursors and leases) and alert rules with
+their alerts."""

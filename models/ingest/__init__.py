@@ -1,0 +1,1 @@
+"""Records coming in: a batch stored, imports' resume points, feeds' losses."""

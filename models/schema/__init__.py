@@ -1,0 +1,1 @@
+"""The tables, and the small rows every room shares: store settings, endpoints, job leases."""
