@@ -67,8 +67,8 @@ def _open_local_store():
     models.freezing.configure(settings)  # a feed's batches freeze what passed the hot horizon
     with models.database.connection():
         models.tables.create_schema()
-    # Records are validated (and their geography filled) here for the local store; a feed
-    # pushing with --url leaves that to the service.
+    # The local store enriches what it stores (models/enrichment.py); a feed pushing with --url
+    # sends its records as they came, and the service enriches them.
     schemas.geoip.configure(*_geoip_paths(settings))
 
 
