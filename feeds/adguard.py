@@ -17,8 +17,9 @@ from collections.abc import Iterator
 
 import click
 
-from .common import Batch, SkipRow, SourceError, Summary, compact, feed, ip_or_none, text_or_none
+from .common import Batch, SkipRow, SourceError, compact, ip_or_none, text_or_none
 from .dns_message import RCODES, parse_response
+from .source import Reading
 
 # CP -> protocol. DNSCrypt has no protocol of ours, and AdGuard logs DoH over HTTP/3 as "doh"
 # too, so neither is ever "doh3". Entries without CP (old versions) have no known protocol.
@@ -53,61 +54,58 @@ UNSPECIFIED = {"0.0.0.0", "::"}
 FIRST_LINE_LIMIT = 1 << 20
 
 
-def source_keys(path: str, endpoint: str) -> list[str]:
-    """The keys of the positions of the log and of its rotated predecessor."""
-    found = []
-    for name in (path, path + ".1"):
-        if os.path.exists(name):
-            with open(name, "rb") as stream:
-                first = stream.readline(FIRST_LINE_LIMIT)
-            if first:
-                found.append(_key(first, endpoint))
-    return found
+class AdguardSource:
+    """AdGuard Home's query log at `path` (a feeds.source.Source), in batches of `size`, as
+    records of `endpoint`: first the rest of PATH.1 (where AdGuard Home moves the log when it
+    rotates it), so that lines written just before a rotation are not lost, then PATH (missing
+    until AdGuard writes again after a rotation). A file is known by its first line, so each
+    keeps its own position whatever its name."""
+
+    def __init__(self, path: str, endpoint: str, size: int):
+        self.name, self.endpoint, self.size = path, endpoint, size
+
+    def keys(self) -> list[str]:
+        """The keys of the positions of the log and of its rotated predecessor."""
+        found = []
+        for name in (self.name, self.name + ".1"):
+            if os.path.exists(name):
+                with open(name, "rb") as stream:
+                    first = stream.readline(FIRST_LINE_LIMIT)
+                if first:
+                    found.append(_key(first, self.endpoint))
+        return found
+
+    def readings(self, position, announce: bool) -> Iterator[Reading]:
+        for name in (self.name + ".1", self.name):
+            if os.path.exists(name):
+                yield from self._file(name, position, announce)
+
+    def _file(self, path: str, position, announce: bool) -> Iterator[Reading]:
+        with open(path, "rb") as stream:
+            first = stream.readline(FIRST_LINE_LIMIT)
+            if not first:
+                if announce:
+                    click.echo(f"{path} is empty: nothing to import.", err=True)
+                return
+            check_first_line(first)
+            key = _key(first, self.endpoint)
+            saved = position(key)
+            offset = resume_offset(stream, saved)
+            end = os.fstat(stream.fileno()).st_size
+            if offset and announce:
+                click.echo(f"Resuming after line {saved['line']}.", err=True)
+            yield Reading(
+                key,
+                batches(stream, offset, saved.get("line", 0), end, self.size, self.endpoint),
+                start=offset,
+                end=end,
+                label=f"Importing {os.path.basename(path)}",
+                bar=announce,
+            )
 
 
 def _key(first_line: bytes, endpoint: str) -> str:
     return f"adguard:{endpoint}:{identity(first_line)}"
-
-
-def import_pass(path: str, endpoint: str, size: int, sink, horizon_ms=None, stop=None, announce=True) -> Summary:
-    """Import the lines added to the log since the position `sink` holds for it: first the
-    rest of PATH.1 (where AdGuard Home moves the log when it rotates it), so that lines written
-    just before a rotation are not lost, then PATH (missing until AdGuard writes again after a
-    rotation). A file is known by its first line, so each keeps its own position whatever its
-    name."""
-    summary = Summary()
-    for name in (path + ".1", path):
-        if not os.path.exists(name):
-            continue
-        summary.add(_import_file(name, endpoint, size, sink, horizon_ms, stop, announce))
-    return summary
-
-
-def _import_file(path, endpoint, size, sink, horizon_ms, stop, announce) -> Summary:
-    with open(path, "rb") as stream:
-        first = stream.readline(FIRST_LINE_LIMIT)
-        if not first:
-            if announce:
-                click.echo(f"{path} is empty: nothing to import.", err=True)
-            return Summary()
-        check_first_line(first)
-        key = _key(first, endpoint)
-        position = sink.position(key)
-        offset = resume_offset(stream, position)
-        end = os.fstat(stream.fileno()).st_size
-        if offset and announce:
-            click.echo(f"Resuming after line {position['line']}.", err=True)
-        return feed(
-            key,
-            batches(stream, offset, position.get("line", 0), end, size, endpoint),
-            sink,
-            start=offset,
-            end=end,
-            label=f"Importing {os.path.basename(path)}",
-            horizon_ms=horizon_ms,
-            stop=stop,
-            announce=announce,
-        )
 
 
 def identity(first_line: bytes) -> str:

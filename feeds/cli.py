@@ -9,8 +9,6 @@ web app's settings and store (app/commands/feeds.py hands them over as a Host).
 
 import asyncio
 import contextlib
-import functools
-import itertools
 import os
 import signal
 import sys
@@ -30,9 +28,10 @@ from schemas.records import MAX_ID_LENGTH
 
 from . import adguard, dnstap, files, pihole
 from .collector import Collector
-from .common import SourceError, Summary, feed
+from .common import SourceError, Summary, feed_source
 from .losses import Losses
 from .sinks import FeedError, LiveSink, LocalSink, StoreProcess, make_sink
+from .source import Source
 
 HOST = "dns_analytics.host"  # click's ctx.meta key of the Host a program running the commands gives
 
@@ -70,8 +69,8 @@ def _open_local_store():
     models.records.freezing.configure(settings)  # a feed's batches freeze what passed the hot horizon
     with models.engine.database.connection():
         models.migrations.run.create_schema()
-    # Records are validated (and their geography filled) here for the local store; a feed
-    # pushing with --url leaves that to the service.
+    # The local store enriches what it stores (models/ingest/enrichment.py); a feed pushing with --url
+    # sends its records as they came, and the service enriches them.
     schemas.geoip.configure(*_geoip_paths(settings))
 
 
@@ -156,8 +155,7 @@ def import_pihole_command(path, endpoint, batch_size, follow, interval, url, key
     stored), also after an interruption or after FTL's table was flushed. FTL writes its
     database once a minute, hence --interval's default.
     """
-    run_pass = functools.partial(pihole.import_pass, path, endpoint, batch_size)
-    _run(run_pass, pihole.source_keys, path, endpoint, follow, interval, (url, key, spool), restart)
+    _run(pihole.PiholeSource(path, endpoint, batch_size), endpoint, follow, interval, (url, key, spool), restart)
 
 
 @click.command("import-adguard")
@@ -171,13 +169,13 @@ def import_adguard_command(path, endpoint, batch_size, follow, interval, url, ke
     AdGuard rotated the file to querylog.json.1 (a file is known by its first line). Each
     look first finishes querylog.json.1, so nothing written just before a rotation is lost.
     """
-    run_pass = functools.partial(adguard.import_pass, path, endpoint, batch_size)
-    _run(run_pass, adguard.source_keys, path, endpoint, follow, interval, (url, key, spool), restart)
+    _run(adguard.AdguardSource(path, endpoint, batch_size), endpoint, follow, interval, (url, key, spool), restart)
 
 
-def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
-    """Run `run_pass(sink, horizon_ms, stop, announce)` once, or with `follow` until SIGTERM/SIGINT;
-    `keys(path, endpoint)`: the source's keys, whose positions --restart forgets."""
+def _run(source: Source, endpoint, follow, interval, remote, restart):
+    """Feed `source` once, or with `follow` until SIGTERM/SIGINT; --restart first forgets the
+    positions of its keys."""
+    path = source.name
     url, key, spool = remote
     stop = _stop_on_signals() if follow else threading.Event()
     total = Summary()
@@ -186,12 +184,12 @@ def _run(run_pass, keys, path, endpoint, follow, interval, remote, restart):
         with _store_connection(sink), sink:
             losses = Losses(endpoint, sink.report_losses, lambda line: click.echo(line, err=True))
             if restart:
-                for source in keys(path, endpoint):
-                    sink.forget(source)
+                for saved in source.keys():
+                    sink.forget(saved)
             announce = True
             while True:
                 try:
-                    summary = run_pass(sink, _horizon(sink), stop, announce)
+                    summary = feed_source(source, sink, horizon_ms=_horizon(sink), stop=stop, announce=announce)
                     announce = False
                 except SourceError as exc:
                     if not follow:
@@ -335,9 +333,10 @@ def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mod
     )
     try:
         with feed_sink(url, key, spool) as sink:
+            decoder = dnstap.Decoder(endpoint, rules, clients)
             collector = Collector(
-                dnstap.Decoder(endpoint, rules, clients),
-                LiveSink(sink, f"dnstap:{endpoint}", store),
+                decoder,
+                LiveSink(sink, decoder.name, store),
                 log=lambda line: click.echo(line, err=True),
                 **options,
             )
@@ -367,8 +366,10 @@ def ingest_command(names, batch_size, url, key, spool):
         sink = feed_sink(url, key, spool)
         with _store_connection(sink), sink:
             for name in names or ("-",):
-                with click.open_file(name, "rb") as stream:
-                    total.add(_ingest_file(name, stream, batch_size, sink))
+                try:
+                    total.add(feed_source(files.FileSource(name, batch_size), sink, horizon_ms=_horizon(sink)))
+                except SourceError as exc:
+                    raise SourceError(f"{name}: {exc}") from None
         waiting = sink.pending()  # after closing the sink, which waits for the spool to drain
     except (SourceError, FeedError) as exc:
         raise click.ClickException(str(exc)) from None
@@ -381,28 +382,6 @@ def ingest_command(names, batch_size, url, key, spool):
         )
     if waiting:
         click.echo(f"{waiting} batches wait in the spool: the next run sends them first.")
-
-
-def _ingest_file(name: str, stream, batch_size: int, sink) -> Summary:
-    records = files.read_records(stream)
-    try:
-        first = next(records, None)
-        if first is None:
-            return Summary()
-        source = files.source_key(name, first)
-        done = sink.position(source).get("records", 0)
-        size = os.fstat(stream.fileno()).st_size if name != "-" else 0
-        batches = files.batches(itertools.chain([first], records), batch_size, done, stream)
-        # A bar only for large files: small ones are done before it could say anything.
-        announce = size > 1 << 20
-        summary = feed(
-            source, batches, sink, start=0, end=size, label=name, horizon_ms=_horizon(sink), announce=announce
-        )
-        if name == "-" and isinstance(sink, LocalSink):
-            sink.forget(source)  # standard input is never read again: its position is no use
-        return summary
-    except SourceError as exc:
-        raise SourceError(f"{name}: {exc}") from None
 
 
 @click.group("dns-analytics-feed")

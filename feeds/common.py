@@ -92,6 +92,33 @@ def feed(
     return summary
 
 
+def feed_source(source, sink, *, horizon_ms=None, stop=None, announce=True) -> Summary:
+    """Commit every reading of `source` (a feeds.source.Source) to `sink`, each from the
+    position the sink holds for it; their summary."""
+    summary = Summary()
+    with contextlib.closing(source.readings(sink.position, announce)) as readings:
+        for reading in readings:
+            part = feed(
+                reading.key,
+                reading.batches,
+                sink,
+                start=reading.start,
+                end=reading.end,
+                label=reading.label,
+                horizon_ms=horizon_ms,
+                stop=stop,
+                announce=reading.bar,
+            )
+            # Counted once the position moved past the gap (a batch was committed), so that a
+            # pass stopped before its first batch does not count it again on the next one.
+            if part.stored or part.skipped:
+                part.aged_out = reading.aged_out
+            if reading.once:
+                sink.forget(reading.key)
+            summary.add(part)
+    return summary
+
+
 def validate(
     items, received_ms: int, rejects: tuple[str, str] | None = None
 ) -> tuple[list, list[dict], collections.Counter]:

@@ -140,6 +140,15 @@ class Decoder:
     # dropped (models.ingest.losses, place "resolver"; a lower bound: it drops queries too).
     unanswered: int = field(default=0, compare=False)
 
+    @property
+    def name(self) -> str:
+        """The live source's name (a feeds.source.Named): its spool folder's and bad-record
+        file's key, and how the collector's messages name it."""
+        return f"dnstap:{self.endpoint}"
+
+    def keys(self) -> list[str]:
+        return [self.name]
+
     def record(self, payload: bytes) -> dict | None:
         """The wire record of an answer to a client (RESPONSES), None for any other message (a
         client's query, QUERIES, is remembered for its time). Raises SkipRow when the payload

@@ -14,11 +14,49 @@ import os
 import secrets
 from collections.abc import Iterator
 
+import click
 import orjson
 
 from schemas.csv_format import record_from_csv
 
 from .common import Batch, SourceError
+from .source import Reading
+
+# A bar only for files this large: smaller ones are done before it could say anything.
+BAR_BYTES = 1 << 20
+
+
+class FileSource:
+    """A record file at `name` ('-': standard input), a feeds.source.Source: one reading, its
+    records after those already committed, in batches of `size`."""
+
+    def __init__(self, name: str, size: int):
+        self.name, self.size = name, size
+
+    def keys(self) -> list[str]:
+        if self.name == "-":
+            return []  # each run of standard input is a source of its own
+        with open(self.name, "rb") as stream:
+            first = next(read_records(stream), None)
+        return [] if first is None else [source_key(self.name, first)]
+
+    def readings(self, position, announce: bool) -> Iterator[Reading]:
+        with click.open_file(self.name, "rb") as stream:
+            records = read_records(stream)
+            first = next(records, None)
+            if first is None:
+                return
+            key = source_key(self.name, first)
+            size = os.fstat(stream.fileno()).st_size if self.name != "-" else 0
+            yield Reading(
+                key,
+                batches(itertools.chain([first], records), self.size, position(key).get("records", 0), stream),
+                start=0,
+                end=size,
+                label=self.name,
+                bar=announce and size > BAR_BYTES,
+                once=self.name == "-",
+            )
 
 
 def source_key(name: str, first: dict) -> str:

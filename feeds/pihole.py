@@ -15,8 +15,9 @@ from collections.abc import Iterator
 
 import click
 
-from .common import Batch, SkipRow, SourceError, Summary, compact, feed, ip_or_none, text_or_none
+from .common import Batch, SkipRow, SourceError, compact, ip_or_none, text_or_none
 from .dns_message import rr_type_name
+from .source import Reading
 
 # FTL's query types (docs.pi-hole.net, "Supported query types"). 14 is OTHER: the type is
 # unknown, so it stays empty. Types FTL has no number for are stored as 100 + the real type.
@@ -154,43 +155,39 @@ def resume_point(conn: sqlite3.Connection, position: dict) -> tuple[int, float |
     return after, None, aged_out
 
 
-def source_keys(path: str, endpoint: str) -> list[str]:
-    """The key of this database's position."""
-    with contextlib.closing(open_database(path)) as conn:
-        return [_key(conn, path, endpoint)]
+class PiholeSource:
+    """FTL's database at `path` (a feeds.source.Source): one reading, its queries after the
+    last one committed, in batches of `size`, as records of `endpoint`."""
+
+    def __init__(self, path: str, endpoint: str, size: int):
+        self.name, self.endpoint, self.size = path, endpoint, size
+
+    def keys(self) -> list[str]:
+        with contextlib.closing(open_database(self.name)) as conn:
+            return [_key(conn, self.name, self.endpoint)]
+
+    def readings(self, position, announce: bool) -> Iterator[Reading]:
+        with contextlib.closing(open_database(self.name)) as conn:
+            key = _key(conn, self.name, self.endpoint)
+            after, newer_than, aged_out = resume_point(conn, position(key))
+            last = last_query_id(conn)
+            if newer_than is not None:
+                click.echo("FTL numbered its queries anew (its table was emptied): importing the newer ones.", err=True)
+            elif after >= 0 and announce:
+                click.echo(f"Resuming after query id {after}.", err=True)
+            yield Reading(
+                key,
+                batches(conn, after, last, self.size, self.endpoint, read_network(conn), newer_than),
+                start=max(after, 0),
+                end=last,
+                label=f"Importing {os.path.basename(self.name)}",
+                bar=announce,
+                aged_out=aged_out,
+            )
 
 
 def _key(conn, path: str, endpoint: str) -> str:
     return f"pihole:{endpoint}:{identity(conn, path)}"
-
-
-def import_pass(path: str, endpoint: str, size: int, sink, horizon_ms=None, stop=None, announce=True) -> Summary:
-    """Import the queries FTL stored since the position `sink` holds for this database
-    (`announce`: say where it resumes)."""
-    with contextlib.closing(open_database(path)) as conn:
-        key = _key(conn, path, endpoint)
-        after, newer_than, aged_out = resume_point(conn, sink.position(key))
-        last = last_query_id(conn)
-        if newer_than is not None:
-            click.echo("FTL numbered its queries anew (its table was emptied): importing the newer ones.", err=True)
-        elif after >= 0 and announce:
-            click.echo(f"Resuming after query id {after}.", err=True)
-        summary = feed(
-            key,
-            batches(conn, after, last, size, endpoint, read_network(conn), newer_than),
-            sink,
-            start=max(after, 0),
-            end=last,
-            label=f"Importing {os.path.basename(path)}",
-            horizon_ms=horizon_ms,
-            stop=stop,
-            announce=announce,
-        )
-        # Counted once the position moved past the gap (a batch was committed), so that a
-        # pass stopped before its first batch does not count it again on the next one.
-        if summary.stored or summary.skipped:
-            summary.aged_out = aged_out
-        return summary
 
 
 def read_network(conn: sqlite3.Connection) -> dict[str, dict]:

@@ -442,8 +442,8 @@ def _open_store(
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     models.engine.database.open_database(database, wal_limit)
-    # A spawned process starts with none of its parent's settings: the records it validates
-    # get their geography from the operator's files here (see schemas.geoip), and what it
+    # A spawned process starts with none of its parent's settings: the records it stores get
+    # their geography from the operator's files here (models/ingest/enrichment.py), and what it
     # stores is frozen past the operator's hot horizon; records further in the future than the
     # operator's tolerance are refused.
     schemas.geoip.configure(*geoip)

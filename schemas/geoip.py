@@ -1,9 +1,10 @@
 """Geography from the operator's own databases (MaxMind GeoLite2 / GeoIP2 or DB-IP Lite, `.mmdb`):
-as a record is validated (schemas.records.parse_record, every way in), its source address and
-its answers' addresses get the country, city, ISP and AS number the feed left empty. Nothing is
-fetched: the operator supplies and updates the files (ANALYTICS_GEOIP_DB: a City or Country
-database; ANALYTICS_ASN_DB: an ASN database), and a file replaced on disk is read again within
-RELOAD_SECONDS."""
+as a batch is stored (the store's one enrichment step, models/ingest/enrichment.py, every way in), its
+records' source address and answers' addresses get the country, city, ISP and AS number the feed
+left empty. The lookup is here, in the wire, because it reads and writes the answers' JSON;
+`configure` hands it to the store. Nothing is fetched: the operator supplies and updates the
+files (ANALYTICS_GEOIP_DB: a City or Country database; ANALYTICS_ASN_DB: an ASN database), and a
+file replaced on disk is read again within RELOAD_SECONDS."""
 
 import functools
 import json
@@ -14,6 +15,7 @@ import time
 
 import maxminddb
 
+import models.ingest.enrichment
 from catalogue import FIELDS
 
 log = logging.getLogger(__name__)
@@ -136,11 +138,13 @@ _lock = threading.Lock()
 
 
 def configure(city_path: str | None, asn_path: str | None) -> None:
-    """Use these files from now on (None, None: no enrichment). RuntimeError, naming the file,
-    when one cannot be read: a setting that names a file must name a readable one."""
+    """Have the store's enrichment step fill records from these files from now on (None, None:
+    no geography). RuntimeError, naming the file, when one cannot be read: a setting that names
+    a file must name a readable one."""
     global _active, _checked
     _active = Databases(city_path, asn_path) if (city_path or asn_path) else None
     _checked = time.monotonic()
+    models.ingest.enrichment.configure(None if _active is None else fill)
 
 
 def fill(values: tuple) -> tuple:

@@ -18,7 +18,6 @@ import msgspec
 from catalogue import BOOLEAN, FIELDS, INTEGER, NUMBER, TERM, TIME
 
 from .fields import TRIGGERS, normalize_domain
-from .geoip import fill as fill_geography
 from .record_times import record_ms
 from .records import (
     ACTIONS,
@@ -150,4 +149,4 @@ def _record(r, received_ms: int) -> tuple[tuple, dict]:
     src = _read_geoip(r.sourceGeoip)
     answers, dst = _read_answers(r.answers)
     values = _values(r, ts, question, trigger, source_ip, src, answers, dst)
-    return fill_geography(values), _read_client(r.client)
+    return values, _read_client(r.client)

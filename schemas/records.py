@@ -29,7 +29,6 @@ from .fields import (
     normalize_domain,
     normalize_ip,
 )
-from .geoip import fill as fill_geography
 from .record_times import record_ms
 
 ACTIONS = {-1: "failed", 0: "blocked", 1: "bypassed", 2: "spoofed", 3: "redirected"}
@@ -261,7 +260,7 @@ def parse_record(raw, received_ms: int) -> tuple[tuple, dict]:
             "answers": answers,
         }
     )
-    return fill_geography(values), _memoized(_client_meta, raw.get("client"), "client")
+    return values, _memoized(_client_meta, raw.get("client"), "client")
 
 
 # Where the catalogue's geography fields come from: the source's geoip ("src") or the first

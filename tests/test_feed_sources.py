@@ -1,18 +1,80 @@
-"""What the Pi-hole and AdGuard Home importers read as their sources write it: FTL's ids from 0,
-v6 list ids, a flushed table, the upstream/latency/cache/DNSSEC columns; AdGuard answers with
-QR clear, its Upstream/Elapsed/Cached/AD keys; records past retention said at import time."""
+"""What the feeds' sources share (the Source protocol, resuming after what was committed, for
+record files, Pi-hole and AdGuard Home alike), and what the Pi-hole and AdGuard Home importers
+read as their sources write it: FTL's ids from 0, v6 list ids, a flushed table, the
+upstream/latency/cache/DNSSEC columns; AdGuard answers with QR clear, its
+Upstream/Elapsed/Cached/AD keys; records past retention said at import time."""
 
 import base64
+import json
 import sqlite3
 
 import pytest
 
 from app import create_app
+from feeds.adguard import AdguardSource
+from feeds.dnstap import Decoder
+from feeds.files import FileSource
+from feeds.pihole import PiholeSource
+from feeds.source import Named, Source
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY
+from helpers import API_KEY, record
 from importing import T0, add_row, dns_response, entry, logged, make_ftl_db, questions, write_log
+
+
+def _add_queries(kind: str, path, numbers) -> str:
+    """Queries q<number>.example added to a source of `kind` at `path`, as it writes them."""
+    if kind == "ingest":
+        with open(path, "a") as stream:
+            for n in numbers:
+                stream.write(json.dumps(record(question=f"q{n}.example", timestamp=T0 * 1000 + n)) + "\n")
+    elif kind == "import-pihole":
+        if not path.exists():
+            make_ftl_db(str(path))
+        for n in numbers:
+            add_row(str(path), n, T0 + n, f"q{n}.example")
+    else:
+        write_log(path, *(entry(f"q{n}.example", seconds=n) for n in numbers), mode="a")
+    return str(path)
+
+
+SOURCE_FILES = {"ingest": "records.ndjson", "import-pihole": "pihole-FTL.db", "import-adguard": "querylog.json"}
+
+
+@pytest.mark.parametrize("kind", list(SOURCE_FILES))
+def test_every_source_goes_on_after_what_it_committed(runner, client, tmp_path, kind):
+    """The same story for each source, through its command: a run, more queries, a run in
+    batches of one that stores only those, and a run with nothing new."""
+    path = _add_queries(kind, tmp_path / SOURCE_FILES[kind], range(3))
+    first = runner.invoke(args=[kind, path])
+    assert first.exit_code == 0, first.output
+    _add_queries(kind, tmp_path / SOURCE_FILES[kind], range(3, 5))
+    second = runner.invoke(args=[kind, "--batch-size", "1", path])
+    assert second.exit_code == 0, second.output
+    assert "2 records" in second.output
+    again = runner.invoke(args=[kind, path])
+    assert again.exit_code == 0 and "0 records" in again.output, again.output
+    assert questions(client) == [f"q{n}.example" for n in range(5)]
+
+
+def test_every_source_implements_the_protocol(tmp_path):
+    """What feeds.common.feed_source and the commands drive: a name, its keys, its readings;
+    the dnstap collector's stream, which has no resume point, is named the same way."""
+    paths = {kind: _add_queries(kind, tmp_path / name, range(1)) for kind, name in SOURCE_FILES.items()}
+    sources = [
+        FileSource(paths["ingest"], 10),
+        PiholeSource(paths["import-pihole"], "pihole", 10),
+        AdguardSource(paths["import-adguard"], "adguard", 10),
+    ]
+    for source in sources:
+        assert isinstance(source, Source), source
+        assert len(source.keys()) == 1
+        readings = list(source.readings(lambda key: {}, announce=False))
+        assert [reading.key for reading in readings] == source.keys()
+    live = Decoder("dnstap")
+    assert isinstance(live, Named) and not isinstance(live, Source)
+    assert live.keys() == ["dnstap:dnstap"]
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from itertools import chain
 from catalogue import CLIENT, ENDPOINT, FIELDS, TERM
 from models.engine.database import insert_rows, query, write_transaction
 from models.engine.sql import placeholders, statement_parts
+from models.ingest import enrichment
 from models.privacy import privacy
 from models.records import domains, freezing
 from models.records.terms import term_ids
@@ -50,11 +51,11 @@ def store_records(records: list[tuple], in_transaction=None, first=None) -> int:
     `in_transaction`, if given, is called inside the same transaction once the records are
     written: what it writes commits (or rolls back) together with them; `first`, if given, is
     called in it before anything is written (an exception from it writes nothing).
-    Each endpoint's privacy settings apply first (models/privacy/privacy.py).
+    The batch is enriched first, once (models/ingest/enrichment.py: geography, privacy settings).
     """
     if not records:
         return 0
-    return privacy.storing(_store, records, in_transaction, first)
+    return privacy.storing(_store, enrichment.enriched, records, in_transaction, first)
 
 
 def _store(records: list[tuple], in_transaction, first) -> int:

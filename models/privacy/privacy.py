@@ -194,15 +194,16 @@ def unlogged_clients() -> set[tuple[str, str]]:
     return set(query("SELECT e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint WHERE c.unlogged"))
 
 
-def storing(store, records: list[tuple], in_transaction, first) -> int:
-    """store(records as their endpoints' settings let them be stored, in_transaction, first),
-    with the settings confirmed under the write lock: stored again under new settings when they
-    changed meanwhile (store: models.ingest.ingestion's, which calls `first` under the write lock).
-    The records of clients not logged are not stored, but counted; all count as accepted."""
+def storing(store, enriched, records: list[tuple], in_transaction, first) -> int:
+    """store(records as `enriched(records, rules)` keeps them under their endpoints' settings,
+    in_transaction, first), with the settings confirmed under the write lock: enriched and
+    stored again under new settings when they changed meanwhile (store: models.ingest.ingestion's,
+    which calls `first` under the write lock; enriched: models.ingest.enrichment's, which applies
+    them). The records of clients not logged are not stored, but counted; all count as accepted."""
     endpoint_names = {values[_ENDPOINT] for values, _ in records}
     while True:
         rules = Rules(endpoint_names, now_ms())
-        kept, counted = rules.split(apply(records, rules))
+        kept, counted = enriched(records, rules)
         then = in_transaction
         if counted:
             counts = anonymous.Counts(counted)
