@@ -8,9 +8,11 @@ import sqlite3
 from urllib.parse import unquote
 
 import pytest
-from stores import is_postgres, run_sql
+from stores import is_postgres, run_sql, stored_rows
 
 from app import create_app
+from models.migrations.run import NewerDatabase
+from models.schema.tables import SCHEMA_VERSION
 
 from helpers import API_KEY
 
@@ -144,3 +146,31 @@ def test_a_released_database_walks_up_to_the_newest_schema(version, new_database
         ("ads.example.net", 1),
         ("www.example.org", 1),
     }
+
+
+def test_a_newer_database_is_refused_and_left_as_it_was(make_app, database):
+    make_app()
+    newer = SCHEMA_VERSION + 1
+    if is_postgres(database):
+        run_sql(database, "UPDATE schema_version SET version = ?", [newer])
+    else:
+        run_sql(database, f"PRAGMA user_version = {newer}")
+    before = (schema_of(database), stored_rows(database))
+
+    with pytest.raises(NewerDatabase) as refused:
+        make_app()
+    assert str(refused.value).startswith(
+        f"the database is at schema version {newer}, newer than this release knows ({SCHEMA_VERSION})"
+    )
+    assert "restore a backup" in str(refused.value)
+    assert (schema_of(database), stored_rows(database)) == before
+    assert stored_version(database) == newer
+
+
+@pytest.mark.parametrize("version", [1, 11, 13])
+def test_starting_again_runs_nothing(version, make_app, database):
+    if not load(database, version):
+        pytest.skip(f"version {version} had no PostgreSQL store")
+    assert make_app().extensions["schema_steps"] == list(range(version + 1, SCHEMA_VERSION + 1))
+    assert stored_version(database) == SCHEMA_VERSION
+    assert make_app().extensions["schema_steps"] == []
