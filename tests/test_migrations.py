@@ -174,3 +174,15 @@ def test_starting_again_runs_nothing(version, make_app, database):
     assert make_app().extensions["schema_steps"] == list(range(version + 1, SCHEMA_VERSION + 1))
     assert stored_version(database) == SCHEMA_VERSION
     assert make_app().extensions["schema_steps"] == []
+
+
+def test_the_migrate_command_says_what_the_start_ran(make_app, database):
+    load(database, 13) or pytest.skip("version 13 had no store on this engine")
+    result = make_app().test_cli_runner().invoke(args=["migrate"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"Schema version {SCHEMA_VERSION} (this release's).",
+        "Ran step 14: Version 14: records past the hot horizon frozen into compressed blocks (record_block, and",
+    ]
+    again = make_app().test_cli_runner().invoke(args=["migrate"])
+    assert again.output.splitlines()[1:] == ["No step was due."]
