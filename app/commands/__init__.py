@@ -1,5 +1,5 @@
-"""The command line under `flask --app wsgi`: init, keys, privacy, output, retention, backup, alerts, migrate, and the feeds'
-commands (ingest, import-pihole, import-adguard, collect-dnstap; see app/commands/feeds.py)."""
+"""The command line under `flask --app wsgi`: init, keys, privacy, output, retention, backup, alerts, migrate, and
+the feeds' commands (ingest, import-pihole, import-adguard, collect-dnstap; see app/commands/feeds.py)."""
 
 import os
 import secrets
