@@ -45,7 +45,8 @@ def create_app(test_config=None) -> Flask:
         app.config["ANALYTICS_DATABASE"], app.config["ANALYTICS_WAL_LIMIT_MB"] << 20
     )
     with models.engine.database.connection():
-        models.migrations.run.create_schema()
+        # The steps this start ran (`flask --app wsgi migrate` shows them).
+        app.extensions["schema_steps"] = models.migrations.run.create_schema()
     schemas.geoip.configure(app.config["ANALYTICS_GEOIP_DB"] or None, app.config["ANALYTICS_ASN_DB"] or None)
     models.records.freezing.configure(app.config)
 

@@ -1,5 +1,5 @@
-"""The command line under `flask --app wsgi`: init, keys, privacy, output, retention, backup, alerts, and the feeds'
-commands (ingest, import-pihole, import-adguard, collect-dnstap; see app/commands/feeds.py)."""
+"""The command line under `flask --app wsgi`: init, keys, privacy, output, retention, backup, alerts, migrate, and
+the feeds' commands (ingest, import-pihole, import-adguard, collect-dnstap; see app/commands/feeds.py)."""
 
 import os
 import secrets
@@ -12,6 +12,7 @@ from . import feeds
 from .alerts import alerts
 from .backup import backup_command
 from .keys import keys
+from .migrate import migrate_command
 from .outputs import output
 from .privacy import privacy
 from .retention import retention_command
@@ -27,6 +28,7 @@ def register(app):
     app.cli.add_command(retention_command)
     app.cli.add_command(backup_command)
     app.cli.add_command(alerts)
+    app.cli.add_command(migrate_command)
 
 
 @click.command("init")

@@ -1,0 +1,188 @@
+"""Databases as every released schema version left them (tests/data/schemas/, made by
+scripts/make-schema-fixtures from each release's own code), walked up to the newest at start: the
+same schema as a new database's, their records readable through the API, nothing left to run."""
+
+import pathlib
+import re
+import sqlite3
+from urllib.parse import unquote
+
+import pytest
+from stores import is_postgres, run_sql, stored_rows
+
+from app import create_app
+from models.migrations.run import NewerDatabase
+from models.schema.tables import SCHEMA_VERSION
+
+from helpers import API_KEY
+
+SCHEMAS = pathlib.Path(__file__).parent / "data" / "schemas"
+RELEASED = sorted({int(path.name[1:3]) for path in SCHEMAS.glob("v*.sql")})
+# What each fixture's release was sent (scripts/make-schema-fixtures' RECORDS).
+SENT = {
+    ("home", "laptop", "example.com", 1),
+    ("home", "tv", "ads.example.net", 0),
+    ("office", "printer", "www.example.org", 1),
+}
+WINDOW = {"startTime": "2026-11-20T00:00:00Z", "endTime": "2026-11-21T00:00:00Z"}
+AUTH = {"Authorization": API_KEY}
+TEST_CONFIG = {"TESTING": True, "ANALYTICS_API_KEY": API_KEY}
+
+
+def load(database: str, version: int) -> bool:
+    """Fill the empty `database` with the dump of `version`; False when that release had no such
+    engine."""
+    engine = "postgresql" if is_postgres(database) else "sqlite"
+    dump = SCHEMAS / f"v{version:02d}.{engine}.sql"
+    if not dump.exists():
+        return False
+    text = dump.read_text()
+    if engine == "sqlite":
+        with sqlite3.connect(database) as conn:
+            conn.executescript(text)
+        return True
+    import psycopg
+
+    schema = _pg_schema(database)
+    lines = [line for line in text.splitlines() if not line.startswith("\\") and line != "CREATE SCHEMA old_release;"]
+    with psycopg.connect(unquote(database.split("?", 1)[0]), autocommit=True) as conn:
+        conn.execute("\n".join(lines).replace("old_release.", f"{schema}."))
+    return True
+
+
+def _pg_schema(database: str) -> str:
+    return re.search(r"search_path%3D(\w+)", database).group(1)
+
+
+def schema_of(database: str) -> dict:
+    """Tables with their columns (type, NULL-ability, whether they have a default), indexes (by
+    columns, uniqueness and condition) and, on SQLite, WITHOUT ROWID and AUTOINCREMENT."""
+    if is_postgres(database):
+        return _pg_schema_of(database)
+    found = {}
+    tables = run_sql(database, "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+    for table, sql in tables:
+        columns = {
+            name: (kind.upper(), bool(notnull), default is not None, pk)
+            for _, name, kind, notnull, default, pk in run_sql(database, f'PRAGMA table_info("{table}")')
+        }
+        indexes = set()
+        for _, name, unique, _origin, partial in run_sql(database, f'PRAGMA index_list("{table}")'):
+            keys = tuple(row[2] for row in run_sql(database, f'PRAGMA index_info("{name}")'))
+            condition = ""
+            if partial:
+                (index_sql,) = run_sql(database, "SELECT sql FROM sqlite_master WHERE name = ?", [name])[0]
+                condition = index_sql.partition(" WHERE ")[2]
+            indexes.add((keys, bool(unique), condition))
+        flags = ("WITHOUT ROWID" in sql.upper(), "AUTOINCREMENT" in sql.upper())
+        found[table] = {"columns": columns, "indexes": indexes, "flags": flags}
+    return found
+
+
+def _pg_schema_of(database: str) -> dict:
+    schema = _pg_schema(database)
+    found = {}
+    listed = "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND table_type = 'BASE TABLE'"
+    for (table,) in run_sql(database, listed, [schema]):
+        columns = {
+            name: (kind, nullable == "NO", default is not None, 0)
+            for name, kind, nullable, default in run_sql(
+                database,
+                "SELECT column_name, data_type, is_nullable, column_default FROM information_schema.columns"
+                " WHERE table_schema = ? AND table_name = ?",
+                [schema, table],
+            )
+        }
+        indexes = {
+            definition.replace(f"{schema}.", "").partition(" ON ")[2]
+            for (definition,) in run_sql(
+                database, "SELECT indexdef FROM pg_indexes WHERE schemaname = ? AND tablename = ?", [schema, table]
+            )
+        }
+        found[table] = {"columns": columns, "indexes": indexes, "flags": ()}
+    return found
+
+
+def differences(walked: dict, fresh: dict) -> dict:
+    """What differs, table by table (empty: the same schema)."""
+    found = {}
+    for table in sorted(walked.keys() | fresh.keys()):
+        if table not in walked or table not in fresh:
+            found[table] = "only in the walked-up database" if table in walked else "missing"
+            continue
+        for name in sorted(walked[table]["columns"].keys() | fresh[table]["columns"].keys()):
+            if walked[table]["columns"].get(name) != fresh[table]["columns"].get(name):
+                found[f"{table}.{name}"] = (walked[table]["columns"].get(name), fresh[table]["columns"].get(name))
+        for part in ("indexes", "flags"):
+            if walked[table][part] != fresh[table][part]:
+                found[f"{table} {part}"] = (walked[table][part], fresh[table][part])
+    return found
+
+
+def stored_version(database: str) -> int:
+    if is_postgres(database):
+        return run_sql(database, "SELECT MAX(version) FROM schema_version")[0][0]
+    return run_sql(database, "PRAGMA user_version")[0][0]
+
+
+@pytest.mark.parametrize("version", RELEASED)
+def test_a_released_database_walks_up_to_the_newest_schema(version, new_database, make_app, database, tmp_path):
+    if not load(database, version):
+        pytest.skip(f"version {version} had no PostgreSQL store")
+    fresh = new_database("fresh.db")
+    create_app({**TEST_CONFIG, "INSTANCE_PATH": str(tmp_path / "fresh"), "ANALYTICS_DATABASE": fresh})
+    app = make_app(ANALYTICS_RETENTION_DAYS=36500)
+    assert differences(schema_of(database), schema_of(fresh)) == {}
+
+    client = app.test_client()
+    answer = client.get("/v2/activity-log", query_string={**WINDOW, "pageSize": 10}, headers=AUTH)
+    assert answer.status_code == 200, answer.get_json()
+    items = answer.get_json()["queries"]
+    assert {(item["endpointId"], item["clientId"], item["question"], item["action"]) for item in items} == SENT
+    counts = client.get("/v2/statistic/count/question", query_string=WINDOW, headers=AUTH)
+    assert counts.status_code == 200, counts.get_json()
+    assert {(c["value"], c["count"]) for c in counts.get_json()["counts"]} == {
+        ("example.com", 1),
+        ("ads.example.net", 1),
+        ("www.example.org", 1),
+    }
+
+
+def test_a_newer_database_is_refused_and_left_as_it_was(make_app, database):
+    make_app()
+    newer = SCHEMA_VERSION + 1
+    if is_postgres(database):
+        run_sql(database, "UPDATE schema_version SET version = ?", [newer])
+    else:
+        run_sql(database, f"PRAGMA user_version = {newer}")
+    before = (schema_of(database), stored_rows(database))
+
+    with pytest.raises(NewerDatabase) as refused:
+        make_app()
+    assert str(refused.value).startswith(
+        f"the database is at schema version {newer}, newer than this release knows ({SCHEMA_VERSION})"
+    )
+    assert "restore a backup" in str(refused.value)
+    assert (schema_of(database), stored_rows(database)) == before
+    assert stored_version(database) == newer
+
+
+@pytest.mark.parametrize("version", [1, 11, 13])
+def test_starting_again_runs_nothing(version, make_app, database):
+    if not load(database, version):
+        pytest.skip(f"version {version} had no PostgreSQL store")
+    assert make_app().extensions["schema_steps"] == list(range(version + 1, SCHEMA_VERSION + 1))
+    assert stored_version(database) == SCHEMA_VERSION
+    assert make_app().extensions["schema_steps"] == []
+
+
+def test_the_migrate_command_says_what_the_start_ran(make_app, database):
+    load(database, 13) or pytest.skip("version 13 had no store on this engine")
+    result = make_app().test_cli_runner().invoke(args=["migrate"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"Schema version {SCHEMA_VERSION} (this release's).",
+        "Ran step 14: Version 14: records past the hot horizon frozen into compressed blocks (record_block, and",
+    ]
+    again = make_app().test_cli_runner().invoke(args=["migrate"])
+    assert again.output.splitlines()[1:] == ["No step was due."]
