@@ -49,7 +49,7 @@ _WIDE = b"w"
 _NAN = float("nan")
 _NAN_BITS = struct.pack("d", _NAN)
 _ALL_NULL_BYTE, _REAL_BYTE, _WIDE_BYTE = _ALL_NULL[0], _REAL[0], _WIDE[0]
-_LOWEST = -(2**63)
+_LOWEST, _HIGHEST = -(2**63), 2**63 - 1
 # A column's first byte -> (array typecode, bytes a value, the NULL value: None where not fixed).
 _KINDS = {ord(code): (code, _WIDTHS[code], -(2 ** (_WIDTHS[code] * 8 - 1))) for code in _CODES}
 _KINDS[_REAL_BYTE] = ("d", 8, None)
@@ -206,7 +206,7 @@ def _integers(values) -> bytes:
             shift = 0
             break
         if high - low < 2 * top:  # less the smallest, shifted to the type's smallest but one
-            shift = low + top
+            shift = min(low + top, _HIGHEST)  # any shift from high - top holds them: 8 bytes hold this one
             break
     else:  # from -2**63 to 2**63 - 2 or more: NULL a value it lacks, among the len + 1 lowest
         taken = set(known)

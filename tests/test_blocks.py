@@ -107,6 +107,13 @@ def test_a_column_spanning_the_whole_int64_range_gives_back_its_values():
             ]
 
 
+def test_a_narrow_column_at_the_top_of_the_int64_range_gives_back_its_values():
+    highest = 2**63 - 1
+    for column in ([highest], [highest - 1, None], [highest - 200, highest], [highest - 40_000, highest - 3, None]):
+        rows = in_block_order([(i, 1_700_000_000_000, value, 1, 7, None) for i, value in enumerate(column)])
+        assert blocks.unpack(blocks.pack(rows, REALS), 6) == rows, column
+
+
 # A block and a filter as the codec wrote them before it took the whole int64 range (block
 # format 3): every integer kind (b, h, i, q; as they are and less their smallest), all NULL,
 # reals with NULL and -0.0. Blocks on disk must read the same, and filters hold the same bits.
