@@ -3,10 +3,11 @@
 
 A block holds records of one endpoint's hour (all, or a share of its clients), ordered by
 client entry, time, id, one column after another: every integer column narrowed to the fewest
-bytes its values need, less its smallest value where that narrows it (NULL a value of its own),
-real columns as 8-byte floats (NULL as NaN); the KEY columns compressed with zlib, the others
-after them apart. `unpack` gives back the rows `pack` was given (tuples in the record table's
-column order), in the block's order.
+bytes its values need, less its smallest value where that narrows it (NULL a value of its own;
+a column reaching both ends of the 64-bit range names a value it does not hold as NULL), real
+columns as 8-byte floats (NULL as NaN); the KEY columns compressed with zlib, the others after
+them apart. `unpack` gives back the rows `pack` was given (tuples in the record table's column
+order), in the block's order.
 """
 
 import array
@@ -42,12 +43,17 @@ _CODES = ("b", "h", "i", "q")
 _WIDTHS = {code: array.array(code).itemsize for code in _CODES}
 _REAL = b"d"
 _ALL_NULL = b"n"
+# 8-byte values as they are, NULL a value the column does not hold, written where the shift would
+# be: for a column too wide for the smallest 8-byte value to be left to NULL (both ends of int64).
+_WIDE = b"w"
 _NAN = float("nan")
 _NAN_BITS = struct.pack("d", _NAN)
-_ALL_NULL_BYTE, _REAL_BYTE = _ALL_NULL[0], _REAL[0]
-# A column's first byte -> (array typecode, bytes a value, the NULL value).
+_ALL_NULL_BYTE, _REAL_BYTE, _WIDE_BYTE = _ALL_NULL[0], _REAL[0], _WIDE[0]
+_LOWEST, _HIGHEST = -(2**63), 2**63 - 1
+# A column's first byte -> (array typecode, bytes a value, the NULL value: None where not fixed).
 _KINDS = {ord(code): (code, _WIDTHS[code], -(2 ** (_WIDTHS[code] * 8 - 1))) for code in _CODES}
 _KINDS[_REAL_BYTE] = ("d", 8, None)
+_KINDS[_WIDE_BYTE] = ("q", 8, None)
 
 
 def pack(rows: list[tuple], reals: frozenset[int] = REALS) -> bytes:
@@ -154,6 +160,8 @@ def _spans(data: bytes, indexes: list[int], count: int) -> dict[int, tuple | Non
             continue
         code, size, null = _KINDS[kind]
         shift = 0 if kind == _REAL_BYTE else _SHIFT.unpack_from(data, offset + 1)[0]
+        if kind == _WIDE_BYTE:  # its 8 bytes name the NULL value; the values are as they are
+            null, shift = shift, 0
         start = offset + (1 if kind == _REAL_BYTE else 9)
         offset = start + size * count
         spans[index] = (view, code, start, offset, null, shift)
@@ -186,7 +194,8 @@ def _values(span: tuple, rows: list | None = None, ranges: list | None = None) -
 def _integers(values) -> bytes:
     """A column of integers (or NULLs) in the fewest bytes that hold them: its typecode, the
     amount taken off every value (0 when they fit as they are: read back at C speed), then the
-    values less it, NULL the smallest value of the type; `_ALL_NULL` alone when all are NULL."""
+    values less it, NULL the smallest value of the type; `_ALL_NULL` alone when all are NULL;
+    `_WIDE` when no shift leaves the smallest 8-byte value to NULL."""
     known = [value for value in values if value is not None]
     if not known:
         return _ALL_NULL
@@ -197,8 +206,13 @@ def _integers(values) -> bytes:
             shift = 0
             break
         if high - low < 2 * top:  # less the smallest, shifted to the type's smallest but one
-            shift = low + top
+            shift = min(low + top, _HIGHEST)  # any shift from high - top holds them: 8 bytes hold this one
             break
+    else:  # from -2**63 to 2**63 - 2 or more: NULL a value it lacks, among the len + 1 lowest
+        taken = set(known)
+        null = next(value for value in range(_LOWEST, _LOWEST + len(taken) + 1) if value not in taken)
+        stored = [null if value is None else value for value in values]
+        return _WIDE + null.to_bytes(8, "little", signed=True) + array.array("q", stored).tobytes()
     null = -(2 ** (_WIDTHS[code] * 8 - 1))
     stored = [null if value is None else value - shift for value in values]
     return code.encode() + shift.to_bytes(8, "little", signed=True) + array.array(code, stored).tobytes()
@@ -227,11 +241,13 @@ def bloom(values) -> bytes:
     the blocks whose filters may hold one (see models/records/thawing.py)."""
     distinct = {value for value in values if value is not None}
     size = max(8, (10 * len(distinct) + 7) // 8)
-    bits, mask = size * 8, 0
+    bits, filter_ = size * 8, bytearray(size)
+    # Bit p in byte p // 8, least significant first: the bytes of the little-endian integer that
+    # filters were first written as (an int grown by |= copies itself at each probe: quadratic).
     for value in distinct:
         for probe in _probes(value, bits):
-            mask |= 1 << probe
-    return mask.to_bytes(size, "little")
+            filter_[probe >> 3] |= 1 << (probe & 7)
+    return bytes(filter_)
 
 
 def may_hold(filter_: bytes, values) -> bool:
