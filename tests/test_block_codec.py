@@ -1,4 +1,4 @@
-"""The block codec (models/blocks.py) against any rows the record table can hold (hypothesis):
+"""The block codec (models/records/blocks.py) against any rows the record table can hold (hypothesis):
 a block gives back exactly its rows, whole or the ones wanted, and its Bloom filters never
 miss a value they were made of."""
 
@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 from peewee import DoubleField
 
 from catalogue import BOOLEAN, FIELDS_BY_SQL
-from models import blocks
-from models.tables import Record
+from models.records import blocks
+from models.schema.tables import Record
 
 LOWEST, HIGHEST = -(2**63), 2**63 - 1
 INT64 = st.integers(LOWEST, HIGHEST)
