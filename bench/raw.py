@@ -18,11 +18,15 @@ try:
 except ImportError:  # a version from before the store's rooms (bench/ab.py runs older ones)
     from models import database
     from models.tables import create_schema
+try:
+    from models.engine.sqlite import SQLITE_PRAGMAS
+except ImportError:  # a version from before the engine seam
+    SQLITE_PRAGMAS = database.SQLITE_PRAGMAS
 database.open_database(sys.argv[1])
 with database.connection():
     create_schema()
 fields = [{"name": f.name, "sql": f.sql, "storage": f.storage, "path": f.path} for f in FIELDS]
-print(json.dumps({"pragmas": database.SQLITE_PRAGMAS, "fields": fields}))
+print(json.dumps({"pragmas": SQLITE_PRAGMAS, "fields": fields}))
 """
 META = (("host", "host"), ("mac", "mac"), ("ip", "ip"), ("vendor", "vendor"))
 OS_META = (("os_type", "type"), ("os_arch", "arch"), ("os_version", "version"))

@@ -6,7 +6,7 @@ import re
 import sqlite3
 from urllib.parse import unquote
 
-from models.engine.dialect import Postgres
+from models.engine.postgres import Postgres
 
 
 def is_postgres(database: str) -> bool:

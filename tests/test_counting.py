@@ -231,7 +231,7 @@ def test_names_first_seen_read_what_is_counted_and_what_waits_together(tmp_path,
 
 def test_a_count_of_many_thousand_rows_holds_every_record_once_in_every_dim(tmp_path, database):
     """One count writes tens of thousands of rollup rows, several statements' worth on SQLite
-    (models.engine.dialect.SQLite.insert_rows): every record is in every dim once, and every name has
+    (models.engine.sqlite.SQLite.insert_rows): every record is in every dim once, and every name has
     its spans."""
     client = app_behind(tmp_path, database, behind=0).test_client()
     n = 8_000
@@ -271,7 +271,7 @@ def test_rows_many_to_a_statement_are_looked_up_by_their_whole_key(tmp_path, dat
     from a list of values by the record's id, not a scan or a part of the key."""
     import sqlite3
 
-    from models.engine.dialect import SQLite
+    from models.engine.sqlite import SQLite
 
     client = app_behind(tmp_path, database, behind=0).test_client()
     ingest(

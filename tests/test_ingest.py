@@ -227,7 +227,7 @@ def test_stores_sharing_a_postgresql_database_write_apart(client, database, new_
 
     import psycopg
 
-    from models.engine.dialect import Postgres
+    from models.engine.postgres import Postgres
 
     other = new_database()
     stores.run_sql(other, "SELECT 1")

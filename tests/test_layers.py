@@ -243,3 +243,101 @@ def test_the_store_has_no_import_circle():
 
     for name in sorted(edges):
         visit(name)
+
+
+# The engine seam (docs/layout.md, "The engine seam"): what differs per engine is an Engine's.
+ENGINE_SCHEMES = {"sqlite", "postgres", "postgresql", "sqlite://", "sqlite:///", "postgres://", "postgresql://"}
+ENGINE_CLASSES = {
+    "SqliteDatabase",
+    "PostgresqlDatabase",
+    "PooledSqliteDatabase",
+    "PooledPostgresqlDatabase",
+    "SqliteExtDatabase",
+    "CockroachDatabase",
+}
+ENGINE_DRIVERS = {"sqlite3", "psycopg", "psycopg2", "apsw"}
+# Modules that open SQLite files which are not the store, and may import sqlite3 for them.
+OTHER_SQLITE_FILES = {"feeds/pihole.py": "Pi-hole's own database"}
+
+
+def _engine_modules():
+    """The classes implementing models.engine.interface.Engine, read from models/engine/."""
+    import importlib
+
+    from models.engine.interface import Engine
+
+    found = set()
+    for path in modules("models/engine"):
+        module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
+        found |= {
+            c for _, c in inspect.getmembers(module, inspect.isclass) if issubclass(c, Engine) and c is not Engine
+        }
+    return found
+
+
+def test_every_engine_implements_the_interface_and_is_registered():
+    from models.engine.database import ENGINES
+    from models.engine.interface import Engine
+
+    engines = _engine_modules()
+    assert len(engines) >= 2 and set(ENGINES) == engines, "every engine has its entry in database.ENGINES"
+    attributes = set(Engine.__annotations__)
+    assert {"name", "schemes", "read_makes_tables"} <= attributes
+    for engine in engines:
+        assert engine.__abstractmethods__ == frozenset(), f"{engine.__name__} leaves {engine.__abstractmethods__}"
+        assert engine.__bases__ == (Engine,), f"{engine.__name__} builds on another engine"
+        missing = {name for name in attributes if not hasattr(engine, name)}
+        assert missing == set(), f"{engine.__name__} lacks {missing}"
+        engine()  # nothing abstract is left to stop it
+    schemes = [scheme for engine in engines for scheme in engine.schemes]
+    assert len(schemes) == len(set(schemes)), "a scheme names one engine"
+    assert sum(engine.takes_paths for engine in engines) == 1, "a plain path names one engine"
+
+
+def _names_an_engine(path: pathlib.Path) -> list[tuple[int, str]]:
+    found = []
+    relative = str(path.relative_to(ROOT))
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [alias.name for alias in node.names]
+            imported_modules = names if isinstance(node, ast.Import) else [node.module or ""]
+            for module in imported_modules:
+                if module.split(".")[0] in ENGINE_DRIVERS and relative not in OTHER_SQLITE_FILES:
+                    found.append((node.lineno, f"imports {module}"))
+                if module.startswith("models.engine.") and module not in ENGINE_NEUTRAL:
+                    found.append((node.lineno, f"imports {module}"))
+            if isinstance(node, ast.ImportFrom) and node.module == "models.engine":
+                found += [
+                    (node.lineno, f"imports models.engine.{n}")
+                    for n in names
+                    if f"models.engine.{n}" not in ENGINE_NEUTRAL
+                ]
+            found += [(node.lineno, f"imports {n}") for n in names if n in ENGINE_CLASSES | {"is_sqlite"}]
+        elif isinstance(node, ast.Name) and node.id in ENGINE_CLASSES | {"is_sqlite"}:
+            found.append((node.lineno, node.id))
+        elif isinstance(node, ast.Attribute) and node.attr in ENGINE_CLASSES | {"is_sqlite"}:
+            found.append((node.lineno, node.attr))
+        elif isinstance(node, ast.Attribute) and node.attr == "name" and "dialect" in ast.unparse(node.value):
+            found.append((node.lineno, ast.unparse(node)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.lower() in ENGINE_SCHEMES:
+            found.append((node.lineno, repr(node.value)))
+    return found
+
+
+# The modules of models/engine/ that name no engine: what the rest of the store may import.
+ENGINE_NEUTRAL = {"models.engine.database", "models.engine.interface", "models.engine.sql"}
+
+
+def test_nothing_outside_the_engines_asks_which_engine_it_runs_on():
+    """Outside models/engine/ (and the schema's history, models/migrations/), no module imports
+    an engine's module or driver, names peewee's engine classes, calls is_sqlite or reads the
+    engine's name: it calls the engine's interface instead."""
+    outside = [
+        path
+        for path in modules("models", "app", "feeds", "schemas", "catalogue.py", "wsgi.py")
+        if not path.is_relative_to(ROOT / "models" / "engine")
+        and not path.is_relative_to(ROOT / "models" / "migrations")
+    ]
+    assert len(outside) > 50
+    found = {str(p.relative_to(ROOT)): hits for p in outside if (hits := _names_an_engine(p))}
+    assert found == {}

@@ -1,7 +1,7 @@
-"""`flask --app wsgi backup DEST`: a consistent copy of the live SQLite database."""
+"""`flask --app wsgi backup DEST`: a consistent copy of the live database, where its engine can
+make one (SQLite's online backup)."""
 
 import os
-import sqlite3
 import time
 
 import click
@@ -9,6 +9,7 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 import models.engine.database
+from models.engine.interface import BackupFailed
 
 
 @click.command("backup")
@@ -21,8 +22,8 @@ def backup_command(destination, force):
     Uses SQLite's online backup: the copy is one consistent snapshot, whatever is written
     meanwhile. Restore by stopping the service and putting the copy in the database's place.
     """
-    if not models.engine.database.is_sqlite():
-        raise click.ClickException("backup copies SQLite databases; use pg_dump for PostgreSQL")
+    if refusal := models.engine.database.no_backup():
+        raise click.ClickException(refusal)
     if os.path.exists(destination) and not force:
         raise click.ClickException(f"{destination} exists; pass --force to overwrite it")
     folder = os.path.dirname(os.path.abspath(destination))
@@ -31,10 +32,12 @@ def backup_command(destination, force):
     temporary = destination + ".partial"
     started = time.monotonic()
     try:
-        _copy(models.engine.database.db.obj.database, temporary)
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        models.engine.database.back_up(temporary)
         # Only a complete, checked copy ever appears under the destination's name.
         os.replace(temporary, destination)
-    except (OSError, sqlite3.Error) as exc:
+    except (OSError, BackupFailed) as exc:
         # One line saying what went wrong (permissions, a full disk, ...), not a traceback.
         raise click.ClickException(f"backup to {destination} failed: {exc}") from None
     finally:
@@ -45,21 +48,3 @@ def backup_command(destination, force):
         f"Backed up {current_app.config['ANALYTICS_DATABASE']} to {destination} "
         f"({size / 1e6:.1f} MB in {time.monotonic() - started:.1f} s)."
     )
-
-
-def _copy(source_path: str, temporary: str):
-    if os.path.exists(temporary):
-        os.remove(temporary)
-    source = sqlite3.connect(source_path, timeout=30)
-    target = sqlite3.connect(temporary)
-    try:
-        # One step, so one read transaction: a consistent snapshot. In WAL mode writers go on
-        # meanwhile; a copy in several steps would start over whenever one of them commits.
-        source.backup(target)
-        check = target.execute("PRAGMA integrity_check").fetchone()[0]
-        if check != "ok":
-            raise click.ClickException(f"the copy failed its integrity check: {check}")
-        target.execute("PRAGMA journal_mode = DELETE")  # one self-contained file
-    finally:
-        target.close()
-        source.close()

@@ -4,8 +4,7 @@ import json
 from collections import namedtuple
 
 from models.engine.database import db, query
-from models.engine.dialect import ascii_lower
-from models.engine.sql import like_escape, placeholders
+from models.engine.sql import ascii_lower, like_escape, placeholders
 
 # An entry as stored; `metadata` is its JSON text.
 AdminActionRow = namedtuple("AdminActionRow", "id ts action key_id key_name source_ip metadata")

@@ -204,7 +204,7 @@ def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 
     the next call starts after: the last id examined, matching or not, so a stream whose filter
     matches nothing still moves on and never reads the same records twice. Rows of clients
     deleted meanwhile are left out, but read past."""
-    # Writers take turns and ids are handed out in order (see models.engine.dialect), so once an id
+    # Writers take turns and ids are handed out in order (see Engine.lock_writes), so once an id
     # is visible every lower id is final: nothing below `top` can still commit.
     top = committed_top()
     bound = min(last_id + scan, top)

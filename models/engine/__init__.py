@@ -1,2 +1,3 @@
-"""The database engines: binding and transactions (database.py), what each engine does its own
-way (the dialects), SQLite's writers taking turns, SQL helpers."""
+"""The database engines: what every engine provides (interface.py), one module per engine
+(sqlite.py, postgres.py), binding and transactions whatever the engine (database.py), SQLite's
+writers taking turns, SQL helpers."""

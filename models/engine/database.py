@@ -1,83 +1,35 @@
-"""The database object, bound late to a SQLite file or a database URL, and its connection settings."""
+"""The database object, bound late to the engine a database URL or path names, and what the store
+does with it whatever the engine: statements, transactions, snapshots (models/engine/interface.py
+is what differs per engine)."""
 
 import logging
-import os
-import sqlite3
-import time
 from contextlib import contextmanager
 
 import peewee
-from peewee import DatabaseError, DatabaseProxy, OperationalError, PostgresqlDatabase, SqliteDatabase
-from playhouse.db_url import connect as connect_url
-from playhouse.pool import PooledDatabase, PooledPostgresqlDatabase, PooledSqliteDatabase
+from peewee import DatabaseError, DatabaseProxy
+from playhouse.pool import PooledDatabase
 
-from models.engine.dialect import MAX_VARIABLES, WAL_KEPT_SHARE, Postgres, SQLite
+from models.engine import postgres, sqlite
 
 log = logging.getLogger(__name__)
 
 db = DatabaseProxy()
 
-# sqlite3 binds a None only after asking its adapter registry, then the protocol and the value
-# itself for adapting methods (~190 ns each), and a stored record holds 7 or so unknown fields:
-# found in the registry, a None is handed back as it is by a call in C (~60 ns) and bound as
-# NULL as before.
-sqlite3.register_adapter(type(None), {}.get)
+# The engines ANALYTICS_DATABASE can name, each by its URL schemes (sqlite.SQLite also by a plain
+# path). A new engine is a module beside these, its import above, and its entry here.
+ENGINES = (sqlite.SQLite, postgres.Postgres)
 
-# Every SQLite connection gets these, in this one place.
-SQLITE_PRAGMAS = {
-    # Only takes effect on a new, empty database (before the first table): lets retention give
-    # freed pages back to the filesystem with PRAGMA incremental_vacuum.
-    "auto_vacuum": "incremental",
-    "journal_mode": "wal",
-    # FULL syncs the WAL at each commit: an acknowledged batch survives a power cut, not just
-    # a crashed process. Ingestion commits whole batches, so the fsync is paid once per batch.
-    "synchronous": "full",
-    # Writers queue behind each other instead of failing with "database is locked".
-    "busy_timeout": 30000,
-    "foreign_keys": 1,
-    # 16 MB of pages per connection, and a worker keeps few idle connections (see _SqlitePool):
-    # long reads stream through far more pages than any of these caches holds, and the OS
-    # caches the file for all connections at once.
-    "cache_size": -16 * 1024,
-    "temp_store": "memory",
-    # Pages the WAL may hold before a commit copies them back into the file (4 MB by default):
-    # that copy, and its sync, is paid inside the commit that crosses the mark, an ingest request
-    # most often, so the mark is 16 MB. The counting process no longer copies them back after
-    # each of its writes: in a process of its own, its passive copies ran beside the writers'
-    # restarts of the log past its bound (SQLite.after_write) and held them off, and the log grew
-    # past twice its bound under overlapping reads (tests/test_wal.py, 2 of 3 suite runs).
-    "wal_autocheckpoint": 4000,
-    # Truncate the WAL back to this size after a restart so it cannot stay large; at most
-    # WAL_KEPT_SHARE of the WAL's bound (see _sqlite).
-    "journal_size_limit": 64 * 1024 * 1024,
-    # Deleted or overwritten content is zeroed on the pages written anyway (no more I/O): no
-    # removed value lingers in a page's free space. Pages freed whole keep theirs, unless the
-    # deletion runs under dialect.secure_deletes (the privacy job).
-    "secure_delete": "fast",
-}
+# The schema's history (models/migrations/) retries its start-up on SQLite's lock (see there).
+retry_locked = sqlite.retry_locked
 
 
 def open_database(target: str, wal_limit: int = 256 << 20):
-    """Bind `db` to a SQLite file path or a database URL (sqlite:///..., postgresql://...);
-    `wal_limit`: the bytes a SQLite write-ahead log is kept under (see SQLite.after_write)."""
-    if target.startswith(("postgresql://", "postgres://")):
-        database = _postgres("postgresql://" + target.split("://", 1)[1])
-    elif "://" in target:
-        if not target.startswith("sqlite"):
-            raise RuntimeError(
-                f"ANALYTICS_DATABASE: {target.split(':')[0]!r} is not supported: use a SQLite path or "
-                "sqlite:///path, or postgresql://user@host/database"
-            )
-        database = _sqlite(connect_url(target).database, wal_limit)
-    else:
-        database = _sqlite(target, wal_limit)
+    """Bind `db` to a database URL (sqlite:///..., postgresql://...) or a SQLite file path;
+    `wal_limit`: the bytes a write-ahead log the engine bounds itself is kept under (see
+    SQLite.after_write)."""
+    database = engine_for(target).open(target, wal_limit)
     if isinstance(db.obj, PooledDatabase):
         db.obj.close_all()  # the pool of a database this process no longer uses
-    if isinstance(database, SqliteDatabase) and database.database != ":memory:":
-        os.makedirs(os.path.dirname(os.path.abspath(database.database)), exist_ok=True)
-        if not os.path.exists(database.database):
-            # Only its owner may read the queries (SQLite gives -wal and -shm the same mode).
-            os.close(os.open(database.database, os.O_CREAT | os.O_WRONLY, 0o600))
     # Caches that are only valid for this one database (see models.records.terms).
     database.term_cache = {}
     database.term_value_cache = {}
@@ -89,84 +41,35 @@ def open_database(target: str, wal_limit: int = 256 << 20):
     return database
 
 
+def engine_for(target: str):
+    """The engine class that opens `target`, a URL or a path."""
+    if "://" in target:
+        scheme = target.split("://", 1)[0]
+        found = [engine for engine in ENGINES if scheme in engine.schemes]
+    else:
+        found = [engine for engine in ENGINES if engine.takes_paths]
+    if not found:
+        raise RuntimeError(
+            f"ANALYTICS_DATABASE: {target.split(':')[0]!r} is not supported: use "
+            + ", or ".join(engine.url_example for engine in ENGINES)
+        )
+    return found[0]
+
+
 def bind(database):
     """Make `db` (back) into `database`, a result of open_database."""
     if db.obj is not database:
         db.initialize(database)
 
 
-# Pooled SQLite connections kept open while idle: a burst of concurrent requests opens one
-# connection per thread, and each keeps its page cache; past this many idle ones a returned
-# connection is closed instead.
-MAX_IDLE_SQLITE = 4
-
-
-class _SqlitePool(PooledSqliteDatabase):
-    def _can_reuse(self, conn):
-        return len(self._connections) < MAX_IDLE_SQLITE and super()._can_reuse(conn)
-
-    def _set_pragmas(self, conn):
-        # auto_vacuum only counts on a file without pages yet; asked again of one that has
-        # them, it waits for the write lock, so a connection opened while another process
-        # wrote for longer than the connect timeout failed ("database is locked": a 10M
-        # benchmark's counting thread, during an 8 s retention run). Reading is never held up.
-        # Workers starting together on a brand-new file race to switch it to WAL; the loser
-        # can be told "database is locked" at once, without busy_timeout's wait (seen once in
-        # a benchmark start: the worker failed to boot). The pragmas can simply be set again.
-        # Only while the file is new (empty: the first switch to WAL writes its first page at
-        # once): on any other, a lock held past the timeout is an answer, not a race.
-        retry_locked(lambda: self._set_each(conn), attempts=20 if _empty(self.database) else 1)
-        # Builds differ (Debian's takes 250,000 parameters): held to SQLite's own default, a
-        # statement that works here works on every build.
-        conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, MAX_VARIABLES)
-
-    def _set_each(self, conn):
-        fresh = conn.execute("PRAGMA page_count").fetchone()[0] == 0
-        for name, value in self._pragmas:
-            if name != "auto_vacuum" or fresh:
-                conn.execute(f"PRAGMA {name} = {value}")
-
-
-def _empty(path: str) -> bool:
-    try:
-        return os.path.getsize(path) == 0
-    except OSError:
-        return True
-
-
-def _sqlite(path: str, wal_limit: int) -> SqliteDatabase:
-    # Pooled: a request's close() hands the connection back instead of closing it. Closing the
-    # last connection to a WAL database checkpoints and removes the WAL (~5 ms), and a new one
-    # runs every pragma again (~4 ms): far more than most requests take.
-    # A pooled connection serves one thread at a time, but not always the thread that opened it.
-    # Commits copy the log back past a sixteenth of its bound at most: a small bound
-    # (ANALYTICS_WAL_LIMIT_MB) must not be mostly log that no commit copies back.
-    pages = min(SQLITE_PRAGMAS["wal_autocheckpoint"], max(100, wal_limit // 4096 // 16))
-    kept = min(SQLITE_PRAGMAS["journal_size_limit"], int(wal_limit * WAL_KEPT_SHARE))
-    database = _SqlitePool(
-        path,
-        pragmas={**SQLITE_PRAGMAS, "wal_autocheckpoint": pages, "journal_size_limit": kept},
-        max_connections=128,
-        stale_timeout=600,
-        check_same_thread=False,
-    )
-    database.dialect = SQLite(wal_limit, path, SQLITE_PRAGMAS["busy_timeout"] / 1000)
-    return database
-
-
-def _postgres(url: str) -> PostgresqlDatabase:
-    # psycopg 3: its executemany sends a batch in one round trip (pipeline mode).
-    database = PooledPostgresqlDatabase(url, prefer_psycopg3=True, max_connections=64, stale_timeout=600)
-    database.dialect = Postgres()
-    return database
-
-
 def is_sqlite() -> bool:
-    return isinstance(db.obj, SqliteDatabase)
+    """For the schema's history only (models/migrations/: what an older release did on SQLite);
+    the rest of the store asks its engine (db.obj.dialect) instead."""
+    return isinstance(db.obj.dialect, sqlite.SQLite)
 
 
 def query(sql: str, params=()):
-    """Run one statement written with `?` placeholders (see models.engine.dialect); its cursor."""
+    """Run one statement written with `?` placeholders (see models/engine/interface.py); its cursor."""
     return db.execute_sql(db.obj.dialect.driver_sql(sql), params)
 
 
@@ -179,23 +82,23 @@ def query_many(sql: str, rows):
 
 def insert_rows(head: str, width: int, rows: list, tail: str = ""):
     """Insert many rows: `head` is `INSERT INTO table (columns)`, each row a tuple of `width`
-    values, `tail` what follows (ON CONFLICT ...). Many rows a statement where the dialect can
-    (see models.engine.dialect)."""
+    values, `tail` what follows (ON CONFLICT ...), the way the engine takes many rows fastest
+    (Engine.insert_rows)."""
     if rows:
         _run(db.obj.dialect.insert_rows(head, width, rows, tail))
 
 
 def delete_keyed(table: str, columns: tuple, keys: list, condition: str = "TRUE"):
     """Delete the rows of `table` whose `columns` hold one of `keys` (tuples of numbers) and
-    that meet `condition`. Many keys a statement where the dialect can (see models.engine.dialect)."""
+    that meet `condition`, the way the engine takes many keys fastest (Engine.delete_keyed)."""
     if keys:
         _run(db.obj.dialect.delete_keyed(table, columns, keys, condition))
 
 
 def update_rows(table: str, columns: tuple, key: str, rows: list):
     """Set `columns` of the rows of `table` whose `key` is the last value of each of `rows`
-    (tuples) to the values before it. Many rows a statement where the dialect can (see
-    models.engine.dialect)."""
+    (tuples) to the values before it, the way the engine takes many rows fastest
+    (Engine.update_rows)."""
     if rows:
         _run(db.obj.dialect.update_rows(table, columns, key, rows))
 
@@ -205,13 +108,13 @@ def _run(statements: list[tuple[str, list]]):
         query_many(statement, parameters)
 
 
-# Statements (functions of the dialect) that make the temporary tables reads fill: made before
+# Statements (functions of the engine) that make the temporary tables reads fill: made before
 # a read's snapshot begins (see temp_table).
 _READ_TABLES: list = []
 
 
 def read_table(statement) -> None:
-    """Register `statement(dialect)`, a CREATE TEMP TABLE IF NOT EXISTS that reads fill (at import
+    """Register `statement(engine)`, a CREATE TEMP TABLE IF NOT EXISTS that reads fill (at import
     time, by the module owning the table): made ready before every read's snapshot."""
     _READ_TABLES.append(statement)
 
@@ -236,7 +139,7 @@ def in_snapshot() -> bool:
 def snapshot():
     """Every statement of the block sees the store as of one instant, whatever freezing,
     counting, deletion and privacy rewrites commit meanwhile: a read transaction (see
-    models.engine.dialect.begin_read; a write in it fails). Nests, and inside a write transaction the
+    Engine.begin_read; a write in it fails). Nests, and inside a write transaction the
     block is already one. Hold it for a bounded read only: on SQLite a snapshot held keeps the
     write-ahead log from being restarted (see SQLite.after_write); a long read (an export, a
     stream) takes one per short step. Also a decorator."""
@@ -256,7 +159,7 @@ def snapshot():
 @contextmanager
 def write_transaction():
     """A transaction that holds the database's write lock from its start, so that writers take
-    turns and what a writer reads stays true until it commits (see models.engine.dialect)."""
+    turns and what a writer reads stays true until it commits (see Engine.begin_write)."""
     if in_snapshot():
         raise RuntimeError("a write inside a read's snapshot")
     dialect = db.obj.dialect
@@ -265,12 +168,12 @@ def write_transaction():
         yield transaction
     if not db.in_transaction():
         try:
-            dialect.after_write(db.obj.database, query)
+            dialect.after_write(query)
         except DatabaseError:
-            # The write has committed: it succeeded, whatever keeping the log small met (a full
-            # disk the checkpoint cannot extend the file on). Failing it here would have its
+            # The write has committed: it succeeded, whatever the engine's upkeep met (a full disk
+            # SQLite's checkpoint cannot extend the file on). Failing it here would have its
             # caller answer an error for what is stored, and a sender store it again.
-            log.exception("the write committed, but bounding the write-ahead log after it failed")
+            log.exception("the write committed, but the engine's upkeep after it (after_write) failed")
 
 
 def storing():
@@ -309,46 +212,33 @@ def limit_queries(seconds: float | None, stop=None):
     db.obj.dialect.limit_queries(db.connection(), query, seconds, stop)
 
 
-# PostgreSQL's SQLSTATEs of a stopped statement: the statement cancelled, and any statement
-# after it in the same transaction (which the server refuses until the transaction ends).
-_STOPPED_STATES = ("57014", "25P02")
-
-
 def is_stopped_query(error: Exception) -> bool:
     """Whether `error` is a statement stopped by limit_queries."""
-    cause = error.args[0] if error.args else None  # peewee keeps the driver's own error first
-    if getattr(cause, "sqlstate", None) in _STOPPED_STATES:
-        return True
-    text = str(error).lower()
-    return "interrupted" in text or "statement timeout" in text
-
-
-def retry_locked(operation, attempts: int = 20):
-    """Run `operation`, retrying while SQLite reports the database locked.
-
-    Only for start-up work (schema creation) where two processes may race past busy_timeout's
-    reach, e.g. both switching a brand-new file to WAL mode.
-    """
-    for attempt in range(attempts):
-        try:
-            return operation()
-        except OperationalError as exc:
-            if "locked" not in str(exc) or attempt == attempts - 1:
-                raise
-            time.sleep(0.05 * (attempt + 1))
+    return db.obj.dialect.is_stopped(error)
 
 
 def secure_deletes():
-    """A block whose deletions leave no trace in the database file (see models.engine.dialect)."""
+    """A block whose deletions leave no trace in the database file (see Engine.secure_deletes)."""
     return db.obj.dialect.secure_deletes(query)
 
 
 def erase_old_versions() -> bool:
     """Leave no copy of what the privacy job rewrote or deleted in the engine's own files, as
-    far as it can at once (see models.engine.dialect); whether it could."""
+    far as it can at once (see Engine.erase_old_versions); whether it could."""
     return db.obj.dialect.erase_old_versions(query)
 
 
 def reclaim_space(pages_per_step: int = 2000):
-    """Give space freed by deletions back and refresh the planner's statistics (see models.engine.dialect)."""
+    """Give space freed by deletions back and refresh the planner's statistics (see Engine.reclaim_space)."""
     db.obj.dialect.reclaim_space(query, pages_per_step)
+
+
+def no_backup() -> str:
+    """Why back_up cannot copy this store and what to use instead; "" when it can."""
+    return db.obj.dialect.no_backup
+
+
+def back_up(destination: str):
+    """Write one consistent copy of the store into the new file `destination` while writers go
+    on; BackupFailed says why it could not."""
+    db.obj.dialect.back_up(destination)

@@ -1,5 +1,13 @@
 """Small helpers shared by the store's query modules."""
 
+ASCII_UPPER = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def ascii_lower(text: str) -> str:
+    """Lower-case ASCII letters only, as SQLite's LIKE compares them (see
+    Engine.like_ascii_nocase)."""
+    return text.translate(str.maketrans(ASCII_UPPER, ASCII_UPPER.lower()))
+
 
 def chunks(items, size: int):
     """Successive lists of at most `size` items (keeps SQL parameter counts bounded)."""

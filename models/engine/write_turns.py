@@ -11,8 +11,8 @@ is not waited for any longer here: BEGIN IMMEDIATE and busy_timeout decide as th
 
 Ingest requests that are reading or writing a batch say so (`storing`: a shared lock on
 `<database>-storing`), and the counting process's writes, which can come at any moment, let them
-go first (`yield_to_storing`): measured with one sender, the requests waited 15 ms a batch on
-average for the counting's writes (5 ms now), near a tenth of their time. A write begun just
+go first (`yield_to_storing`), as a batch waiting for them was a sizeable share of its request's
+time (the figures: BENCHMARKS.md, "Figures behind the code's comments"). A write begun just
 after a batch's commit is done while the next batch is still being read; one begun while a
 batch is being read would hold it back once it is ready to be written.
 """

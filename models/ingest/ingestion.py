@@ -82,7 +82,7 @@ def _store(records: list[tuple], in_transaction, first) -> int:
             *(list(map(terms.__getitem__, columns[i])) for i in _TERMS_AT),
             *(columns[i] for i in _VALUES_AT),
         ]
-        # Many rows a statement (see models.engine.dialect): with executemany a busy thread beside the
+        # Many rows a statement (see models.engine.sqlite): with executemany a busy thread beside the
         # request (another request, an export) had each row wait for the interpreter lock.
         insert_rows(_INSERT_RECORD, len(_INSERTED), list(zip(*stored, strict=True)))
         mapped = domains.map_questions(terms, questions)

@@ -26,7 +26,7 @@ DEFAULTS = {
     "ANALYTICS_MAX_STREAMS_PER_KEY": 4,  # realtime streams per API key and worker process (then 429)
     "ANALYTICS_STREAM_BACKLOG": 100_000,  # newest records a resumed stream replays at most
     "ANALYTICS_CORS_ORIGINS": "",  # comma-separated origins allowed cross-origin; empty: CORS off
-    # SQLite: the write-ahead log is kept under this (see models.engine.dialect.SQLite.after_write).
+    # SQLite: the write-ahead log is kept under this (see models.engine.sqlite.SQLite.after_write).
     "ANALYTICS_WAL_LIMIT_MB": 256,
     # Seconds a read's queries may take (0: no limit); past it the answer is a 503 (50302).
     "ANALYTICS_QUERY_SECONDS": 60.0,

@@ -15,7 +15,7 @@ from peewee import (
 )
 
 from catalogue import CLIENT, ENDPOINT, FIELDS, NUMBER, TERM, TIME
-from models.engine.database import db, is_sqlite
+from models.engine.database import db
 
 # Bumped when the schema changes; start-up migrates older databases forward.
 SCHEMA_VERSION = 14
@@ -31,12 +31,13 @@ def _text():
 
 
 class NeverReusedId(BigAutoField):
-    """An id that is never handed out twice, even after the newest rows are deleted: SQLite's
-    AUTOINCREMENT (which keeps a high-water mark); a PostgreSQL sequence does so by itself."""
+    """An id that is never handed out twice, even after the newest rows are deleted (SQLite's
+    AUTOINCREMENT; a PostgreSQL sequence does so by itself: Engine.id_never_reused)."""
 
     def ddl(self, ctx):
         node = super().ddl(ctx)
-        return NodeList((node, SQL("AUTOINCREMENT"))) if is_sqlite() else node
+        suffix = db.obj.dialect.id_never_reused
+        return NodeList((node, SQL(suffix))) if suffix else node
 
 
 class BaseModel(Model):
