@@ -39,6 +39,9 @@ class Engine(ABC):
     # What follows the DDL of an id column whose ids are never handed out twice ("" if
     # nothing: the engine never reuses them anyway).
     id_never_reused: ClassVar[str]
+    # Whether a table keyed by its primary key alone can be stored in that key's order, with no
+    # row id beside it (SQLite's WITHOUT ROWID): the rollups and the names seen are made so.
+    clustered_keys: ClassVar[bool]
     # Why the backup command cannot copy this engine's store, and what to use instead; "" when
     # back_up can.
     no_backup: ClassVar[str]

@@ -30,6 +30,7 @@ class Postgres(Engine):
     term_check_table = "CREATE TEMP TABLE IF NOT EXISTS term_check (id BIGINT PRIMARY KEY)"
     temp_like_record = "CREATE TEMP TABLE IF NOT EXISTS {table} (LIKE record)"
     id_never_reused = ""  # a sequence never goes back
+    clustered_keys = False  # no such option
     no_backup = "backup copies SQLite databases; use pg_dump for PostgreSQL"
 
     def __init__(self):

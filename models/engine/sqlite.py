@@ -164,6 +164,7 @@ class SQLite(Engine):
     # Without it SQLite numbers a row max(id) + 1, which hands the id of a deleted newest row
     # out again; AUTOINCREMENT keeps a high-water mark.
     id_never_reused = "AUTOINCREMENT"
+    clustered_keys = True  # WITHOUT ROWID saves the rowid index
     no_backup = ""
 
     def __init__(self, wal_limit: int = 256 << 20, path: str | None = None, busy_seconds: float = 30.0):

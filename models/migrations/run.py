@@ -2,7 +2,7 @@
 start at once): a new one made, an older one walked up a numbered step at a time
 (models/migrations/steps.py), a newer one refused."""
 
-from models.engine.database import db, is_sqlite, query, retry_locked, write_transaction
+from models.engine.database import db, query, retry_locked, write_transaction
 from models.migrations import reconcile, steps
 from models.schema.tables import SCHEMA_VERSION, NameSeen, Rollup
 
@@ -30,9 +30,7 @@ def stored_version() -> int:
 def create_schema() -> list[int]:
     """Run the steps due (see steps.due) and the reconciliation every start makes; the steps
     run. Safe when several processes start at once."""
-    # A clustered key saves the rowid index on SQLite; PostgreSQL has no such option.
-    Rollup._meta.without_rowid = is_sqlite()
-    NameSeen._meta.without_rowid = is_sqlite()
+    Rollup._meta.without_rowid = NameSeen._meta.without_rowid = db.obj.dialect.clustered_keys
 
     def create():
         with write_transaction():  # also keeps two processes from migrating at once
