@@ -14,7 +14,7 @@ import time
 import stores
 
 import servers
-from helpers import API_KEY, AUTH
+from helpers import AUTH
 from servers import ROOT
 
 BIN = os.path.dirname(sys.executable)
@@ -106,19 +106,9 @@ def parse_lost(exposition: str) -> dict:
     return found
 
 
-def api_client(tmp_path, database):
-    """A Flask test client on the database the collector writes."""
-    from app import create_app
-
-    app = create_app(
-        {
-            "TESTING": True,
-            "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-        }
-    )
-    client = app.test_client()
+def api_client(make_app, database):
+    """A Flask test client on the database the collector writes (`make_app`: the test's fixture)."""
+    client = make_app(ANALYTICS_DATABASE=database).test_client()
     client.database = database
     return client
 

@@ -217,27 +217,35 @@ def database(new_database):
 
 
 @pytest.fixture
-def make_app(tmp_path, database):
-    """The test's app (on its database) with these settings besides the test's own."""
+def make_app(request, tmp_path):
+    """Apps for the test: `make_app(**settings)` is the test's app (on its database, under
+    tmp_path/instance, with the test's key) with these settings besides the test's own. Any of
+    those can be given too (`ANALYTICS_DATABASE=` a second database, `INSTANCE_PATH=` another
+    folder); a setting given as None is the installation's (instance/config.py, the environment,
+    the default), as for an app started without it. The test's database is the `database`
+    fixture's: a test that uses it asks for `database` (or `app`, `client`), so it runs on both
+    engines."""
 
     def make(**settings):
-        return create_app(
-            {
-                "TESTING": True,
-                # Unexpected exceptions go through the error handler, as in production.
-                "PROPAGATE_EXCEPTIONS": False,
-                "INSTANCE_PATH": str(tmp_path / "instance"),
-                "ANALYTICS_DATABASE": database,
-                "ANALYTICS_API_KEY": API_KEY,
-                **settings,
-            }
-        )
+        if "ANALYTICS_DATABASE" not in settings:
+            if "engine" not in request.fixturenames:
+                raise LookupError("make_app() on the test's database: ask for `database` (or give ANALYTICS_DATABASE)")
+            settings["ANALYTICS_DATABASE"] = request.getfixturevalue("database")
+        config = {
+            "TESTING": True,
+            # Unexpected exceptions go through the error handler, as in production.
+            "PROPAGATE_EXCEPTIONS": False,
+            "INSTANCE_PATH": str(tmp_path / "instance"),
+            "ANALYTICS_API_KEY": API_KEY,
+            **settings,
+        }
+        return create_app({name: value for name, value in config.items() if value is not None})
 
     return make
 
 
 @pytest.fixture
-def app(make_app):
+def app(make_app, database):
     return make_app()
 
 

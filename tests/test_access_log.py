@@ -6,8 +6,6 @@ import time
 from stores import run_sql
 from streams import StreamReader
 
-from app import create_app
-
 from helpers import API_KEY, AUTH, assert_error, ingest, record
 from servers import Gunicorn
 
@@ -102,9 +100,9 @@ def test_off_and_expiry(app, client, database, runner):
     assert reads(client) == []
 
 
-def test_the_setting_is_checked_at_start(tmp_path):
+def test_the_setting_is_checked_at_start(make_app):
     try:
-        create_app({"TESTING": True, "INSTANCE_PATH": str(tmp_path), "ANALYTICS_ACCESS_LOG": "maybe"})
+        make_app(ANALYTICS_DATABASE=None, ANALYTICS_ACCESS_LOG="maybe")
     except RuntimeError as exc:
         assert "ANALYTICS_ACCESS_LOG must be true or false" in str(exc)
     else:

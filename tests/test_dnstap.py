@@ -58,9 +58,9 @@ def folder():
 
 
 @pytest.fixture
-def api(tmp_path, database):
+def api(make_app, database):
     """A Flask test client on the database the collector writes (SQLite, then PostgreSQL)."""
-    return api_client(tmp_path, database)
+    return api_client(make_app, database)
 
 
 @pytest.fixture

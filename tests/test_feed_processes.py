@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app import create_app
 from feeds.sinks import StoreProcess, _validate_and_store
 
 from helpers import API_KEY, AUTH, wait_for
@@ -45,15 +44,21 @@ def feed(tmp_path, *args, store="feeder.db", settings=None) -> subprocess.Popen:
     return process
 
 
-def questions_in(database: str) -> list[str]:
-    client = create_app({"TESTING": True, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}).test_client()
-    found, page = [], 0
-    while True:
-        body = client.get(f"/v2/activity-log?{WHOLE}&sortOrder=asc&pageSize=500&page={page}", headers=AUTH).json
-        found += [r["question"] for r in body["queries"]]
-        if len(body["queries"]) < 500:
-            return found
-        page += 1
+@pytest.fixture
+def questions_in(make_app):
+    """The questions a database holds, read through the API (oldest first)."""
+
+    def read(database: str) -> list[str]:
+        client = make_app(ANALYTICS_DATABASE=database).test_client()
+        found, page = [], 0
+        while True:
+            body = client.get(f"/v2/activity-log?{WHOLE}&sortOrder=asc&pageSize=500&page={page}", headers=AUTH).json
+            found += [r["question"] for r in body["queries"]]
+            if len(body["queries"]) < 500:
+                return found
+            page += 1
+
+    return read
 
 
 def stop(process: subprocess.Popen, sig=signal.SIGTERM) -> int:
@@ -62,7 +67,7 @@ def stop(process: subprocess.Popen, sig=signal.SIGTERM) -> int:
     return process.wait(timeout=30)
 
 
-def test_following_an_adguard_log_across_rotation_then_stopping_cleanly(tmp_path):
+def test_following_an_adguard_log_across_rotation_then_stopping_cleanly(tmp_path, questions_in):
     path = tmp_path / "querylog.json"
     store = str(tmp_path / "store.db")
     write_log(path, entry("one.example", 1))
@@ -84,7 +89,7 @@ def frozen_in(database: str) -> int:
         return conn.execute("SELECT COALESCE(SUM(n), 0) FROM record_block").fetchone()[0]
 
 
-def test_a_feeds_own_store_freezes_past_the_hot_horizon_it_is_given(tmp_path):
+def test_a_feeds_own_store_freezes_past_the_hot_horizon_it_is_given(tmp_path, questions_in):
     """ANALYTICS_HOT_HOURS reaches the store of an import and the store process of a live feed:
     records three hours old are frozen as they are stored under 1 hour, and kept as rows under
     the default 48."""
@@ -113,7 +118,7 @@ def test_a_feeds_own_store_freezes_past_the_hot_horizon_it_is_given(tmp_path):
         assert frozen_in(store) == frozen
 
 
-def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_ends_exact(tmp_path):
+def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_ends_exact(tmp_path, questions_in):
     service_db = str(tmp_path / "service.db")
     service = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": service_db, "ANALYTICS_API_KEY": API_KEY})
     path, spool = tmp_path / "querylog.json", str(tmp_path / "spool")
@@ -161,7 +166,7 @@ def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_en
         service.stop()
 
 
-def test_overlapping_runs_of_one_import_never_store_a_row_twice(tmp_path):
+def test_overlapping_runs_of_one_import_never_store_a_row_twice(tmp_path, questions_in):
     ftl = make_ftl_db(str(tmp_path / "pihole-FTL.db"))
     for i in range(400):
         add_row(ftl, i, T0 + i, f"q{i}.example")

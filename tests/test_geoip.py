@@ -9,28 +9,18 @@ import pytest
 from geoip_files import write_asn, write_city
 
 import schemas.geoip
-from app import create_app
 
-from helpers import API_KEY, AUTH, ingest, record
+from helpers import AUTH, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 
 
 @pytest.fixture
-def enriched(tmp_path, database):
+def enriched(make_app, tmp_path, database):
     city, asn = tmp_path / "city.mmdb", tmp_path / "asn.mmdb"
     write_city(city, {"192.0.2.0/24": ("DE", "Berlin"), "2001:db8::/32": ("NL", "Amsterdam")})
     write_asn(asn, {"192.0.2.0/24": (3320, "Deutsche Telekom AG"), "198.51.100.0/24": (13335, "Cloudflare, Inc.")})
-    app = create_app(
-        {
-            "TESTING": True,
-            "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-            "ANALYTICS_GEOIP_DB": str(city),
-            "ANALYTICS_ASN_DB": str(asn),
-        }
-    )
+    app = make_app(ANALYTICS_GEOIP_DB=str(city), ANALYTICS_ASN_DB=str(asn))
     client = app.test_client()
     client.files = (city, asn)
     yield client
@@ -98,16 +88,8 @@ def test_a_replaced_file_is_read_again(enriched, monkeypatch):
     assert logged(enriched)["broken.example"]["sourceGeoip"]["city"] == "Wien"
 
 
-def test_a_setting_naming_an_unreadable_file_stops_the_start(tmp_path, database):
+def test_a_setting_naming_an_unreadable_file_stops_the_start(make_app, tmp_path, database):
     (tmp_path / "bad.mmdb").write_bytes(b"nothing")
     with pytest.raises(RuntimeError, match="bad.mmdb: not a readable MaxMind database"):
-        create_app(
-            {
-                "TESTING": True,
-                "INSTANCE_PATH": str(tmp_path / "instance"),
-                "ANALYTICS_DATABASE": database,
-                "ANALYTICS_API_KEY": API_KEY,
-                "ANALYTICS_GEOIP_DB": str(tmp_path / "bad.mmdb"),
-            }
-        )
+        make_app(ANALYTICS_GEOIP_DB=str(tmp_path / "bad.mmdb"))
     schemas.geoip.configure(None, None)

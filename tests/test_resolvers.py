@@ -21,8 +21,8 @@ def folder():
 
 
 @pytest.fixture
-def api(tmp_path, database):
-    return api_client(tmp_path, database)
+def api(make_app, database):
+    return api_client(make_app, database)
 
 
 @pytest.fixture

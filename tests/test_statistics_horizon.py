@@ -5,7 +5,6 @@ again; deletions remove what can still be attributed past the records' horizon."
 import pytest
 from stores import run_sql
 
-from app import create_app
 from models.clock import now_ms
 from schemas.datetimes import format_ms, parse_datetime
 
@@ -224,7 +223,7 @@ def test_deleting_up_to_a_time_keeps_the_days_after_it(client, expired):
     assert all(q["count"] for q in before)
 
 
-def test_a_new_rollup_layout_keeps_expired_statistics(app, client, expired, database):
+def test_a_new_rollup_layout_keeps_expired_statistics(app, make_app, client, expired, database):
     """A catalogue change renumbers dims: rows of dims that keep their meaning move with them
     (past the records' horizon they could not be counted again)."""
     (layout,) = run_sql(database, "SELECT value FROM store_setting WHERE name = 'rollup_layout'")[0]
@@ -235,7 +234,7 @@ def test_a_new_rollup_layout_keeps_expired_statistics(app, client, expired, data
     run_sql(database, "UPDATE rollup SET dim = dim + 1000")  # (a key never collides on the way)
     run_sql(database, "UPDATE rollup SET dim = ? - dim", [top + 1000])
     run_sql(database, "UPDATE store_setting SET value = ? WHERE name = 'rollup_layout'", [older])
-    restarted = create_app(app.config).test_client()
+    restarted = make_app(**app.config).test_client()
     for path, before in expired.items():
         assert asked(restarted, path) == before, path
 
