@@ -2,7 +2,7 @@
 
 Every test that asks for a database (`database`, `new_database`, or the `app` built on it) runs
 once per engine: SQLite, and PostgreSQL on a throwaway server this session starts (see
-tests/postgres.py). Tests of what only SQLite has do not ask for one, or are `sqlite_only`; tests of
+tests/support/postgres.py). Tests of what only SQLite has do not ask for one, or are `sqlite_only`; tests of
 what only PostgreSQL has are `postgres_only`.
 
 Tiers: a test that runs a real server or program (gunicorn, nginx, Unbound, Chromium,
@@ -14,18 +14,13 @@ PostgreSQL, a feed's process) is marked `system`, by SYSTEM_MODULES or its Postg
 import inspect
 import os
 
-import nginx
-import postgres
 import pytest
-import resolvers
-import rsyslog
-import stores
-import unbound
 
 from app import create_app
 
-from helpers import API_KEY
-from servers import FAST_ONLY
+from support import nginx, postgres, resolvers, rsyslog, stores, unbound
+from support.helpers import API_KEY
+from support.servers import FAST_ONLY
 
 ENGINES = ("sqlite", "postgresql")
 # Real programs the suite runs (each a module with UNAVAILABLE and banner()): when one cannot

@@ -3,11 +3,10 @@ realtime stream, by key, source address, query, window, rows and bytes."""
 
 import time
 
-from stores import run_sql
-from streams import StreamReader
-
-from helpers import API_KEY, AUTH, assert_error, ingest, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, assert_error, ingest, record
+from support.servers import Gunicorn
+from support.stores import run_sql
+from support.streams import StreamReader
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 SINCE = "startTime=2020-01-01T00:00:00Z"

@@ -7,10 +7,9 @@ import sys
 import threading
 import time
 
-import stores
-
-from helpers import API_KEY, AUTH, record
-from servers import ROOT, Gunicorn
+from support import stores
+from support.helpers import API_KEY, AUTH, record
+from support.servers import ROOT, Gunicorn
 
 
 def test_backup_while_ingesting_and_restore(make_app, tmp_path):

@@ -3,7 +3,7 @@
 import json
 import os
 
-from helpers import AUTH, clients, record
+from support.helpers import AUTH, clients, record
 
 
 def test_ingest_ndjson_and_json_files(runner, client, tmp_path):

@@ -1,6 +1,6 @@
 """Configuration: environment over instance/config.py over defaults; database URLs."""
 
-from helpers import AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
 
 
 def test_environment_overrides_instance_config(make_app, tmp_path, monkeypatch):

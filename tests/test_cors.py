@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers import AUTH, assert_error
+from support.helpers import AUTH, assert_error
 
 ALLOWED = "http://dashboard.example"
 OTHER = "http://elsewhere.example"

@@ -11,7 +11,6 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from stores import is_postgres, records_scalar, run_sql, scalar
 
 import models.counting
 import models.database
@@ -19,7 +18,8 @@ import models.rollups as rollups
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, ingest, record, samples, wait_for
+from support.helpers import API_KEY, AUTH, ingest, record, samples, wait_for
+from support.stores import is_postgres, records_scalar, run_sql, scalar
 
 DAY = 86_400_000
 COUNTED = "SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = 'rollups_counted_through'"
@@ -96,7 +96,7 @@ def test_records_that_expire_are_counted_into_the_statistics_first(app_behind, d
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_the_service_counts_what_it_stores(tmp_path, database, workers):
-    from servers import Gunicorn
+    from support.servers import Gunicorn
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=workers)
     try:
@@ -118,7 +118,7 @@ def test_counting_goes_on_when_the_counting_process_dies(tmp_path, database, sto
     """Killed, the counting process is started again by gunicorn's dirty arbiter; with its
     arbiter killed, it stops by itself (an orphan would count on with what it started with)
     and the master starts both again."""
-    from servers import Gunicorn, alive
+    from support.servers import Gunicorn, alive
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
     try:
@@ -139,7 +139,7 @@ def test_counting_goes_on_when_the_counting_process_dies(tmp_path, database, sto
 def test_a_reload_starts_the_counting_process_again(tmp_path, database):
     """A reload (HUP) gives the service a new counting process, as it does new workers (on the
     code and configuration on disk), under the same arbiter; that one counts on."""
-    from servers import Gunicorn, alive, children
+    from support.servers import Gunicorn, alive, children
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
     try:
@@ -178,7 +178,7 @@ def counting_turn_held(database):
 
 
 def test_counting_waits_while_another_process_has_the_turn(tmp_path, database):
-    from servers import Gunicorn
+    from support.servers import Gunicorn
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
     try:

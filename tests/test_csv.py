@@ -4,14 +4,14 @@ import csv
 import io
 
 import pytest
-import stores
 
 import models.activity
 import models.database
 import models.freezing
 from models.filters import Filters
 
-from helpers import AUTH, assert_error, ingest, record
+from support import stores
+from support.helpers import AUTH, assert_error, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 

@@ -6,7 +6,7 @@ import subprocess
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-from helpers import assert_error
+from support.helpers import assert_error
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAGE = "http://localhost/v2/docs"

@@ -16,9 +16,9 @@ import pytest
 
 from feeds.sinks import StoreProcess, _validate_and_store
 
-from helpers import API_KEY, AUTH, wait_for
-from importing import T0, add_row, entry, make_ftl_db, write_log
-from servers import ROOT, Gunicorn
+from support.helpers import API_KEY, AUTH, wait_for
+from support.importing import T0, add_row, entry, make_ftl_db, write_log
+from support.servers import ROOT, Gunicorn
 
 WHOLE = "startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z"
 

@@ -10,7 +10,7 @@ import pytest
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from importing import T0, add_row, dns_response, entry, logged, make_ftl_db, questions, write_log
+from support.importing import T0, add_row, dns_response, entry, logged, make_ftl_db, questions, write_log
 
 
 @pytest.fixture

@@ -2,12 +2,12 @@
 appearance on the endpoints (or for the clients) asked about falls in the window."""
 
 import pytest
-from stores import as_older_schema, is_postgres, run_sql
 
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import AUTH, COUNTING, assert_error, count_as, ingest, record
+from support.helpers import AUTH, COUNTING, assert_error, count_as, ingest, record
+from support.stores import as_older_schema, is_postgres, run_sql
 
 
 @pytest.fixture(params=COUNTING)

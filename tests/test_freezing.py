@@ -5,14 +5,13 @@ import csv
 import io
 import time
 
-import stores
-
 import models.activity
 from models import blocks
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import AUTH, clients, ingest, record
+from support import stores
+from support.helpers import AUTH, clients, ingest, record
 
 OLD_DAY = "2024-05-01"
 HOUR, DAY = 3_600_000, 86_400_000

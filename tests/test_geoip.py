@@ -6,11 +6,11 @@ import os
 import time
 
 import pytest
-from geoip_files import write_asn, write_city
 
 import schemas.geoip
 
-from helpers import AUTH, ingest, record
+from support.geoip_files import write_asn, write_city
+from support.helpers import AUTH, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 

@@ -7,10 +7,10 @@ import socket
 import time
 
 import pytest
-import stores
 
-from helpers import API_KEY, AUTH, assert_error, ingest, record
-from servers import Gunicorn
+from support import stores
+from support.helpers import API_KEY, AUTH, assert_error, ingest, record
+from support.servers import Gunicorn
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 INJECTIONS = [

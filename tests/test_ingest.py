@@ -4,9 +4,9 @@ import json
 import time
 
 import pytest
-import stores
 
-from helpers import AUTH, assert_error, clients, ingest, record
+from support import stores
+from support.helpers import AUTH, assert_error, clients, ingest, record
 
 
 def stored(database, sql="SELECT COUNT(*) FROM {records}"):

@@ -7,10 +7,10 @@ import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from streams import StreamReader
 
-from helpers import API_KEY, AUTH, assert_error, create, ingest, record, samples
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, assert_error, create, ingest, record, samples
+from support.servers import Gunicorn
+from support.streams import StreamReader
 
 
 def value(scraped: dict, name: str, **labels) -> float:

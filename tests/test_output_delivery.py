@@ -6,12 +6,11 @@ import json
 import time
 
 import pytest
-import rsyslog
-import stores
-from receivers import HttpReceiver, file_records, first_arrivals
 
-from helpers import API_KEY, AUTH, samples, wait_for
-from servers import Gunicorn, stop_process
+from support import rsyslog, stores
+from support.helpers import API_KEY, AUTH, samples, wait_for
+from support.receivers import HttpReceiver, file_records, first_arrivals
+from support.servers import Gunicorn, stop_process
 
 
 @pytest.fixture

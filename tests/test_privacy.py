@@ -6,10 +6,10 @@ import glob
 import json
 
 import pytest
-from stores import as_older_schema, is_postgres, run_sql, stored_rows
-from streams import events
 
-from helpers import AUTH, assert_error, ingest, record
+from support.helpers import AUTH, assert_error, ingest, record
+from support.stores import as_older_schema, is_postgres, run_sql, stored_rows
+from support.streams import events
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 ADDRESS = "192.168.77.123"

@@ -8,10 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from stores import is_postgres, run_sql
 
-from helpers import API_KEY, AUTH, ingest, record
-from servers import ROOT, Gunicorn
+from support.helpers import API_KEY, AUTH, ingest, record
+from support.servers import ROOT, Gunicorn
+from support.stores import is_postgres, run_sql
 
 ADDRESS = "192.168.77.123"
 NAME = "www.very-private-site.co.uk"

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from helpers import AUTH, assert_error, ingest, record
+from support.helpers import AUTH, assert_error, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 RESOLVED = [

@@ -5,12 +5,12 @@ import csv
 import io
 
 import pytest
-from stores import as_older_schema
 
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
+from support.stores import as_older_schema
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-03T23:59:59.999Z"
 # name -> its registrable domain, as the public suffix list has it

@@ -11,8 +11,8 @@ import models.jobs
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, clients, ingest, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, clients, ingest, record
+from support.servers import Gunicorn
 
 DAY = 86_400_000
 

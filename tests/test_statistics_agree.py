@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 import models.counting
 
-from helpers import AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
 
 DAY = 86_400_000
 BASE = 1714521600000  # 2024-05-01T00:00:00Z

@@ -3,12 +3,12 @@ ANALYTICS_STATISTICS_RETENTION_DAYS. A known data set is expired and its statist
 again; deletions remove what can still be attributed past the records' horizon."""
 
 import pytest
-from stores import run_sql
 
 from models.clock import now_ms
 from schemas.datetimes import format_ms, parse_datetime
 
-from helpers import AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
+from support.stores import run_sql
 
 DAY = 86_400_000
 HOUR = 3_600_000

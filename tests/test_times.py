@@ -13,8 +13,8 @@ from app.jobs.alerts import run_alerts
 from models.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, assert_error, clients, ingest, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, assert_error, clients, ingest, record
+from support.servers import Gunicorn
 
 SECONDS = 1795793000  # 2026-11-27 in epoch seconds: 1970-01-21 as milliseconds
 # Operations that take startTime, with what their path needs; a test below holds the list to

@@ -9,10 +9,10 @@ import threading
 import time
 
 import pytest
-import stores
 
-from helpers import API_KEY, AUTH, record
-from servers import Gunicorn
+from support import stores
+from support.helpers import API_KEY, AUTH, record
+from support.servers import Gunicorn
 
 LIMIT_MB = 16  # a small limit, so that a few seconds of ingest would pass it several times over
 

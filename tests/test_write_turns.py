@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import AUTH, ingest, record, wait_for
+from support.helpers import AUTH, ingest, record, wait_for
 
 pytestmark = pytest.mark.sqlite_only
 

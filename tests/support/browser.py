@@ -11,7 +11,7 @@ import urllib.request
 
 import websocket
 
-import servers
+from support import servers
 
 FLAGS = (
     "--headless",

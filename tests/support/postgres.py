@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 import uuid
 
-import servers
-from servers import free_port
+from support import servers
+from support.servers import free_port
 
 
 class Unavailable(Exception):

@@ -23,8 +23,8 @@ import dns.rcode
 import dns.rrset
 import pytest
 
-import servers
-from servers import ROOT, free_port
+from support import servers
+from support.servers import ROOT, free_port
 
 DOCS = pathlib.Path(ROOT, "docs", "feeding.md")
 DOCS_SOCKET = "/run/dns-analytics/dnstap.sock"

@@ -11,11 +11,9 @@ import sys
 import tempfile
 import time
 
-import stores
-
-import servers
-from helpers import AUTH
-from servers import ROOT
+from support import servers, stores
+from support.helpers import AUTH
+from support.servers import ROOT
 
 BIN = os.path.dirname(sys.executable)
 FLASK = [os.path.join(BIN, "flask"), "--app", "wsgi"]  # the web app's alias of the feed commands

@@ -14,8 +14,8 @@ import dns.message
 import dns.query
 import pytest
 
-import servers
-from servers import free_port
+from support import servers
+from support.servers import free_port
 
 
 def _has_user(name: str) -> bool:

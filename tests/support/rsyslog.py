@@ -10,10 +10,9 @@ import subprocess
 import tempfile
 import time
 
-from receivers import make_certificate
-
-import servers
-from servers import free_port
+from support import servers
+from support.receivers import make_certificate
+from support.servers import free_port
 
 UNAVAILABLE = None  # why rsyslog cannot run here, if it cannot
 VERSION = None

@@ -12,8 +12,8 @@ import subprocess
 import tempfile
 import time
 
-import servers
-from servers import ROOT, free_port
+from support import servers
+from support.servers import ROOT, free_port
 
 SITE = os.path.join(ROOT, "deploy", "nginx-site.conf")
 UNAVAILABLE = None  # why nginx cannot run here, if it cannot
@@ -109,7 +109,7 @@ class Nginx:
 
 def render(site: str, replacements: dict) -> str:
     for old, new in replacements.items():
-        assert old in site, f"deploy/nginx-site.conf no longer holds {old!r}: update tests/nginx.py"
+        assert old in site, f"deploy/nginx-site.conf no longer holds {old!r}: update tests/support/nginx.py"
         site = site.replace(old, new)
     return site
 

@@ -14,7 +14,7 @@ import time
 import urllib.error
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # two folders up
 
 
 FAST_ONLY = "ANALYTICS_TEST_FAST_ONLY"  # set by conftest when system tests are deselected
