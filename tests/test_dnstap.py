@@ -24,7 +24,7 @@ import pytest
 
 from schemas.datetimes import parse_datetime
 
-from support import helpers, stores, unbound
+from support import helpers, processes, stores, unbound
 from support.collecting import (
     FEED,
     Collector,
@@ -625,8 +625,7 @@ def test_a_killed_collectors_store_process_ends_after_the_batch_in_hand(folder, 
         store = store_process(collector.process.pid)
         helpers.wait_for(lambda: waits_on_the_lock(api.database, store), what="the batch in the store")
         family = children(collector.process.pid)  # the store process, and multiprocessing's tracker
-        collector.process.kill()
-        collector.process.wait()
+        processes.stop(collector.process, signal.SIGKILL)
         time.sleep(1)  # several of its looks at its parent
         assert alive(store), "the store process left its batch unfinished"
     helpers.wait_for(lambda: not any(alive(pid) for pid in family), timeout=10, what="the store process to end")

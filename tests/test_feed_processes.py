@@ -16,6 +16,7 @@ import pytest
 
 from feeds.sinks import StoreProcess, _validate_and_store
 
+from support import processes
 from support.helpers import API_KEY, AUTH, wait_for
 from support.importing import T0, add_row, entry, make_ftl_db, write_log
 from support.servers import ROOT, Gunicorn
@@ -61,12 +62,6 @@ def questions_in(make_app):
     return read
 
 
-def stop(process: subprocess.Popen, sig=signal.SIGTERM) -> int:
-    if process.poll() is None:
-        os.killpg(process.pid, sig)
-    return process.wait(timeout=30)
-
-
 def test_following_an_adguard_log_across_rotation_then_stopping_cleanly(tmp_path, questions_in):
     path = tmp_path / "querylog.json"
     store = str(tmp_path / "store.db")
@@ -81,7 +76,7 @@ def test_following_an_adguard_log_across_rotation_then_stopping_cleanly(tmp_path
         expected = ["one.example", "two.example", "three.example", "four.example"]
         wait_for(lambda: questions_in(store) == expected, what="the rotated and the new lines")
     finally:
-        assert stop(follower) == 0
+        assert processes.stop(follower, timeout=30, group=True) == 0
 
 
 def frozen_in(database: str) -> int:
@@ -148,7 +143,7 @@ def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_en
                 path.rename(str(path) + ".1")  # and AdGuard rotates its log meanwhile
                 write(25)
                 service.start()  # back, on the same address
-            stop(process, signal.SIGKILL)  # at whatever point it had reached
+            processes.stop(process, signal.SIGKILL, timeout=30, group=True)  # at whatever point it had reached
             process = feed(tmp_path, *args)
 
         def delivered():
@@ -156,7 +151,7 @@ def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_en
             return status == 200 and body["count"] >= written
 
         wait_for(delivered, timeout=60, what=f"{written} records at the service")
-        assert stop(process) == 0
+        assert processes.stop(process, timeout=30, group=True) == 0
         stored = questions_in(service_db)
         assert len(stored) == written, "nothing lost, nothing stored twice"
         assert sorted(stored) == sorted(f"q{i}.example" for i in range(written))
@@ -182,7 +177,7 @@ def test_overlapping_runs_of_one_import_never_store_a_row_twice(tmp_path, questi
         wait_for(lambda: len(questions_in(store)) >= 600, timeout=60, what="600 records")
         time.sleep(0.5)
     finally:
-        codes = [stop(first), stop(second)]
+        codes = [processes.stop(first, timeout=30, group=True), processes.stop(second, timeout=30, group=True)]
     stored = questions_in(store)
     assert len(stored) == 600 and len(set(stored)) == 600
     for process, code in zip((first, second), codes, strict=True):

@@ -2,16 +2,14 @@
 
 import base64
 import json
-import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.request
 
 import websocket
 
-from support import servers
+from support import processes, servers
 
 FLAGS = (
     "--headless",
@@ -196,15 +194,6 @@ class Chromium:
     def close(self):
         if self.socket is not None:
             self.socket.close()
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            # The whole session: renderers and helpers may outlive the browser process.
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                continue
-        self.process.wait()
+        # The whole session: renderers and helpers may outlive the browser process.
+        processes.stop(self.process, timeout=10, group=True)
         self.log.close()

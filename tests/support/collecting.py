@@ -11,7 +11,7 @@ import sys
 import tempfile
 import time
 
-from support import servers, stores
+from support import processes, servers, stores
 from support.helpers import AUTH
 from support.servers import ROOT
 
@@ -51,7 +51,7 @@ class Collector:
 
     def stop(self) -> int:
         """SIGTERM, as systemd stops it; its exit status."""
-        status = servers.stop_process(self.process, timeout=40)
+        status = processes.stop(self.process, timeout=40)
         self.log.close()
         return status
 

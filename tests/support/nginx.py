@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 
-from support import servers
+from support import processes, servers
 from support.servers import ROOT, free_port
 
 SITE = os.path.join(ROOT, "deploy", "nginx-site.conf")
@@ -97,13 +97,7 @@ class Nginx:
         return open(os.path.join(self.folder, "error.log"), encoding="utf-8", errors="replace").read()
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process, timeout=10)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 

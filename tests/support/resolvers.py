@@ -23,7 +23,7 @@ import dns.rcode
 import dns.rrset
 import pytest
 
-from support import servers
+from support import processes, servers
 from support.servers import ROOT, free_port
 
 DOCS = pathlib.Path(ROOT, "docs", "feeding.md")
@@ -131,7 +131,7 @@ class Resolver:
         return send(query, "127.0.0.1", port=self.port, timeout=timeout)
 
     def stop(self):
-        servers.stop_process(self.process)
+        processes.stop(self.process)
         self.log.close()
 
 

@@ -10,7 +10,7 @@ import subprocess
 import tempfile
 import time
 
-from support import servers
+from support import processes, servers
 from support.receivers import make_certificate
 from support.servers import free_port
 
@@ -113,7 +113,7 @@ input(type="imtcp" address="127.0.0.1" port="{p["tls"]}" ruleset="tls"
     def stop(self):
         """rsyslogd stopped (its files stay until close()); start() brings it back on the same ports."""
         if self.process is not None and self.process.poll() is None:
-            servers.stop_process(self.process, timeout=10)
+            processes.stop(self.process, timeout=10)
 
     def close(self):
         self.stop()

@@ -14,6 +14,8 @@ import time
 import urllib.error
 import urllib.request
 
+from support import processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # two folders up
 
 
@@ -24,19 +26,6 @@ def refuse_in_fast_lane(what: str) -> None:
     """A fast run (-m "not system") starts no real server: a test that tries lacks its mark."""
     if os.environ.get(FAST_ONLY):
         raise RuntimeError(f"{what} started in a run without system tests: mark the test `system` (tests/conftest.py)")
-
-
-def stop_process(process: subprocess.Popen, timeout: float = 15) -> int:
-    """SIGTERM, as systemd stops a service; SIGKILL if it has not exited within `timeout`. Its
-    exit status."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
 
 
 def alive(pid: int) -> bool:
@@ -120,9 +109,7 @@ class Gunicorn:
                 self.start()
                 return
             except RuntimeError:
-                if self.process.poll() is None:
-                    self.process.kill()
-                    self.process.wait()
+                processes.stop(self.process, signal.SIGKILL)
                 self.log.close()
                 if attempt == 2 or "Connection in use" not in self.log_path.read_text():
                     raise
@@ -136,11 +123,7 @@ class Gunicorn:
 
     def kill_all(self):
         """SIGKILL the master and all its workers, as a power cut would stop them."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        processes.stop(self.process, signal.SIGKILL, group=True)
         # What gunicorn would have removed at a stop: its counting pool's pid file (named by
         # proc_name, gunicorn.conf.py).
         for left in glob.glob(
@@ -209,5 +192,5 @@ class Gunicorn:
 
     def stop(self):
         if not self.log.closed:
-            stop_process(self.process)
+            processes.stop(self.process)
         self.log.close()

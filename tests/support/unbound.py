@@ -14,7 +14,7 @@ import dns.message
 import dns.query
 import pytest
 
-from support import servers
+from support import processes, servers
 from support.servers import free_port
 
 
@@ -155,5 +155,5 @@ remote-control:
 
     def stop(self):
         if self.process:
-            servers.stop_process(self.process, timeout=10)
+            processes.stop(self.process, timeout=10)
         self.log.close()
