@@ -74,15 +74,13 @@ class Chromium:
             raise
 
     def _wait_for_port(self, path, timeout: float) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"chromium exited:\n{self.log_path.read_text(errors='replace')}")
-            if path.exists():
-                lines = path.read_text().splitlines()
-                if lines and lines[0].isdigit():
-                    return int(lines[0])
-            time.sleep(0.05)
+        def written() -> bool:
+            return path.exists() and path.read_text().split("\n", 1)[0].isdigit()
+
+        if processes.started(self.process, written, timeout):
+            return int(path.read_text().split("\n", 1)[0])
+        if self.process.poll() is not None:
+            raise RuntimeError(f"chromium exited:\n{self.log_path.read_text(errors='replace')}")
         raise RuntimeError(f"chromium did not open its DevTools port:\n{self.log_path.read_text(errors='replace')}")
 
     def _page_socket_url(self, port: int, timeout: float) -> str:

@@ -33,11 +33,9 @@ class Collector:
         command = [*program, "collect-dnstap", "--endpoint", endpoint, *options]
         self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         listeners = sum(option in ("--socket", "--listen") for option in options)
-        deadline = time.monotonic() + 30
-        while self.output().count("Listening on") < listeners:
+        if not processes.started(self.process, lambda: self.output().count("Listening on") >= listeners, 30):
             assert self.process.poll() is None, f"the collector exited:\n{self.output()}"
-            assert time.monotonic() < deadline, f"the collector did not start:\n{self.output()}"
-            time.sleep(0.05)
+            raise AssertionError(f"the collector did not start:\n{self.output()}")
 
     def wait_connected(self, count: int = 1):
         """Until `count` resolver connections were opened: Unbound connects just after it starts."""

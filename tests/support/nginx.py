@@ -7,10 +7,8 @@ port); each replacement must find its text, so the site file and this harness st
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 
 from support import processes, servers
 from support.servers import ROOT, free_port
@@ -81,15 +79,10 @@ class Nginx:
             subprocess.run(["chown", "-R", "nobody", f], check=True)
             command = ["runuser", "-u", "nobody", "--", *command]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise Unavailable(f"nginx did not start: {self.process.stderr.read().decode().strip()[-800:]}")
-            try:
-                socket.create_connection(("127.0.0.1", self.https_port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
+        if processes.started(self.process, lambda: processes.listening(self.https_port), timeout=10):
+            return
+        if self.process.poll() is not None:
+            raise Unavailable(f"nginx did not start: {self.process.stderr.read().decode().strip()[-800:]}")
         self.stop()
         raise Unavailable("nginx did not open its port within 10 s")
 

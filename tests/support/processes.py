@@ -1,8 +1,44 @@
-"""Stopping a process a test started: the one way every server, program and feed is stopped."""
+"""The processes the tests start: waited for until they are ready, and stopped, one way for
+every server, program and feed."""
 
 import os
+import pwd
 import signal
+import socket
 import subprocess
+import time
+from collections.abc import Callable
+
+
+def started(process: subprocess.Popen, ready: Callable[[], bool], timeout: float, interval: float = 0.05) -> bool:
+    """Whether `ready()` came true within `timeout` seconds while the process ran: False when it
+    exited first (its `poll()` says so) or the time ran out, for the caller to say which."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        if ready():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def user_exists(name: str) -> bool:
+    """Whether this system has the user (a program a test starts as root runs as its own user)."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def listening(port: int, timeout: float = 1) -> bool:
+    """Whether something accepts TCP connections on this loopback port."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
 
 
 def stop(process: subprocess.Popen, sig: int = signal.SIGTERM, *, timeout: float = 15, group: bool = False) -> int:

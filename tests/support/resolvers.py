@@ -110,15 +110,10 @@ class Resolver:
     def _wait_answering(self):
         """Until it answers on its port (over TCP: a UDP probe would be logged as a query,
         and the tests count what is logged; a TCP connection alone is not)."""
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
-            except OSError:
-                time.sleep(0.1)
+        if processes.started(
+            self.process, lambda: processes.listening(self.port, timeout=0.5), timeout=20, interval=0.1
+        ):
+            return
         self.stop()
         self.program.UNAVAILABLE = f"it did not start: {self.log_path.read_text()[-800:]}"
         pytest.skip(self.program.banner())

@@ -10,7 +10,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
@@ -132,16 +131,18 @@ class Gunicorn:
             os.remove(left)
 
     def wait_ready(self, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"gunicorn exited:\n{self.log_path.read_text()}")
-            try:
-                self.call("GET", "/v2/openapi.json")
-                return
-            except OSError:
-                time.sleep(0.1)
+        if processes.started(self.process, self._answers, timeout, interval=0.1):
+            return
+        if self.process.poll() is not None:
+            raise RuntimeError(f"gunicorn exited:\n{self.log_path.read_text()}")
         raise RuntimeError(f"gunicorn did not start:\n{self.log_path.read_text()}")
+
+    def _answers(self) -> bool:
+        try:
+            self.call("GET", "/v2/openapi.json")
+            return True
+        except OSError:
+            return False
 
     def worker_pids(self) -> list[int]:
         """The web workers: the master's children but the counting process's arbiter."""
