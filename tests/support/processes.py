@@ -23,15 +23,6 @@ def started(process: subprocess.Popen, ready: Callable[[], bool], timeout: float
     return False
 
 
-def user_exists(name: str) -> bool:
-    """Whether this system has the user (a program a test starts as root runs as its own user)."""
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return False
-    return True
-
-
 def listening(port: int, timeout: float = 1) -> bool:
     """Whether something accepts TCP connections on this loopback port."""
     try:
@@ -61,3 +52,12 @@ def stop(process: subprocess.Popen, sig: int = signal.SIGTERM, *, timeout: float
         except subprocess.TimeoutExpired:
             pass
     return process.wait()
+
+
+def user_exists(name: str) -> bool:
+    """Whether this system has the user (a program a test starts as root runs as its own user)."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
