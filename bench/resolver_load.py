@@ -23,7 +23,7 @@ from pathlib import Path
 from server import ROOT, children, cpu_seconds, machine_busy_seconds
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-import unbound  # noqa: E402 - the tests' harness runs Debian's Unbound the same way
+from support import unbound  # noqa: E402 - the tests' harness runs Debian's Unbound the same way
 
 FEED = os.path.join(os.path.dirname(sys.executable), "dns-analytics-feed")
 # What the load asks: names of the tests' local zones (answers, a block, NXDOMAIN, TXT).

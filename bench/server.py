@@ -11,7 +11,7 @@ from pathlib import Path
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-from servers import children, counting_arbiters, free_port  # noqa: E402 - the tests' view of gunicorn's processes
+from support.servers import children, counting_arbiters, free_port  # noqa: E402 - the tests' view of gunicorn's processes
 
 _TICK = os.sysconf("SC_CLK_TCK")
 

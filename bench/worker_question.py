@@ -23,7 +23,7 @@ import time
 from server import ROOT, Server, machine_busy_seconds
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-import nginx  # noqa: E402 - the tests' harness runs the committed site file
+from support import nginx  # noqa: E402 - the tests' harness runs the committed site file
 
 # nginx's own rate limit per client address, as an operator would add it to the site.
 RATE_LIMIT = {

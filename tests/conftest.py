@@ -2,7 +2,7 @@
 
 Every test that asks for a database (`database`, `new_database`, or the `app` built on it) runs
 once per engine: SQLite, and PostgreSQL on a throwaway server this session starts (see
-tests/postgres.py). Tests of what only SQLite has do not ask for one, or are `sqlite_only`; tests of
+tests/support/postgres.py). Tests of what only SQLite has do not ask for one, or are `sqlite_only`; tests of
 what only PostgreSQL has are `postgres_only`.
 
 Tiers: a test that runs a real server or program (gunicorn, nginx, Unbound, Chromium,
@@ -14,18 +14,13 @@ PostgreSQL, a feed's process) is marked `system`, by SYSTEM_MODULES or its Postg
 import inspect
 import os
 
-import nginx
-import postgres
 import pytest
-import resolvers
-import rsyslog
-import stores
-import unbound
 
 from app import create_app
 
-from helpers import API_KEY
-from servers import FAST_ONLY
+from support import nginx, postgres, resolvers, rsyslog, stores, unbound
+from support.helpers import API_KEY
+from support.servers import FAST_ONLY
 
 ENGINES = ("sqlite", "postgresql")
 # Real programs the suite runs (each a module with UNAVAILABLE and banner()): when one cannot
@@ -175,7 +170,9 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_generate_tests(metafunc):
-    if "engine" in metafunc.fixturenames:
+    # A test that pairs the engine with values of its own (e.g. releases that had it) says so.
+    chosen = any("engine" in marker.args[0] for marker in metafunc.definition.iter_markers("parametrize"))
+    if "engine" in metafunc.fixturenames and not chosen:
         only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
         only_postgres = metafunc.definition.get_closest_marker("postgres_only") is not None
         metafunc.parametrize("engine", ENGINES[:1] if only_sqlite else ENGINES[1:] if only_postgres else ENGINES)
@@ -217,27 +214,35 @@ def database(new_database):
 
 
 @pytest.fixture
-def make_app(tmp_path, database):
-    """The test's app (on its database) with these settings besides the test's own."""
+def make_app(request, tmp_path):
+    """Apps for the test: `make_app(**settings)` is the test's app (on its database, under
+    tmp_path/instance, with the test's key) with these settings besides the test's own. Any of
+    those can be given too (`ANALYTICS_DATABASE=` a second database, `INSTANCE_PATH=` another
+    folder); a setting given as None is the installation's (instance/config.py, the environment,
+    the default), as for an app started without it. The test's database is the `database`
+    fixture's: a test that uses it asks for `database` (or `app`, `client`), so it runs on both
+    engines."""
 
     def make(**settings):
-        return create_app(
-            {
-                "TESTING": True,
-                # Unexpected exceptions go through the error handler, as in production.
-                "PROPAGATE_EXCEPTIONS": False,
-                "INSTANCE_PATH": str(tmp_path / "instance"),
-                "ANALYTICS_DATABASE": database,
-                "ANALYTICS_API_KEY": API_KEY,
-                **settings,
-            }
-        )
+        if "ANALYTICS_DATABASE" not in settings:
+            if "engine" not in request.fixturenames:
+                raise LookupError("make_app() on the test's database: ask for `database` (or give ANALYTICS_DATABASE)")
+            settings["ANALYTICS_DATABASE"] = request.getfixturevalue("database")
+        config = {
+            "TESTING": True,
+            # Unexpected exceptions go through the error handler, as in production.
+            "PROPAGATE_EXCEPTIONS": False,
+            "INSTANCE_PATH": str(tmp_path / "instance"),
+            "ANALYTICS_API_KEY": API_KEY,
+            **settings,
+        }
+        return create_app({name: value for name, value in config.items() if value is not None})
 
     return make
 
 
 @pytest.fixture
-def app(make_app):
+def app(make_app, database):
     return make_app()
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from helpers import AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 RULE = {"kind": "new-client", "endpointIds": ["mine"], "destinations": ["https://hooks.example/"]}

@@ -3,13 +3,10 @@ realtime stream, by key, source address, query, window, rows and bytes."""
 
 import time
 
-from stores import run_sql
-from streams import StreamReader
-
-from app import create_app
-
-from helpers import API_KEY, AUTH, assert_error, ingest, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, assert_error, ingest, record
+from support.servers import Gunicorn
+from support.stores import run_sql
+from support.streams import StreamReader
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 SINCE = "startTime=2020-01-01T00:00:00Z"
@@ -102,9 +99,9 @@ def test_off_and_expiry(app, client, database, runner):
     assert reads(client) == []
 
 
-def test_the_setting_is_checked_at_start(tmp_path):
+def test_the_setting_is_checked_at_start(make_app):
     try:
-        create_app({"TESTING": True, "INSTANCE_PATH": str(tmp_path), "ANALYTICS_ACCESS_LOG": "maybe"})
+        make_app(ANALYTICS_DATABASE=None, ANALYTICS_ACCESS_LOG="maybe")
     except RuntimeError as exc:
         assert "ANALYTICS_ACCESS_LOG must be true or false" in str(exc)
     else:

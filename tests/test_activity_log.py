@@ -10,7 +10,7 @@ import models.records.blocks
 from catalogue import READ_FIELDS
 from schemas.fields import TRIGGERS
 
-from helpers import AUTH, assert_error, clients, ingest, record
+from support.helpers import AUTH, assert_error, clients, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 ACTIONS = (-1, 0, 1, 2, 3)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from schemas.fields import normalize_ip
 
-from helpers import AUTH, clients, ingest, record
+from support.helpers import AUTH, clients, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 # Each as it may come from a resolver or a script.

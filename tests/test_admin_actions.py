@@ -1,9 +1,9 @@
 """GET /v2/admin-action: every change is recorded with who, when, from where and what."""
 
 import pytest
-import stores
 
-from helpers import AUTH, assert_error, ingest, record
+from support import stores
+from support.helpers import AUTH, assert_error, ingest, record
 
 SINCE = "startTime=2020-01-01T00:00:00Z"
 

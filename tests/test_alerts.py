@@ -9,8 +9,6 @@ import json
 import time
 
 import pytest
-import stores
-from alert_receivers import HttpReceiver, SmtpReceiver
 
 import models.delivery.alerts
 import models.engine.database
@@ -18,8 +16,10 @@ from app.jobs.alerts import judge_rule, run_alerts
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, assert_error, create, ingest, record, samples
-from servers import Gunicorn, free_port
+from support import stores
+from support.alert_receivers import HttpReceiver, SmtpReceiver
+from support.helpers import API_KEY, AUTH, assert_error, create, ingest, record, samples
+from support.servers import Gunicorn, free_port
 
 MINUTE = 60_000
 SINCE = "startTime=2020-01-01T00:00:00Z"

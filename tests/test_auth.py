@@ -1,6 +1,6 @@
 """Authentication: the Authorization header, raw or Bearer; checked before validation."""
 
-from helpers import API_KEY, AUTH, assert_error, ingest, record
+from support.helpers import API_KEY, AUTH, assert_error, ingest, record
 
 
 def test_raw_key_and_bearer_are_accepted(client):

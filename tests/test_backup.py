@@ -7,15 +7,12 @@ import sys
 import threading
 import time
 
-import stores
-
-from app import create_app
-
-from helpers import API_KEY, AUTH, record
-from servers import ROOT, Gunicorn
+from support import stores
+from support.helpers import API_KEY, AUTH, record
+from support.servers import ROOT, Gunicorn
 
 
-def test_backup_while_ingesting_and_restore(tmp_path):
+def test_backup_while_ingesting_and_restore(make_app, tmp_path):
     live = tmp_path / "live.db"
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": str(live), "ANALYTICS_API_KEY": API_KEY}, workers=2)
     stop = threading.Event()
@@ -37,9 +34,7 @@ def test_backup_while_ingesting_and_restore(tmp_path):
         deadline = time.monotonic() + 20
         while len(acknowledged) < 2 and time.monotonic() < deadline:
             time.sleep(0.02)  # backups start while batches are flowing
-        app = create_app(
-            {"ANALYTICS_DATABASE": str(live), "ANALYTICS_API_KEY": API_KEY, "INSTANCE_PATH": str(tmp_path)}
-        )
+        app = make_app(ANALYTICS_DATABASE=str(live), INSTANCE_PATH=str(tmp_path))
         copies = []
         for n in range(3):
             destination = tmp_path / f"copy{n}.db"
@@ -62,9 +57,7 @@ def test_backup_while_ingesting_and_restore(tmp_path):
         assert count % 200 == 0 and count >= 600, "whole batches only: a consistent snapshot"
 
     # Restore: serve the last copy as the database; its data reads back through the API.
-    restored = create_app(
-        {"ANALYTICS_DATABASE": str(copies[-1]), "ANALYTICS_API_KEY": API_KEY, "INSTANCE_PATH": str(tmp_path)}
-    ).test_client()
+    restored = make_app(ANALYTICS_DATABASE=str(copies[-1]), INSTANCE_PATH=str(tmp_path)).test_client()
     items = restored.get("/v2/client", headers=AUTH).json["items"]
     assert "seed" in items["e1"]["clients"]
     total = restored.get("/v2/data-availability", headers=AUTH).json["recordCount"]

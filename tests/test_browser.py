@@ -7,9 +7,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from browser import MISSING, Chromium, find_chromium
-from helpers import API_KEY, AUTH, record
-from servers import Gunicorn
+from support.browser import MISSING, Chromium, find_chromium
+from support.helpers import API_KEY, AUTH, record
+from support.servers import Gunicorn
 
 # What a dashboard author writes: fetch a token with the key, then open an EventSource with it
 # (EventSource cannot send an Authorization header). The key and the API's base URL come in the

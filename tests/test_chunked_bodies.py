@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from helpers import API_KEY, AUTH, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, record
+from support.servers import Gunicorn
 
 KINDS = ("ndjson", "array", "object")
 

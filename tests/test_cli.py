@@ -3,9 +3,7 @@
 import json
 import os
 
-from app import create_app
-
-from helpers import AUTH, clients, record
+from support.helpers import AUTH, clients, record
 
 
 def test_ingest_ndjson_and_json_files(runner, client, tmp_path):
@@ -54,20 +52,20 @@ def test_ingest_rejects_what_is_not_json(runner, tmp_path):
     assert "not NDJSON nor a JSON array" in result.output
 
 
-def test_init_generates_a_key_once_and_it_works(tmp_path, monkeypatch):
+def test_init_generates_a_key_once_and_it_works(make_app, tmp_path, monkeypatch):
     monkeypatch.delenv("ANALYTICS_API_KEY", raising=False)
     config = {
-        "TESTING": True,
         "INSTANCE_PATH": str(tmp_path / "inst"),
         "ANALYTICS_DATABASE": str(tmp_path / "x.db"),
+        "ANALYTICS_API_KEY": None,  # none yet: init makes one
     }
-    result = create_app(config).test_cli_runner().invoke(args=["init"])
+    result = make_app(**config).test_cli_runner().invoke(args=["init"])
     assert result.exit_code == 0, result.output
     key = result.output.split("operator API key")[1].split("\n")[2].strip()
     assert len(key) >= 40
     assert oct(os.stat(tmp_path / "inst" / "config.py").st_mode & 0o777) == "0o600"
 
-    app = create_app(config)  # a restart reads the key from instance/config.py
+    app = make_app(**config)  # a restart reads the key from instance/config.py
     assert app.test_client().get("/v2/client", headers={"Authorization": key}).status_code == 200
     again = app.test_cli_runner().invoke(args=["init"])
     assert key not in again.output, "the secret is printed only when generated"

@@ -1,11 +1,10 @@
 """The Clients group, rule by rule (API.md, Clients)."""
 
-import stores
-
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import AUTH, assert_error, clients, ingest, record
+from support import stores
+from support.helpers import AUTH, assert_error, clients, ingest, record
 
 T0 = "2024-05-01T12:00:00.000Z"
 T1 = "2024-05-01T13:00:00.000Z"

@@ -1,52 +1,62 @@
 """Configuration: environment over instance/config.py over defaults; database URLs."""
 
-from app import create_app
+import pathlib
 
-from helpers import API_KEY, AUTH, ingest, record
+import models.runtime.config
+
+from support.helpers import AUTH, ingest, record
 
 
-def test_environment_overrides_instance_config(tmp_path, monkeypatch):
+def test_environment_overrides_instance_config(make_app, tmp_path, monkeypatch):
     instance = tmp_path / "inst"
     instance.mkdir()
     (instance / "config.py").write_text("ANALYTICS_API_KEY = 'from-file'\nANALYTICS_MAX_BATCH = 7\n")
-    config = {"INSTANCE_PATH": str(instance), "ANALYTICS_DATABASE": str(tmp_path / "a.db")}
+    config = {"INSTANCE_PATH": str(instance), "ANALYTICS_DATABASE": str(tmp_path / "a.db"), "ANALYTICS_API_KEY": None}
     monkeypatch.delenv("ANALYTICS_API_KEY", raising=False)
-    app = create_app(config)
+    app = make_app(**config)
     assert app.config["ANALYTICS_API_KEY"] == "from-file"
     assert app.config["ANALYTICS_MAX_BATCH"] == 7
     monkeypatch.setenv("ANALYTICS_API_KEY", "from-env")
     monkeypatch.setenv("ANALYTICS_MAX_BATCH", "9")
-    app = create_app(config)
+    app = make_app(**config)
     assert app.config["ANALYTICS_API_KEY"] == "from-env"
     assert app.config["ANALYTICS_MAX_BATCH"] == 9
 
 
-def test_default_database_lives_in_the_instance_folder(tmp_path, monkeypatch):
+def test_default_database_lives_in_the_instance_folder(make_app, tmp_path, monkeypatch):
     monkeypatch.delenv("ANALYTICS_DATABASE", raising=False)
-    app = create_app({"INSTANCE_PATH": str(tmp_path / "inst"), "ANALYTICS_API_KEY": API_KEY})
+    app = make_app(INSTANCE_PATH=str(tmp_path / "inst"), ANALYTICS_DATABASE=None)
     assert app.config["ANALYTICS_DATABASE"] == str(tmp_path / "inst" / "analytics.db")
     assert (tmp_path / "inst" / "analytics.db").exists()
 
 
-def test_restart_on_the_same_database(tmp_path, database):
+def test_restart_on_the_same_database(make_app, tmp_path, database):
     target = f"sqlite:///{database}" if database.startswith("/") else database.replace("postgresql:", "postgres:")
-    config = {"INSTANCE_PATH": str(tmp_path / "inst"), "ANALYTICS_DATABASE": target, "ANALYTICS_API_KEY": API_KEY}
-    ingest(create_app(config).test_client(), record())
-    again = create_app(config).test_client()  # schema creation is idempotent
+    config = {"INSTANCE_PATH": str(tmp_path / "inst"), "ANALYTICS_DATABASE": target}
+    ingest(make_app(**config).test_client(), record())
+    again = make_app(**config).test_client()  # schema creation is idempotent
     assert again.get("/v2/client", headers=AUTH).json["items"]["ep1"]["clients"]["cl1"]
     ingest(again, record(question="again.example"))
     assert again.get("/v2/statistic/count?startTime=2000-01-01T00:00:00Z", headers=AUTH).json["count"] == 2
 
 
-def test_other_database_engines_are_refused_clearly(tmp_path):
+def test_other_database_engines_are_refused_clearly(make_app):
     import pytest
 
     with pytest.raises(RuntimeError, match="'mysql' is not supported"):
-        create_app({"INSTANCE_PATH": str(tmp_path), "ANALYTICS_DATABASE": "mysql://u@localhost/x"})
+        make_app(ANALYTICS_DATABASE="mysql://u@localhost/x")
 
 
-def test_an_output_lease_under_a_second_is_refused(tmp_path):
+def test_an_output_lease_under_a_second_is_refused(make_app):
     import pytest
 
     with pytest.raises(RuntimeError, match="ANALYTICS_OUTPUT_LEASE_SECONDS must be at least 1, got 0"):
-        create_app({"INSTANCE_PATH": str(tmp_path), "ANALYTICS_OUTPUT_LEASE_SECONDS": "0"})
+        make_app(ANALYTICS_DATABASE=None, ANALYTICS_OUTPUT_LEASE_SECONDS="0")
+
+
+def test_the_instance_folder_is_the_projects_own_unless_told(make_app, database):
+    """The service's and the feeds' instance/ is the one beside README.md, wherever the module
+    that names it sits."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    assert make_app(INSTANCE_PATH=None).instance_path == str(root / "instance")
+    assert models.runtime.config.read()["ANALYTICS_DATABASE"].startswith(str(root / "instance"))

@@ -6,10 +6,9 @@ import io
 import threading
 import time
 
-from streams import StreamReader
-
-from helpers import API_KEY, AUTH, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, record
+from support.servers import Gunicorn
+from support.streams import StreamReader
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 CLIENTS = [f"c{i}" for i in range(6)]

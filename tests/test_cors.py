@@ -2,9 +2,7 @@
 
 import pytest
 
-from app import create_app
-
-from helpers import API_KEY, AUTH, assert_error
+from support.helpers import AUTH, assert_error
 
 ALLOWED = "http://dashboard.example"
 OTHER = "http://elsewhere.example"
@@ -16,17 +14,10 @@ def no_cors_in_environment(monkeypatch):
     monkeypatch.delenv("ANALYTICS_CORS_ORIGINS", raising=False)
 
 
-def make_client(tmp_path, **config):
-    app = create_app(
-        {
-            "TESTING": True,
-            "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": str(tmp_path / "analytics.db"),
-            "ANALYTICS_API_KEY": API_KEY,
-            **config,
-        }
-    )
-    return app.test_client()
+@pytest.fixture
+def make_client(make_app, tmp_path):
+    """A test client of an app on a SQLite file of its own, with these settings."""
+    return lambda **config: make_app(ANALYTICS_DATABASE=str(tmp_path / "analytics.db"), **config).test_client()
 
 
 def test_off_by_default_no_header_and_no_preflight(client):
@@ -38,8 +29,8 @@ def test_off_by_default_no_header_and_no_preflight(client):
     assert not any(name.startswith("Access-Control-") for name in preflight.headers.keys())
 
 
-def test_listed_origins_get_the_header_others_do_not(tmp_path):
-    client = make_client(tmp_path, ANALYTICS_CORS_ORIGINS=f"{ALLOWED}, http://second.example/")
+def test_listed_origins_get_the_header_others_do_not(make_client):
+    client = make_client(ANALYTICS_CORS_ORIGINS=f"{ALLOWED}, http://second.example/")
     for origin in (ALLOWED, "http://second.example"):
         response = client.get("/v2/auth/token", headers={**AUTH, "Origin": origin})
         assert response.headers["Access-Control-Allow-Origin"] == origin
@@ -50,15 +41,15 @@ def test_listed_origins_get_the_header_others_do_not(tmp_path):
     assert "Origin" in response.vary  # a cache must not hand this answer to a listed origin
 
 
-def test_errors_carry_the_header_so_the_page_can_read_them(tmp_path):
-    client = make_client(tmp_path, ANALYTICS_CORS_ORIGINS=ALLOWED)
+def test_errors_carry_the_header_so_the_page_can_read_them(make_client):
+    client = make_client(ANALYTICS_CORS_ORIGINS=ALLOWED)
     response = client.get("/v2/auth/token", headers={"Origin": ALLOWED})
     assert_error(response, 401, 40101)
     assert response.headers["Access-Control-Allow-Origin"] == ALLOWED
 
 
-def test_preflight_is_answered_without_a_key_for_listed_origins_only(tmp_path):
-    client = make_client(tmp_path, ANALYTICS_CORS_ORIGINS=ALLOWED)
+def test_preflight_is_answered_without_a_key_for_listed_origins_only(make_client):
+    client = make_client(ANALYTICS_CORS_ORIGINS=ALLOWED)
     preflight = client.options("/v2/auth/token", headers={"Origin": ALLOWED, **PREFLIGHT})
     assert preflight.status_code == 204
     assert preflight.headers["Access-Control-Allow-Origin"] == ALLOWED
@@ -69,7 +60,7 @@ def test_preflight_is_answered_without_a_key_for_listed_origins_only(tmp_path):
     assert "Access-Control-Allow-Headers" not in refused.headers
 
 
-def test_environment_sets_it_too(tmp_path, monkeypatch):
+def test_environment_sets_it_too(make_client, monkeypatch):
     monkeypatch.setenv("ANALYTICS_CORS_ORIGINS", ALLOWED)
-    response = make_client(tmp_path).get("/v2/openapi.json", headers={"Origin": ALLOWED})
+    response = make_client().get("/v2/openapi.json", headers={"Origin": ALLOWED})
     assert response.headers["Access-Control-Allow-Origin"] == ALLOWED

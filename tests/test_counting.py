@@ -11,34 +11,30 @@ import time
 from contextlib import contextmanager
 
 import pytest
-from stores import is_postgres, records_scalar, run_sql, scalar
 
 import models.engine.database
 import models.statistics.counting
 import models.statistics.rollups as rollups
-from app import create_app
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, ingest, record, samples, wait_for
+from support.helpers import API_KEY, AUTH, ingest, record, samples, wait_for
+from support.stores import is_postgres, records_scalar, run_sql, scalar
 
 DAY = 86_400_000
 COUNTED = "SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = 'rollups_counted_through'"
 NEWEST = "SELECT COALESCE(MAX(id), 0) FROM {records}"
 
 
-def app_behind(tmp_path, database, behind: int, **config):
-    models.statistics.counting.behind_limit = behind  # as a web worker sets it (conftest resets it)
-    return create_app(
-        {
-            "TESTING": True,
-            "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-            "ANALYTICS_COUNT_BEHIND": behind,
-            **config,
-        }
-    )
+@pytest.fixture
+def app_behind(make_app):
+    """Apps whose stored records wait to be counted until more than `behind` of them do."""
+
+    def make(behind: int, **config):
+        models.statistics.counting.behind_limit = behind  # as a web worker sets it (conftest resets it)
+        return make_app(ANALYTICS_COUNT_BEHIND=behind, **config)
+
+    return make
 
 
 def batch(first: int, n: int, day: str = "2024-05-01") -> list[dict]:
@@ -51,8 +47,8 @@ def count(client, start: str, end: str) -> int:
     return response.json["count"]
 
 
-def test_a_batch_counts_the_waiting_records_once_they_pass_the_bound(tmp_path, database):
-    client = app_behind(tmp_path, database, behind=10).test_client()
+def test_a_batch_counts_the_waiting_records_once_they_pass_the_bound(app_behind, database):
+    client = app_behind(behind=10).test_client()
     ingest(client, *batch(0, 8))
     assert scalar(database, COUNTED) == 0, "8 records may wait"
     assert scalar(database, "SELECT COUNT(*) FROM rollup") == 0
@@ -64,10 +60,10 @@ def test_a_batch_counts_the_waiting_records_once_they_pass_the_bound(tmp_path, d
     assert count(client, "2024-05-01T00:00:00Z", "2024-05-02T23:59:59.999Z") == 16, "and are not counted twice"
 
 
-def test_metrics_show_the_records_waiting_to_be_counted(tmp_path, database):
+def test_metrics_show_the_records_waiting_to_be_counted(app_behind, database):
     """/metrics says how many stored records wait for the counting process: an operator sees it
     fall behind before the requests must count for it."""
-    client = app_behind(tmp_path, database, behind=10).test_client()
+    client = app_behind(behind=10).test_client()
 
     def waiting():
         response = client.get("/metrics", headers=AUTH)
@@ -81,8 +77,8 @@ def test_metrics_show_the_records_waiting_to_be_counted(tmp_path, database):
     assert waiting() == 0
 
 
-def test_records_that_expire_are_counted_into_the_statistics_first(tmp_path, database):
-    app = app_behind(tmp_path, database, behind=1_000_000, ANALYTICS_RETENTION_DAYS=30)
+def test_records_that_expire_are_counted_into_the_statistics_first(app_behind, database):
+    app = app_behind(behind=1_000_000, ANALYTICS_RETENTION_DAYS=30)
     client, runner = app.test_client(), app.test_cli_runner()
     old_day = now_ms() // DAY * DAY - 40 * DAY
     old = format_ms(old_day)[:10]
@@ -100,7 +96,7 @@ def test_records_that_expire_are_counted_into_the_statistics_first(tmp_path, dat
 
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_the_service_counts_what_it_stores(tmp_path, database, workers):
-    from servers import Gunicorn
+    from support.servers import Gunicorn
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=workers)
     try:
@@ -122,7 +118,7 @@ def test_counting_goes_on_when_the_counting_process_dies(tmp_path, database, sto
     """Killed, the counting process is started again by gunicorn's dirty arbiter; with its
     arbiter killed, it stops by itself (an orphan would count on with what it started with)
     and the master starts both again."""
-    from servers import Gunicorn, alive
+    from support.servers import Gunicorn, alive
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
     try:
@@ -143,7 +139,7 @@ def test_counting_goes_on_when_the_counting_process_dies(tmp_path, database, sto
 def test_a_reload_starts_the_counting_process_again(tmp_path, database):
     """A reload (HUP) gives the service a new counting process, as it does new workers (on the
     code and configuration on disk), under the same arbiter; that one counts on."""
-    from servers import Gunicorn, alive, children
+    from support.servers import Gunicorn, alive, children
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
     try:
@@ -182,7 +178,7 @@ def counting_turn_held(database):
 
 
 def test_counting_waits_while_another_process_has_the_turn(tmp_path, database):
-    from servers import Gunicorn
+    from support.servers import Gunicorn
 
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
     try:
@@ -200,8 +196,8 @@ def test_counting_waits_while_another_process_has_the_turn(tmp_path, database):
         server.stop()
 
 
-def test_names_first_seen_read_what_is_counted_and_what_waits_together(tmp_path, database):
-    app = app_behind(tmp_path, database, behind=0)
+def test_names_first_seen_read_what_is_counted_and_what_waits_together(app_behind, database):
+    app = app_behind(behind=0)
     client = app.test_client()
     week = "startTime=2024-05-08T00:00:00Z&endTime=2024-05-14T23:59:59.999Z"
 
@@ -229,11 +225,11 @@ def test_names_first_seen_read_what_is_counted_and_what_waits_together(tmp_path,
     assert seen("&endpointId=e1") == [("x.example", "2024-05-11T10:00:00")]
 
 
-def test_a_count_of_many_thousand_rows_holds_every_record_once_in_every_dim(tmp_path, database):
+def test_a_count_of_many_thousand_rows_holds_every_record_once_in_every_dim(app_behind, database):
     """One count writes tens of thousands of rollup rows, several statements' worth on SQLite
     (models.engine.sqlite.SQLite.insert_rows): every record is in every dim once, and every name has
     its spans."""
-    client = app_behind(tmp_path, database, behind=0).test_client()
+    client = app_behind(behind=0).test_client()
     n = 8_000
     when = [f"2024-05-0{1 + i % 3}T{i % 24:02d}:{i % 60:02d}:00Z" for i in range(n)]
     ingest(client, *[record(f"e{i % 2}", f"c{i}", when[i], f"n{i}.example", action=i % 3) for i in range(n)])
@@ -245,10 +241,10 @@ def test_a_count_of_many_thousand_rows_holds_every_record_once_in_every_dim(tmp_
     assert scalar(database, "SELECT COUNT(*) FROM name_seen") == 2 * n, "per endpoint and over all endpoints"
 
 
-def test_rows_counted_down_to_nothing_go(tmp_path, database):
+def test_rows_counted_down_to_nothing_go(app_behind, database):
     """Records that expire take their hourly counts with them: thousands of rollup rows
     counted down to 0 are deleted (on SQLite 256 keys a statement), and none is left at 0."""
-    app = app_behind(tmp_path, database, behind=0, ANALYTICS_RETENTION_DAYS=30)
+    app = app_behind(behind=0, ANALYTICS_RETENTION_DAYS=30)
     client, runner = app.test_client(), app.test_cli_runner()
     old_day = now_ms() // DAY * DAY - 40 * DAY
     n = 3_000
@@ -265,7 +261,7 @@ def test_rows_counted_down_to_nothing_go(tmp_path, database):
 
 
 @pytest.mark.sqlite_only
-def test_rows_many_to_a_statement_are_looked_up_by_their_whole_key(tmp_path, database):
+def test_rows_many_to_a_statement_are_looked_up_by_their_whole_key(app_behind, database):
     """With the planner's statistics (ANALYZE, as reclaiming space runs it), SQLite looks up
     each key of a deletion of rollup rows by the whole primary key, and each row of an UPDATE
     from a list of values by the record's id, not a scan or a part of the key."""
@@ -273,7 +269,7 @@ def test_rows_many_to_a_statement_are_looked_up_by_their_whole_key(tmp_path, dat
 
     from models.engine.sqlite import SQLite
 
-    client = app_behind(tmp_path, database, behind=0).test_client()
+    client = app_behind(behind=0).test_client()
     ingest(
         client, *[record(f"e{i % 3}", f"c{i % 50}", format_ms(i * 60_000), f"n{i % 700}.example") for i in range(3_000)]
     )
@@ -300,7 +296,7 @@ def test_rows_many_to_a_statement_are_looked_up_by_their_whole_key(tmp_path, dat
         assert searches and all(step == f"SEARCH {table} USING {lookup}" for step in searches), plan
 
 
-def test_a_long_tail_counted_aside_in_parts_gives_the_counts_of_counting_as_stored(tmp_path, new_database):
+def test_a_long_tail_counted_aside_in_parts_gives_the_counts_of_counting_as_stored(app_behind, tmp_path, new_database):
     """A tail longer than one part of the counting (10,000 records) is counted part by part and
     merged: the same rollup rows and name spans as counting every batch as it is stored."""
     counted_as_stored, counted_aside = new_database("stored.db"), new_database("aside.db")
@@ -311,7 +307,7 @@ def test_a_long_tail_counted_aside_in_parts_gives_the_counts_of_counting_as_stor
 
     batches = [[varied(i) for i in range(first, first + 4_200)] for first in range(0, 12_600, 4_200)]
     for name, database, behind in (("stored", counted_as_stored, 0), ("aside", counted_aside, 1_000_000)):
-        app = app_behind(tmp_path / name, database, behind=behind)
+        app = app_behind(behind, ANALYTICS_DATABASE=database, INSTANCE_PATH=str(tmp_path / name / "instance"))
         client = app.test_client()
         for records in batches:
             ingest(client, *records)

@@ -4,15 +4,14 @@ import csv
 import io
 
 import pytest
-import stores
 
 import models.clients.activity
 import models.engine.database
 import models.records.freezing
-from app import create_app
 from models.records.filters import Filters
 
-from helpers import API_KEY, AUTH, assert_error, ingest, record
+from support import stores
+from support.helpers import AUTH, assert_error, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 
@@ -80,7 +79,7 @@ def test_formula_cells_are_neutralised(client):
         assert row[name] == "'" + value, name
 
 
-def test_export_imports_back_identically(client, tmp_path, new_database):
+def test_export_imports_back_identically(client, make_app, tmp_path, new_database):
     ingest(
         client,
         *[
@@ -106,14 +105,7 @@ def test_export_imports_back_identically(client, tmp_path, new_database):
     path = tmp_path / "export.csv"
     path.write_bytes(first)
 
-    other = create_app(
-        {
-            "TESTING": True,
-            "ANALYTICS_DATABASE": new_database("other.db"),
-            "ANALYTICS_API_KEY": API_KEY,
-            "INSTANCE_PATH": str(tmp_path / "i"),
-        }
-    )
+    other = make_app(ANALYTICS_DATABASE=new_database("other.db"), INSTANCE_PATH=str(tmp_path / "i"))
     result = other.test_cli_runner().invoke(args=["ingest", str(path)])
     assert result.exit_code == 0, result.output
     assert "Stored 50 records." in result.output

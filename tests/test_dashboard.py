@@ -9,12 +9,12 @@ import urllib.parse
 import urllib.request
 from datetime import UTC, datetime, timedelta
 
-import nginx
 import pytest
 
-from browser import MISSING, Chromium, find_chromium
-from helpers import API_KEY, AUTH, record
-from servers import ROOT, Gunicorn, free_port
+from support import nginx
+from support.browser import MISSING, Chromium, find_chromium
+from support.helpers import API_KEY, AUTH, record
+from support.servers import ROOT, Gunicorn, free_port
 
 DESKTOP = (1280, 900)
 PHONE = (390, 844)

@@ -6,7 +6,7 @@ import pytest
 
 from schemas.datetimes import parse_datetime
 
-from helpers import AUTH, assert_error, clients, ingest, record
+from support.helpers import AUTH, assert_error, clients, ingest, record
 
 SAME_INSTANT = [
     "2024-05-01T12:00:00Z",

@@ -9,8 +9,8 @@ import pytest
 
 from models.runtime.config import DEFAULTS
 
-from helpers import AUTH, ingest, record, samples
-from servers import ROOT
+from support.helpers import AUTH, ingest, record, samples
+from support.servers import ROOT
 
 DEPLOY = os.path.join(ROOT, "deploy")
 # Read by gunicorn.conf.py rather than the app.

@@ -21,9 +21,11 @@ import dns.rrset
 import dnstap_pb
 import fstrm
 import pytest
-import stores
-import unbound
-from collecting import (
+
+from schemas.datetimes import parse_datetime
+
+from support import helpers, processes, stores, unbound
+from support.collecting import (
     FEED,
     Collector,
     api_client,
@@ -37,14 +39,10 @@ from collecting import (
     wait_for,
     waits_on_the_lock,
 )
-from geoip_files import write_asn, write_city
-from unbound import Unbound
-
-from schemas.datetimes import parse_datetime
-
-import helpers
-from helpers import API_KEY, AUTH
-from servers import ROOT, alive, children, free_port
+from support.geoip_files import write_asn, write_city
+from support.helpers import API_KEY, AUTH
+from support.servers import ROOT, alive, children, free_port
+from support.unbound import Unbound
 
 # What the operator declares a block to look like, and who 127.0.0.2 is.
 BLOCKS = ("--blocked-answer", "0.0.0.0", "--blocked-answer", "::", "--blocked-zone", "ads.test")
@@ -58,9 +56,9 @@ def folder():
 
 
 @pytest.fixture
-def api(tmp_path, database):
+def api(make_app, database):
     """A Flask test client on the database the collector writes (SQLite, then PostgreSQL)."""
-    return api_client(tmp_path, database)
+    return api_client(make_app, database)
 
 
 @pytest.fixture
@@ -478,7 +476,7 @@ def test_a_socket_it_cannot_make_is_named_in_the_error(runner, tmp_path):
 
 @pytest.mark.sqlite_only
 def test_pushed_to_a_service_elsewhere_through_the_spool(folder, api, start_collector, tmp_path, monkeypatch):
-    from servers import Gunicorn
+    from support.servers import Gunicorn
 
     service = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": str(tmp_path / "service.db"), "ANALYTICS_API_KEY": API_KEY})
     monkeypatch.setenv("ANALYTICS_FEED_KEY", API_KEY)
@@ -627,8 +625,7 @@ def test_a_killed_collectors_store_process_ends_after_the_batch_in_hand(folder, 
         store = store_process(collector.process.pid)
         helpers.wait_for(lambda: waits_on_the_lock(api.database, store), what="the batch in the store")
         family = children(collector.process.pid)  # the store process, and multiprocessing's tracker
-        collector.process.kill()
-        collector.process.wait()
+        processes.stop(collector.process, signal.SIGKILL)
         time.sleep(1)  # several of its looks at its parent
         assert alive(store), "the store process left its batch unfinished"
     helpers.wait_for(lambda: not any(alive(pid) for pid in family), timeout=10, what="the store process to end")

@@ -6,7 +6,7 @@ import subprocess
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-from helpers import assert_error
+from support.helpers import assert_error
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PAGE = "http://localhost/v2/docs"
@@ -111,3 +111,21 @@ def test_sourcing_the_venv_script_leaves_a_persons_shell_as_it_was():
     )
     assert "still-here" in done.stdout, done.stderr[-2000:]
     assert "e" not in done.stdout.split("options=")[1].strip()
+
+
+def test_the_layout_names_every_module():
+    """docs/layout.md names each module of the code (a support module of the tests too) by its
+    file name, so the map of the repository has no blank; the schema's steps, one file a
+    version, by their first and last."""
+    layout = (ROOT / "docs" / "layout.md").read_text()
+    unnamed = [
+        str(path.relative_to(ROOT))
+        for part in ("app", "models", "schemas", "feeds", "bench", "tests")
+        for path in sorted((ROOT / part).rglob("*.py"))
+        if path.name != "__init__.py"
+        and not path.name.startswith(("test_", "conftest"))
+        and not (path.parent.name == "migrations" and re.match(r"v\d+_", path.name))
+        and f"`{path.name}`" not in layout
+        and f"`{path.relative_to(ROOT)}`" not in layout
+    ]
+    assert unnamed == []

@@ -3,11 +3,10 @@
 import os
 import re
 
-import stores
-
 from app.errors import ErrorCode
 
-from helpers import AUTH, assert_error, ingest, record
+from support import stores
+from support.helpers import AUTH, assert_error, ingest, record
 
 
 def test_400_names_the_parameter(client):

@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from helpers import API_KEY, AUTH, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, record
+from support.servers import Gunicorn
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 

@@ -8,10 +8,9 @@ import signal
 import threading
 import time
 
-import stores
-
-from helpers import API_KEY, AUTH, record
-from servers import Gunicorn
+from support import stores
+from support.helpers import API_KEY, AUTH, record
+from support.servers import Gunicorn
 
 BATCH = 100
 

@@ -14,12 +14,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from app import create_app
 from feeds.sinks import StoreProcess, _validate_and_store
 
-from helpers import API_KEY, AUTH, wait_for
-from importing import T0, add_row, entry, make_ftl_db, write_log
-from servers import ROOT, Gunicorn
+from support import processes
+from support.helpers import API_KEY, AUTH, wait_for
+from support.importing import T0, add_row, entry, make_ftl_db, write_log
+from support.servers import ROOT, Gunicorn
 
 WHOLE = "startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z"
 
@@ -45,24 +45,24 @@ def feed(tmp_path, *args, store="feeder.db", settings=None) -> subprocess.Popen:
     return process
 
 
-def questions_in(database: str) -> list[str]:
-    client = create_app({"TESTING": True, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}).test_client()
-    found, page = [], 0
-    while True:
-        body = client.get(f"/v2/activity-log?{WHOLE}&sortOrder=asc&pageSize=500&page={page}", headers=AUTH).json
-        found += [r["question"] for r in body["queries"]]
-        if len(body["queries"]) < 500:
-            return found
-        page += 1
+@pytest.fixture
+def questions_in(make_app):
+    """The questions a database holds, read through the API (oldest first)."""
+
+    def read(database: str) -> list[str]:
+        client = make_app(ANALYTICS_DATABASE=database).test_client()
+        found, page = [], 0
+        while True:
+            body = client.get(f"/v2/activity-log?{WHOLE}&sortOrder=asc&pageSize=500&page={page}", headers=AUTH).json
+            found += [r["question"] for r in body["queries"]]
+            if len(body["queries"]) < 500:
+                return found
+            page += 1
+
+    return read
 
 
-def stop(process: subprocess.Popen, sig=signal.SIGTERM) -> int:
-    if process.poll() is None:
-        os.killpg(process.pid, sig)
-    return process.wait(timeout=30)
-
-
-def test_following_an_adguard_log_across_rotation_then_stopping_cleanly(tmp_path):
+def test_following_an_adguard_log_across_rotation_then_stopping_cleanly(tmp_path, questions_in):
     path = tmp_path / "querylog.json"
     store = str(tmp_path / "store.db")
     write_log(path, entry("one.example", 1))
@@ -76,7 +76,7 @@ def test_following_an_adguard_log_across_rotation_then_stopping_cleanly(tmp_path
         expected = ["one.example", "two.example", "three.example", "four.example"]
         wait_for(lambda: questions_in(store) == expected, what="the rotated and the new lines")
     finally:
-        assert stop(follower) == 0
+        assert processes.stop(follower, timeout=30, group=True) == 0
 
 
 def frozen_in(database: str) -> int:
@@ -84,7 +84,7 @@ def frozen_in(database: str) -> int:
         return conn.execute("SELECT COALESCE(SUM(n), 0) FROM record_block").fetchone()[0]
 
 
-def test_a_feeds_own_store_freezes_past_the_hot_horizon_it_is_given(tmp_path):
+def test_a_feeds_own_store_freezes_past_the_hot_horizon_it_is_given(tmp_path, questions_in):
     """ANALYTICS_HOT_HOURS reaches the store of an import and the store process of a live feed:
     records three hours old are frozen as they are stored under 1 hour, and kept as rows under
     the default 48."""
@@ -113,7 +113,7 @@ def test_a_feeds_own_store_freezes_past_the_hot_horizon_it_is_given(tmp_path):
         assert frozen_in(store) == frozen
 
 
-def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_ends_exact(tmp_path):
+def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_ends_exact(tmp_path, questions_in):
     service_db = str(tmp_path / "service.db")
     service = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": service_db, "ANALYTICS_API_KEY": API_KEY})
     path, spool = tmp_path / "querylog.json", str(tmp_path / "spool")
@@ -143,7 +143,7 @@ def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_en
                 path.rename(str(path) + ".1")  # and AdGuard rotates its log meanwhile
                 write(25)
                 service.start()  # back, on the same address
-            stop(process, signal.SIGKILL)  # at whatever point it had reached
+            processes.stop(process, signal.SIGKILL, timeout=30, group=True)  # at whatever point it had reached
             process = feed(tmp_path, *args)
 
         def delivered():
@@ -151,7 +151,7 @@ def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_en
             return status == 200 and body["count"] >= written
 
         wait_for(delivered, timeout=60, what=f"{written} records at the service")
-        assert stop(process) == 0
+        assert processes.stop(process, timeout=30, group=True) == 0
         stored = questions_in(service_db)
         assert len(stored) == written, "nothing lost, nothing stored twice"
         assert sorted(stored) == sorted(f"q{i}.example" for i in range(written))
@@ -161,7 +161,7 @@ def test_a_pushing_feed_killed_and_restarted_while_the_service_comes_and_goes_en
         service.stop()
 
 
-def test_overlapping_runs_of_one_import_never_store_a_row_twice(tmp_path):
+def test_overlapping_runs_of_one_import_never_store_a_row_twice(tmp_path, questions_in):
     ftl = make_ftl_db(str(tmp_path / "pihole-FTL.db"))
     for i in range(400):
         add_row(ftl, i, T0 + i, f"q{i}.example")
@@ -177,7 +177,7 @@ def test_overlapping_runs_of_one_import_never_store_a_row_twice(tmp_path):
         wait_for(lambda: len(questions_in(store)) >= 600, timeout=60, what="600 records")
         time.sleep(0.5)
     finally:
-        codes = [stop(first), stop(second)]
+        codes = [processes.stop(first, timeout=30, group=True), processes.stop(second, timeout=30, group=True)]
     stored = questions_in(store)
     assert len(stored) == 600 and len(set(stored)) == 600
     for process, code in zip((first, second), codes, strict=True):

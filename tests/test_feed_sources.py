@@ -10,7 +10,6 @@ import sqlite3
 
 import pytest
 
-from app import create_app
 from feeds.adguard import AdguardSource
 from feeds.dnstap import Decoder
 from feeds.files import FileSource
@@ -19,8 +18,8 @@ from feeds.source import Named, Source
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, record
-from importing import T0, add_row, dns_response, entry, logged, make_ftl_db, questions, write_log
+from support.helpers import record
+from support.importing import T0, add_row, dns_response, entry, logged, make_ftl_db, questions, write_log
 
 
 def _add_queries(kind: str, path, numbers) -> str:
@@ -157,15 +156,8 @@ def test_adguard_upstream_elapsed_cached_and_ad_are_kept(runner, client, tmp_pat
     assert got == [("https://dns10.quad9.net:443/dns-query", 2.5, False, "secure"), ("", 0.04, True, "")]
 
 
-def test_the_summary_says_how_many_records_retention_will_delete(tmp_path):
-    config = {
-        "TESTING": True,
-        "INSTANCE_PATH": str(tmp_path / "instance"),
-        "ANALYTICS_DATABASE": str(tmp_path / "store.db"),
-        "ANALYTICS_API_KEY": API_KEY,
-        "ANALYTICS_RETENTION_DAYS": 33,
-    }
-    app = create_app(config)
+def test_the_summary_says_how_many_records_retention_will_delete(make_app, tmp_path):
+    app = make_app(ANALYTICS_DATABASE=str(tmp_path / "store.db"), ANALYTICS_RETENTION_DAYS=33)
     lines = [entry("old.example", 1), {**entry("new.example", 2), "T": format_ms(now_ms() - 60_000)}]
     log = write_log(tmp_path / "querylog.json", *lines)
     result = app.test_cli_runner().invoke(args=["import-adguard", log])

@@ -2,13 +2,12 @@
 appearance on the endpoints (or for the clients) asked about falls in the window."""
 
 import pytest
-from stores import as_older_schema, is_postgres, run_sql
 
-from app import create_app
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import AUTH, COUNTING, assert_error, count_as, ingest, record
+from support.helpers import AUTH, COUNTING, assert_error, count_as, ingest, record
+from support.stores import as_older_schema, is_postgres, run_sql
 
 
 @pytest.fixture(params=COUNTING)
@@ -103,10 +102,10 @@ def test_kept_past_the_records_horizon_until_the_statistics_horizon(app, client,
     assert [name for name, _, _ in seen(client, query="startTime=-1h")] == ["ancient.com"]
 
 
-def test_a_database_made_before_it_notes_its_records_at_start(app, client, database):
+def test_a_database_made_before_it_notes_its_records_at_start(app, make_app, client, database):
     history(client)
     as_older_schema(database, 11, "name_seen")
-    restarted = create_app(app.config).test_client()
+    restarted = make_app(**app.config).test_client()
     assert seen(restarted) == [("brand-new.net", "2024-05-10T12:00:00", 2), ("mail.old.com", "2024-05-09T11:00:00", 1)]
 
 
@@ -118,13 +117,13 @@ def record_indexes(database) -> set[str]:
     return {row[0] for row in run_sql(database, sql)}
 
 
-def test_an_older_databases_client_index_gains_the_question_at_start(app, client, database):
+def test_an_older_databases_client_index_gains_the_question_at_start(app, make_app, client, database):
     # A client's names are read from its index alone; a database made before has the index
     # without them, replaced at start.
     history(client)
     run_sql(database, "DROP INDEX record_client_ts_question")
     run_sql(database, "CREATE INDEX record_client_ts ON record (client, ts)")
-    restarted = create_app(app.config).test_client()
+    restarted = make_app(**app.config).test_client()
     indexes = record_indexes(database)
     assert "record_client_ts_question" in indexes and "record_client_ts" not in indexes
     assert seen(restarted, query=f"{WEEK}&clientId[]=a") == seen(client, query=f"{WEEK}&clientId[]=a")

@@ -5,15 +5,13 @@ import csv
 import io
 import time
 
-import stores
-
 import models.clients.activity
-from app import create_app
-from models.records import blocks
+from models import blocks
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, clients, ingest, record
+from support import stores
+from support.helpers import AUTH, clients, ingest, record
 
 OLD_DAY = "2024-05-01"
 HOUR, DAY = 3_600_000, 86_400_000
@@ -132,16 +130,8 @@ def test_response_time_percentiles_rank_frozen_records_with_the_rows(client, dat
     assert [(g["value"], g["count"], g["p50Ms"]) for g in groups] == [("a", 3, 2.0), ("b", 3, 10.0)]
 
 
-def test_retention_drops_whole_blocks_and_melts_the_one_it_cuts_through(tmp_path, database):
-    app = create_app(
-        {
-            "TESTING": True,
-            "INSTANCE_PATH": str(tmp_path / "i"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-            "ANALYTICS_RETENTION_DAYS": 30,
-        }
-    )
+def test_retention_drops_whole_blocks_and_melts_the_one_it_cuts_through(make_app, tmp_path, database):
+    app = make_app(INSTANCE_PATH=str(tmp_path / "i"), ANALYTICS_RETENTION_DAYS=30)
     client = app.test_client()
     newest = now_ms() - 60_000
     cutoff = newest + 60_000 - 30 * DAY

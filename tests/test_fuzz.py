@@ -7,7 +7,6 @@ import os
 import re
 import tempfile
 
-import postgres
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
@@ -17,8 +16,9 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance as schema
 
 from app import create_app
 
-from helpers import API_KEY, ingest, record
-from servers import FAST_ONLY
+from support import postgres
+from support.helpers import API_KEY, ingest, record
+from support.servers import FAST_ONLY
 
 
 def fuzz_app(database):

@@ -9,33 +9,23 @@ import time
 import urllib.request
 
 import pytest
-from geoip_files import write_asn, write_city
 
 import schemas.geoip
-from app import create_app
 from feeds.sinks import StoreProcess, _validate_and_store
 
-from helpers import API_KEY, AUTH, ingest, record
-from servers import Gunicorn
+from support.geoip_files import write_asn, write_city
+from support.helpers import API_KEY, AUTH, ingest, record
+from support.servers import Gunicorn
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 
 
 @pytest.fixture
-def enriched(tmp_path, database):
+def enriched(make_app, tmp_path, database):
     city, asn = tmp_path / "city.mmdb", tmp_path / "asn.mmdb"
     write_city(city, {"192.0.2.0/24": ("DE", "Berlin"), "2001:db8::/32": ("NL", "Amsterdam")})
     write_asn(asn, {"192.0.2.0/24": (3320, "Deutsche Telekom AG"), "198.51.100.0/24": (13335, "Cloudflare, Inc.")})
-    app = create_app(
-        {
-            "TESTING": True,
-            "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-            "ANALYTICS_GEOIP_DB": str(city),
-            "ANALYTICS_ASN_DB": str(asn),
-        }
-    )
+    app = make_app(ANALYTICS_GEOIP_DB=str(city), ANALYTICS_ASN_DB=str(asn))
     client = app.test_client()
     client.files = (city, asn)
     yield client
@@ -103,18 +93,10 @@ def test_a_replaced_file_is_read_again(enriched, monkeypatch):
     assert logged(enriched)["broken.example"]["sourceGeoip"]["city"] == "Wien"
 
 
-def test_a_setting_naming_an_unreadable_file_stops_the_start(tmp_path, database):
+def test_a_setting_naming_an_unreadable_file_stops_the_start(make_app, tmp_path, database):
     (tmp_path / "bad.mmdb").write_bytes(b"nothing")
     with pytest.raises(RuntimeError, match="bad.mmdb: not a readable MaxMind database"):
-        create_app(
-            {
-                "TESTING": True,
-                "INSTANCE_PATH": str(tmp_path / "instance"),
-                "ANALYTICS_DATABASE": database,
-                "ANALYTICS_API_KEY": API_KEY,
-                "ANALYTICS_GEOIP_DB": str(tmp_path / "bad.mmdb"),
-            }
-        )
+        make_app(ANALYTICS_GEOIP_DB=str(tmp_path / "bad.mmdb"))
     schemas.geoip.configure(None, None)
 
 
@@ -171,15 +153,11 @@ def test_a_record_is_enriched_the_same_whichever_way_it_came_in(tmp_path, databa
         other_city, other_asn = tmp_path / "other-city.mmdb", tmp_path / "other-asn.mmdb"
         write_city(other_city, {"2001:db8::/32": ("XX", "Elsewhere"), "192.0.2.0/24": ("XX", "Elsewhere")})
         write_asn(other_asn, {"2001:db8::/32": (64512, "Other"), "192.0.2.0/24": (64512, "Other")})
-        feed_host = create_app(
-            {
-                "TESTING": True,
-                "INSTANCE_PATH": str(tmp_path / "feed-host"),
-                "ANALYTICS_DATABASE": str(tmp_path / "feed-host.db"),
-                "ANALYTICS_API_KEY": API_KEY,
-                "ANALYTICS_GEOIP_DB": str(other_city),
-                "ANALYTICS_ASN_DB": str(other_asn),
-            }
+        feed_host = make_app(
+            INSTANCE_PATH=str(tmp_path / "feed-host"),
+            ANALYTICS_DATABASE=str(tmp_path / "feed-host.db"),
+            ANALYTICS_GEOIP_DB=str(other_city),
+            ANALYTICS_ASN_DB=str(other_asn),
         )
         pushed = tmp_path / "pushed.ndjson"
         pushed.write_text(json.dumps(_way_in("feed-remote")) + "\n")

@@ -3,10 +3,10 @@
 import time
 
 import pytest
-import stores
 
-from helpers import API_KEY, AUTH, record, wait_for
-from servers import Gunicorn
+from support import stores
+from support.helpers import API_KEY, AUTH, record, wait_for
+from support.servers import Gunicorn
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ import socket
 import time
 
 import pytest
-import stores
 
-from helpers import API_KEY, AUTH, assert_error, ingest, record
-from servers import Gunicorn
+from support import stores
+from support.helpers import API_KEY, AUTH, assert_error, ingest, record
+from support.servers import Gunicorn
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 INJECTIONS = [
@@ -182,15 +182,13 @@ def test_a_chunked_body_over_the_limit_is_a_413_and_stores_nothing(tmp_path, kin
         server.stop()
 
 
-def test_a_read_past_its_time_budget_is_stopped_with_a_clear_error(new_database, tmp_path):
-    from app import create_app
-
-    config = {"TESTING": True, "ANALYTICS_DATABASE": new_database(), "ANALYTICS_API_KEY": API_KEY}
-    loader = create_app(config).test_client()
+def test_a_read_past_its_time_budget_is_stopped_with_a_clear_error(make_app, new_database, tmp_path):
+    config = {"ANALYTICS_DATABASE": new_database()}
+    loader = make_app(**config).test_client()
     records = [record(client_id=f"c{i % 50}", question=f"q{i}.example") for i in range(20_000)]
     ingest(loader, *records)
     slow = "/v2/statistic/count/question?startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z&limit=5"
-    client = create_app({**config, "ANALYTICS_QUERY_SECONDS": 0.001}).test_client()
+    client = make_app(**config, ANALYTICS_QUERY_SECONDS=0.001).test_client()
     error = assert_error(client.get(slow, headers=AUTH), 503, 50302)
     assert "narrow the window or the filters" in error["message"]
     assert_error(client.get(slow, headers=AUTH), 503, 50302)  # and again: the connection went back whole

@@ -8,8 +8,8 @@ import pytest
 
 from feeds.dns_message import parse_response
 
-from helpers import AUTH, clients
-from importing import count_rows, crash_in_third_batch, dns_response, entry, logged, questions, write_log
+from support.helpers import AUTH, clients
+from support.importing import count_rows, crash_in_third_batch, dns_response, entry, logged, questions, write_log
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ import pytest
 
 from schemas.datetimes import format_ms
 
-from helpers import AUTH, clients, samples
-from importing import (
+from support.helpers import AUTH, clients, samples
+from support.importing import (
     AAAA,
     CNAME_OTHER,
     HTTPS,

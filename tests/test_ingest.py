@@ -4,9 +4,9 @@ import json
 import time
 
 import pytest
-import stores
 
-from helpers import API_KEY, AUTH, assert_error, clients, ingest, record
+from support import stores
+from support.helpers import AUTH, assert_error, clients, ingest, record
 
 
 def stored(database, sql="SELECT COUNT(*) FROM {records}"):
@@ -202,13 +202,11 @@ def test_validation_does_not_depend_on_what_came_before(client, database):
     assert stored(database) == 2
 
 
-def test_a_new_database_gives_the_common_values_the_smallest_ids(new_database):
+def test_a_new_database_gives_the_common_values_the_smallest_ids(make_app, new_database):
     """Record types, statuses, protocols and triggers take ids under 128 (one byte in a SQLite
     row) even when the first batch brings thousands of other strings first."""
-    from app import create_app
-
     database = new_database()
-    loader = create_app({"TESTING": True, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}).test_client()
+    loader = make_app(ANALYTICS_DATABASE=database).test_client()
     names = [record(question=f"name-{i}.example", client_id=f"c{i}") for i in range(2_000)]
     common = record(question="last.example", rrType="HTTPS", statusCode="SERVFAIL", protocol="doq", trigger="rebind")
     ingest(loader, *names, common)

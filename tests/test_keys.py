@@ -2,9 +2,9 @@
 without secrets, revoked."""
 
 import pytest
-import stores
 
-from helpers import AUTH, assert_error, create
+from support import stores
+from support.helpers import AUTH, assert_error, create
 
 
 def test_create_use_list_revoke(runner, client):

@@ -8,8 +8,8 @@ import pytest
 
 import models.engine.database
 
-from helpers import API_KEY, AUTH, ingest, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, ingest, record
+from support.servers import Gunicorn
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 

@@ -7,10 +7,10 @@ import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from streams import StreamReader
 
-from helpers import API_KEY, AUTH, assert_error, create, ingest, record, samples
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, assert_error, create, ingest, record, samples
+from support.servers import Gunicorn
+from support.streams import StreamReader
 
 
 def value(scraped: dict, name: str, **labels) -> float:
@@ -106,18 +106,8 @@ def test_feeds_report_their_losses_as_totals_per_run(client, runner):
     assert (lost("lossy", "resolver"), lost("home", "resolver")) == (2, 1)
 
 
-def test_endpoint_labels_are_bounded(tmp_path, database):
-    from app import create_app
-
-    app = create_app(
-        {
-            "TESTING": True,
-            "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-            "ANALYTICS_METRICS_ENDPOINTS": 2,
-        }
-    )
+def test_endpoint_labels_are_bounded(make_app, database):
+    app = make_app(ANALYTICS_METRICS_ENDPOINTS=2)
     client = app.test_client()
     for name in ("bound-1", "bound-2", "bound-3", "bound-4"):
         ingest(client, record(name, "c"))

@@ -6,12 +6,11 @@ import json
 import time
 
 import pytest
-import rsyslog
-import stores
-from receivers import HttpReceiver, file_records, first_arrivals
 
-from helpers import API_KEY, AUTH, samples, wait_for
-from servers import Gunicorn, stop_process
+from support import processes, rsyslog, stores
+from support.helpers import API_KEY, AUTH, samples, wait_for
+from support.receivers import HttpReceiver, file_records, first_arrivals
+from support.servers import Gunicorn
 
 
 @pytest.fixture
@@ -106,7 +105,7 @@ def test_http_and_file_outputs_receive_every_record_in_order(server, receiver, t
 
     # A restart (SIGTERM, as systemd stops it) hands the outputs over at once: delivery goes on
     # within seconds, not after the 30 s lease.
-    stop_process(gunicorn.process)
+    processes.stop(gunicorn.process)
     assert stores.run_sql(database, "SELECT holder FROM job_lease WHERE name LIKE 'output:%'") == [(None,), (None,)]
     gunicorn.start()
     started = time.monotonic()
@@ -245,7 +244,7 @@ def test_syslog_reaches_rsyslog_over_udp_tcp_and_tls(server, syslog_receiver):
     streams_caught_up(90, "to catch up after the outage")
 
     # And through a restart of the service.
-    stop_process(gunicorn.process)
+    processes.stop(gunicorn.process)
     gunicorn.start()
     questions += ingest(gunicorn, 500, 100)
     streams_caught_up(60, "after the restart")

@@ -6,7 +6,7 @@ import json
 
 from schemas.siem import control_d
 
-from helpers import AUTH, assert_error, create, ingest, record
+from support.helpers import AUTH, assert_error, create, ingest, record
 
 
 def post(client, body, headers=AUTH):

@@ -6,12 +6,10 @@ import glob
 import json
 
 import pytest
-from stores import as_older_schema, is_postgres, run_sql, stored_rows
-from streams import events
 
-from app import create_app
-
-from helpers import AUTH, assert_error, ingest, record
+from support.helpers import AUTH, assert_error, ingest, record
+from support.stores import as_older_schema, is_postgres, run_sql, stored_rows
+from support.streams import events
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 ADDRESS = "192.168.77.123"
@@ -299,12 +297,12 @@ def test_marking_a_client_checks_its_input(client):
     assert client.get("/v2/client", headers=AUTH).json["items"] == {}, "nothing made"
 
 
-def test_a_database_made_before_the_marks_gets_them_at_start(app, client, database):
+def test_a_database_made_before_the_marks_gets_them_at_start(app, make_app, client, database):
     ingest(client, private_record(client_id="laptop"))
     run_sql(database, "DROP INDEX client_unlogged")
     run_sql(database, "ALTER TABLE client DROP COLUMN unlogged")
     as_older_schema(database, 12, "privacy_setting")
-    restarted = create_app(app.config).test_client()
+    restarted = make_app(**app.config).test_client()
     assert restarted.get("/v2/client", headers=AUTH).json["items"]["home"]["clients"]["laptop"]["logged"] is True
     assert restarted.put("/v2/client/logging/home/laptop", json={"logged": False}, headers=AUTH).status_code == 200
     ingest(restarted, private_record(client_id="laptop", timestamp="2024-05-01T11:00:00Z"))

@@ -6,10 +6,9 @@ only to new records; GET /v2/data-availability says what is kept for which perio
 import calendar
 import time
 
-from stores import stored_rows
-
-from helpers import API_KEY, AUTH, ingest, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, ingest, record
+from support.servers import Gunicorn
+from support.stores import stored_rows
 
 ADDRESS = "192.168.77.123"
 NAME = "www.very-private-site.co.uk"

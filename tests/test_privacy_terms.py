@@ -8,12 +8,10 @@ import subprocess
 import sys
 
 import pytest
-from stores import is_postgres, run_sql
 
-from app import create_app
-
-from helpers import API_KEY, AUTH, ingest, record
-from servers import ROOT, Gunicorn
+from support.helpers import API_KEY, AUTH, ingest, record
+from support.servers import ROOT, Gunicorn
+from support.stores import is_postgres, run_sql
 
 ADDRESS = "192.168.77.123"
 NAME = "www.very-private-site.co.uk"
@@ -185,7 +183,7 @@ def test_a_worker_that_cached_a_deleted_string_stores_it_again(tmp_path, databas
 
 
 @pytest.mark.sqlite_only
-def test_a_term_table_made_before_terms_could_be_deleted_never_reuses_an_id(app, client, database):
+def test_a_term_table_made_before_terms_could_be_deleted_never_reuses_an_id(app, make_app, client, database):
     ingest(client, known())
     # As older releases made it: without AUTOINCREMENT, SQLite numbers a new row max(id) + 1.
     for statement in (
@@ -197,7 +195,7 @@ def test_a_term_table_made_before_terms_could_be_deleted_never_reuses_an_id(app,
     ):
         run_sql(database, statement)
     before = run_sql(database, "SELECT id, value FROM term ORDER BY id")
-    restarted = create_app(app.config).test_client()
+    restarted = make_app(**app.config).test_client()
     (table,) = run_sql(database, "SELECT sql FROM sqlite_master WHERE name = 'term'")[0]
     assert "AUTOINCREMENT" in table and run_sql(database, "SELECT id, value FROM term ORDER BY id") == before
     newest = before[-1][0]

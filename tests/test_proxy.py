@@ -11,11 +11,11 @@ import time
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
-import nginx
 import pytest
 
-from helpers import API_KEY, AUTH, record
-from servers import Gunicorn, free_port
+from support import nginx
+from support.helpers import API_KEY, AUTH, record
+from support.servers import Gunicorn, free_port
 
 CLIENT_ADDRESS = "127.0.0.5"  # the test's own loopback address; nginx reaches gunicorn from 127.0.0.1
 GUESSER_ADDRESS = "127.0.0.6"  # another client, guessing keys

@@ -7,12 +7,12 @@ import sys
 import time
 
 import pytest
-from streams import StreamReader, events
 
 import app.auth
 
-from helpers import API_KEY, AUTH, assert_error, ingest, record
-from servers import ROOT, Gunicorn
+from support.helpers import API_KEY, AUTH, assert_error, ingest, record
+from support.servers import ROOT, Gunicorn
+from support.streams import StreamReader, events
 
 
 def token(client):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from schemas import record_batch
 from schemas.records import RecordError, parse_records
 
-from helpers import AUTH, assert_error, record
+from support.helpers import AUTH, assert_error, record
 
 NOW = 1_714_564_800_000
 TEXTS = st.one_of(

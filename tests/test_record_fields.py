@@ -7,9 +7,7 @@ import sqlite3
 
 import pytest
 
-from app import create_app
-
-from helpers import API_KEY, AUTH, assert_error, ingest, record
+from support.helpers import AUTH, assert_error, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 RESOLVED = [
@@ -65,7 +63,7 @@ def test_groups_on_the_new_fields(client):
     assert {"name": "cached", "type": "boolean", "filterable": True, "groupable": True} in columns
 
 
-def test_csv_carries_them_and_reads_them_back(client, tmp_path):
+def test_csv_carries_them_and_reads_them_back(client, make_app, tmp_path):
     ingest(client, *RESOLVED)
     text = client.get(f"/v2/activity-log/csv?{WINDOW}&sortOrder=asc", headers=AUTH).get_data(as_text=True)
     table = list(csv.DictReader(io.StringIO(text, newline="")))
@@ -78,8 +76,7 @@ def test_csv_carries_them_and_reads_them_back(client, tmp_path):
     ]
     path = tmp_path / "export.csv"
     path.write_text(text)
-    config = {"TESTING": True, "ANALYTICS_DATABASE": str(tmp_path / "other.db"), "ANALYTICS_API_KEY": API_KEY}
-    other = create_app(config)
+    other = make_app(ANALYTICS_DATABASE=str(tmp_path / "other.db"))
     result = other.test_cli_runner().invoke(args=["ingest", str(path)])
     assert result.exit_code == 0, result.output
     again = other.test_client().get(f"/v2/activity-log?{WINDOW}&sortOrder=asc&pageSize=500", headers=AUTH)
@@ -105,16 +102,15 @@ def test_bad_values_are_refused_by_name(client, field, value):
     assert log(client) == []
 
 
-def test_a_database_without_the_columns_gains_them(tmp_path):
+def test_a_database_without_the_columns_gains_them(make_app, tmp_path):
     path = tmp_path / "old.db"
-    config = {"TESTING": True, "ANALYTICS_DATABASE": str(path), "ANALYTICS_API_KEY": API_KEY}
-    ingest(create_app(config).test_client(), record(action=0), record(client_id="b"))
+    ingest(make_app(ANALYTICS_DATABASE=str(path)).test_client(), record(action=0), record(client_id="b"))
     with sqlite3.connect(path) as conn:  # as a database made before these fields were catalogued
         for column in ("upstream", "response_time_ms", "cached", "dnssec"):
             conn.execute(f"ALTER TABLE record DROP COLUMN {column}")
         conn.execute("DELETE FROM rollup")
         conn.execute("UPDATE store_setting SET value = 'older' WHERE name = 'rollup_layout'")
-    client = create_app(config).test_client()
+    client = make_app(ANALYTICS_DATABASE=str(path)).test_client()
     ingest(client, record(client_id="c", upstream="9.9.9.9"))
     assert [q["upstream"] for q in log(client)] == ["", "", "9.9.9.9"]
     # The rollups were counted anew for the new layout: whole days answer from them.

@@ -5,13 +5,12 @@ import csv
 import io
 
 import pytest
-from stores import as_older_schema
 
-from app import create_app
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
+from support.stores import as_older_schema
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-03T23:59:59.999Z"
 # name -> its registrable domain, as the public suffix list has it
@@ -144,7 +143,7 @@ def test_stream_filters_by_domain(client):
     response.close()
 
 
-def test_a_database_made_before_the_field_is_mapped_at_start(app, client, database, runner):
+def test_a_database_made_before_the_field_is_mapped_at_start(app, make_app, client, database, runner):
     """Upgrading: the names already stored, records and statistics past the records' horizon
     alike, get their domain when the service starts on the old database."""
     app.config.update(ANALYTICS_RETENTION_DAYS=30, ANALYTICS_STATISTICS_RETENTION_DAYS=90)
@@ -158,7 +157,7 @@ def test_a_database_made_before_the_field_is_mapped_at_start(app, client, databa
     assert "Deleted 2 records" in runner.invoke(args=["retention"]).output
     # The database as the previous schema left it: no map of names to domains.
     as_older_schema(database, 10, "term_domain")
-    restarted = create_app(app.config).test_client()
+    restarted = make_app(**app.config).test_client()
     old_window = f"startTime={format_ms(old_day)}&endTime={format_ms(old_day + 86_400_000 - 1)}"
     assert stat(restarted, f"count/registrableDomain?{old_window}")["counts"] == [{"value": "example.com", "count": 2}]
     recent = f"startTime={format_ms(now_ms() - 3_600_000)}&endTime=now"

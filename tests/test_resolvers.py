@@ -6,8 +6,9 @@ import collections
 
 import dns.rcode
 import pytest
-from collecting import FEED, Collector, api_client, short_folder, wait_for
-from resolvers import Bind, Dnsdist, Knot
+
+from support.collecting import FEED, Collector, api_client, short_folder, wait_for
+from support.resolvers import Bind, Dnsdist, Knot
 
 # What is tested is the resolvers' dnstap and the collector: the store's engine adds nothing
 # test_dnstap.py does not cover on both.
@@ -21,8 +22,8 @@ def folder():
 
 
 @pytest.fixture
-def api(tmp_path, database):
-    return api_client(tmp_path, database)
+def api(make_app, database):
+    return api_client(make_app, database)
 
 
 @pytest.fixture

@@ -8,12 +8,11 @@ import pytest
 
 import models.engine.database
 import models.schema.jobs
-from app import create_app
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, clients, ingest, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, clients, ingest, record
+from support.servers import Gunicorn
 
 DAY = 86_400_000
 
@@ -23,16 +22,8 @@ def ago(days: float) -> str:
 
 
 @pytest.fixture
-def app30(tmp_path, database):
-    return create_app(
-        {
-            "TESTING": True,
-            "INSTANCE_PATH": str(tmp_path / "i"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-            "ANALYTICS_RETENTION_DAYS": 30,
-        }
-    )
+def app30(make_app, tmp_path, database):
+    return make_app(INSTANCE_PATH=str(tmp_path / "i"), ANALYTICS_RETENTION_DAYS=30)
 
 
 def retention_entries(client):

@@ -6,12 +6,12 @@ were all counted batch by batch before."""
 from collections import Counter
 
 import pytest
-from stores import run_sql
 
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms, parse_datetime
 
-from helpers import AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
+from support.stores import run_sql
 
 DAY = 86_400_000
 HOUR = 3_600_000

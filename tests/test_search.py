@@ -7,9 +7,9 @@ import io
 import urllib.parse
 
 import pytest
-from streams import events
 
-from helpers import AUTH, assert_error, ingest, record
+from support.helpers import AUTH, assert_error, ingest, record
+from support.streams import events
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 NAMES = ["example.com", "a.example.com", "cdn-7.example.net", "cdn-x.example.net", "tracker.io", "x9.tracker.io"]

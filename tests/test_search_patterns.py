@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import models.records.filters
 
-from helpers import AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 

@@ -2,8 +2,8 @@
 
 import http.client
 
-from helpers import API_KEY, AUTH, ingest, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, ingest, record
+from support.servers import Gunicorn
 
 
 def test_security_headers_on_answers_and_errors(client):
@@ -48,15 +48,13 @@ def test_no_keys_or_tokens_in_the_server_log(tmp_path):
         assert secret not in log
 
 
-def test_the_database_files_are_readable_by_their_owner_only(tmp_path):
+def test_the_database_files_are_readable_by_their_owner_only(make_app, tmp_path):
     import stat
 
-    from app import create_app
-
-    from helpers import API_KEY, AUTH, ingest, record
+    from support.helpers import AUTH, ingest, record
 
     path = tmp_path / "private" / "analytics.db"
-    app = create_app({"TESTING": True, "ANALYTICS_DATABASE": str(path), "ANALYTICS_API_KEY": API_KEY})
+    app = make_app(ANALYTICS_DATABASE=str(path))
     ingest(app.test_client(), record())
     assert app.test_client().get("/v2/client", headers=AUTH).status_code == 200
     for name in (path, path.with_name(path.name + "-wal")):

@@ -15,7 +15,7 @@ import models.records.freezing
 import models.records.thawing
 from models.runtime.clock import now_ms
 
-from helpers import AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
 
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 # An hour frozen as the records arrive, then two hours kept as rows (a hot horizon of years),

@@ -6,7 +6,7 @@ from catalogue import READ_FIELDS
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import AUTH, COUNTING, assert_error, count_as, ingest, record
+from support.helpers import AUTH, COUNTING, assert_error, count_as, ingest, record
 
 
 @pytest.fixture(params=COUNTING)

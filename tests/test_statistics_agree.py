@@ -6,9 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import models.statistics.counting
-from app import create_app
 
-from helpers import API_KEY, AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
 
 DAY = 86_400_000
 BASE = 1714521600000  # 2024-05-01T00:00:00Z
@@ -84,18 +83,10 @@ COUNTED = st.sampled_from(["all", "none", "first"])
 BEHIND = 1_000_000  # no tail in these tests is this long: nothing is counted until asked
 
 
-def fresh_client(tmp_path_factory, new_database, name: str):
+def fresh_client(make_app, tmp_path_factory, new_database, name: str):
     """A test client of an app on a database of its own (one per generated example)."""
     path = tmp_path_factory.mktemp(name)
-    app = create_app(
-        {
-            "TESTING": True,
-            "ANALYTICS_DATABASE": new_database(f"{path.name}.db"),
-            "ANALYTICS_API_KEY": API_KEY,
-            "INSTANCE_PATH": str(path / "i"),
-        }
-    )
-    return app.test_client()
+    return make_app(ANALYTICS_DATABASE=new_database(f"{path.name}.db"), INSTANCE_PATH=str(path / "i")).test_client()
 
 
 def ingest_counted(client, batches, counted: str):
@@ -132,9 +123,9 @@ def log_count(client, query) -> int:
     counted=COUNTED,
 )
 def test_counts_agree_with_the_activity_log(
-    tmp_path_factory, new_database, data, chosen, group, window, delete_client, delete_endpoint, counted
+    make_app, tmp_path_factory, new_database, data, chosen, group, window, delete_client, delete_endpoint, counted
 ):
-    client = fresh_client(tmp_path_factory, new_database, "prop")
+    client = fresh_client(make_app, tmp_path_factory, new_database, "prop")
     # Two batches: rollups add up.
     ingest_counted(client, [data[: len(data) // 2], data[len(data) // 2 :]], counted)
     if delete_client:
@@ -192,9 +183,9 @@ TOP_LISTS = [
     counted=COUNTED,
 )
 def test_each_value_of_a_top_list_agrees_with_the_activity_log(
-    tmp_path_factory, new_database, data, window, top_list, delete_client, counted
+    make_app, tmp_path_factory, new_database, data, window, top_list, delete_client, counted
 ):
-    client = fresh_client(tmp_path_factory, new_database, "top")
+    client = fresh_client(make_app, tmp_path_factory, new_database, "top")
     ingest_counted(client, [data[: len(data) // 2], data[len(data) // 2 :]], counted)
     if delete_client:
         client.delete(f"/v2/activity-log?clientId[]={delete_client}&endTime={BASE + DAY + 5}", headers=AUTH)

@@ -3,13 +3,12 @@ ANALYTICS_STATISTICS_RETENTION_DAYS. A known data set is expired and its statist
 again; deletions remove what can still be attributed past the records' horizon."""
 
 import pytest
-from stores import run_sql
 
-from app import create_app
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms, parse_datetime
 
-from helpers import AUTH, ingest, record
+from support.helpers import AUTH, ingest, record
+from support.stores import run_sql
 
 DAY = 86_400_000
 HOUR = 3_600_000
@@ -224,7 +223,7 @@ def test_deleting_up_to_a_time_keeps_the_days_after_it(client, expired):
     assert all(q["count"] for q in before)
 
 
-def test_a_new_rollup_layout_keeps_expired_statistics(app, client, expired, database):
+def test_a_new_rollup_layout_keeps_expired_statistics(app, make_app, client, expired, database):
     """A catalogue change renumbers dims: rows of dims that keep their meaning move with them
     (past the records' horizon they could not be counted again)."""
     (layout,) = run_sql(database, "SELECT value FROM store_setting WHERE name = 'rollup_layout'")[0]
@@ -235,7 +234,7 @@ def test_a_new_rollup_layout_keeps_expired_statistics(app, client, expired, data
     run_sql(database, "UPDATE rollup SET dim = dim + 1000")  # (a key never collides on the way)
     run_sql(database, "UPDATE rollup SET dim = ? - dim", [top + 1000])
     run_sql(database, "UPDATE store_setting SET value = ? WHERE name = 'rollup_layout'", [older])
-    restarted = create_app(app.config).test_client()
+    restarted = make_app(**app.config).test_client()
     for path, before in expired.items():
         assert asked(restarted, path) == before, path
 

@@ -5,13 +5,12 @@ import itertools
 import threading
 import time
 
-from stores import is_postgres, on_records, run_sql, scalar
-
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, record, wait_for
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, record, wait_for
+from support.servers import Gunicorn
+from support.stores import is_postgres, on_records, run_sql, scalar
 
 HOUR = 3_600_000
 COUNTED = "SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = 'rollups_counted_through'"

@@ -3,7 +3,7 @@ changes nothing; types are what the document says; the document holds what the s
 
 import schemathesis
 
-from helpers import AUTH, assert_error, clients, ingest, record
+from support.helpers import AUTH, assert_error, clients, ingest, record
 
 
 def log_count(client, query: str) -> int:

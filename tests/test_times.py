@@ -13,8 +13,8 @@ from app.jobs.alerts import run_alerts
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
-from helpers import API_KEY, AUTH, assert_error, clients, ingest, record
-from servers import Gunicorn
+from support.helpers import API_KEY, AUTH, assert_error, clients, ingest, record
+from support.servers import Gunicorn
 
 SECONDS = 1795793000  # 2026-11-27 in epoch seconds: 1970-01-21 as milliseconds
 # Operations that take startTime, with what their path needs; a test below holds the list to
@@ -137,7 +137,7 @@ def test_a_minute_ahead_is_clock_skew_and_accepted(client):
     assert clients(client)["ep1"]["clients"]["cl1"]["lastActivityTime"] == ahead
 
 
-def test_the_tolerance_is_a_setting(make_app):
+def test_the_tolerance_is_a_setting(make_app, database):
     ahead = format_ms(now_ms() + 600_000)
     client = make_app().test_client()
     assert_error(ingest_body(client, json.dumps([record(timestamp=ahead)])), 400, 40005)
@@ -165,7 +165,7 @@ def test_no_new_client_alert_fires_for_a_refused_record(app, client, value):
     assert [alert["detail"]["clientId"] for alert in alerts["alerts"]] == ["laptop"]
 
 
-def test_retention_future_removes_what_a_looser_tolerance_let_in_and_activity_reads_true(make_app):
+def test_retention_future_removes_what_a_looser_tolerance_let_in_and_activity_reads_true(make_app, database):
     loose = make_app(ANALYTICS_FUTURE_TOLERANCE_SECONDS=10**10).test_client()
     now = now_ms()
     hour_ago, minute_ago = format_ms(now - 3_600_000), format_ms(now - 60_000)

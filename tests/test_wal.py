@@ -9,10 +9,10 @@ import threading
 import time
 
 import pytest
-import stores
 
-from helpers import API_KEY, AUTH, record
-from servers import Gunicorn
+from support import stores
+from support.helpers import API_KEY, AUTH, record
+from support.servers import Gunicorn
 
 LIMIT_MB = 16  # a small limit, so that a few seconds of ingest would pass it several times over
 
@@ -79,7 +79,7 @@ def test_the_log_stays_bounded_under_overlapping_reads(tmp_path):
     assert min(sizes[passed:]) < quarter, "the log stayed past a quarter of its limit"
 
 
-def _ingest_while_the_file_cannot_grow(database, results):
+def _ingest_while_the_file_cannot_grow(make_app, database, results):
     """Ingest until an answer is not 200, the database file unable to grow past its size (a
     full disk): the log reuses its own space, but a checkpoint must extend the file. Puts
     (records acknowledged, the answers' statuses) on `results`."""
@@ -87,11 +87,8 @@ def _ingest_while_the_file_cannot_grow(database, results):
     import signal
 
     import models.engine.database
-    from app import create_app
 
-    app = create_app(
-        {"TESTING": True, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY, "ANALYTICS_WAL_LIMIT_MB": 1}
-    )
+    app = make_app(ANALYTICS_DATABASE=database, ANALYTICS_WAL_LIMIT_MB=1)
     client = app.test_client()
 
     def batch(number):
@@ -112,13 +109,13 @@ def _ingest_while_the_file_cannot_grow(database, results):
 
 
 @pytest.mark.sqlite_only
-def test_a_batch_is_answered_as_stored_when_bounding_the_log_after_it_fails(tmp_path):
+def test_a_batch_is_answered_as_stored_when_bounding_the_log_after_it_fails(make_app, tmp_path):
     # Bounding the log runs after the commit: its failure must not turn a stored batch into an
     # error (a sender would send it again, and it would be stored twice).
     database = str(tmp_path / "full.db")
     forked = multiprocessing.get_context("fork")
     results = forked.Queue()
-    process = forked.Process(target=_ingest_while_the_file_cannot_grow, args=(database, results))
+    process = forked.Process(target=_ingest_while_the_file_cannot_grow, args=(make_app, database, results))
     process.start()
     acknowledged, statuses = results.get(timeout=120)
     process.join(30)

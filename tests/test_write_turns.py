@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import API_KEY, AUTH, ingest, record, wait_for
+from support.helpers import AUTH, ingest, record, wait_for
 
 pytestmark = pytest.mark.sqlite_only
 
@@ -140,13 +140,12 @@ def _counting_aside(database, log):
         _note(log, f"counter-counted-{models.statistics.counting.catch_up_aside()}")
 
 
-def test_a_count_made_aside_is_thrown_away_when_the_mark_moved_meanwhile(storing):
+def test_a_count_made_aside_is_thrown_away_when_the_mark_moved_meanwhile(make_app, storing):
     import models.engine.database
     import models.statistics.counting
-    from app import create_app
 
     models.statistics.counting.behind_limit = 10**9  # stored records wait to be counted
-    app = create_app({"TESTING": True, "ANALYTICS_DATABASE": storing.database, "ANALYTICS_API_KEY": API_KEY})
+    app = make_app(ANALYTICS_DATABASE=storing.database)
     client = app.test_client()
     ingest(client, *[record(client_id=f"c{i % 7}", question=f"q{i}.example") for i in range(100)])
     counter = storing.start(_counting_aside)
@@ -163,16 +162,15 @@ def test_a_count_made_aside_is_thrown_away_when_the_mark_moved_meanwhile(storing
     assert client.get(f"/v2/statistic/count?{day}", headers=AUTH).json["count"] == 100, "counted once"
 
 
-def test_a_new_connection_opens_and_reads_while_another_process_writes(tmp_path):
+def test_a_new_connection_opens_and_reads_while_another_process_writes(make_app, tmp_path):
     """Opening a connection asks nothing that waits for the write lock (auto_vacuum did: past
     the connect timeout it failed with "database is locked" while another process wrote)."""
     import sqlite3
 
     import models.engine.database
-    from app import create_app
 
     database = str(tmp_path / "open.db")
-    client = create_app({"TESTING": True, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}).test_client()
+    client = make_app(ANALYTICS_DATABASE=database).test_client()
     ingest(client, record())
     assert stores_auto_vacuum(database) == 2, "a new database still gets incremental auto_vacuum"
     writer = sqlite3.connect(database, isolation_level=None)

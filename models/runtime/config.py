@@ -3,9 +3,9 @@ variables. The web app (app/config.py) and the feeds read them the same way, fro
 
 import os
 
-# The project root's instance/ folder: where the default SQLite store, the generated key and
-# a feed's spool live.
-INSTANCE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "instance")
+# The project root's instance/ folder (this file is models/runtime/config.py): where the
+# default SQLite store, the generated key and a feed's spool live.
+INSTANCE_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "instance")
 DAY_MS = 86_400_000
 
 DEFAULTS = {

@@ -19,9 +19,9 @@ import dns.query
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-import unbound  # noqa: E402
-
 from feeds.framestream import data_frames  # noqa: E402
+
+from support import unbound  # noqa: E402
 
 NAMES = [
     ("a.home.test", "A"),

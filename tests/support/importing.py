@@ -9,11 +9,10 @@ import json
 import sqlite3
 import struct
 
-import stores
-
 import models.ingest.ingestion
 
-from helpers import AUTH
+from support import stores
+from support.helpers import AUTH
 
 WHOLE_WINDOW = "startTime=2000-01-01T00:00:00Z&endTime=2100-01-01T00:00:00Z"
 

@@ -11,8 +11,8 @@ import subprocess
 import tempfile
 import uuid
 
-import servers
-from servers import free_port
+from support import processes, servers
+from support.servers import free_port
 
 
 class Unavailable(Exception):
@@ -46,7 +46,7 @@ class Cluster:
         self._bin = _find_bin()
         if os.geteuid() == 0:
             # initdb refuses to run as root: the server runs as the packages' own user.
-            if shutil.which("runuser") is None or _no_user("postgres"):
+            if shutil.which("runuser") is None or not processes.user_exists("postgres"):
                 raise Unavailable("running as root and there is no 'postgres' user to run the server as")
             self._as_user = ["runuser", "-u", "postgres", "--"]
         self._folder = tempfile.mkdtemp(prefix="analytics-pg-")
@@ -124,13 +124,3 @@ def _find_bin() -> str:
     if candidates:
         return os.path.dirname(candidates[-1])
     raise Unavailable("the PostgreSQL server programs (initdb, pg_ctl) are not installed")
-
-
-def _no_user(name: str) -> bool:
-    import pwd
-
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return True
-    return False

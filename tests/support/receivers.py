@@ -12,7 +12,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import servers
+from support import servers
 
 
 def make_certificate(folder: str) -> tuple[str, str]:

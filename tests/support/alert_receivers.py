@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from aiosmtpd.controller import Controller
 
-from servers import free_port, refuse_in_fast_lane
+from support.servers import free_port, refuse_in_fast_lane
 
 
 class HttpReceiver:

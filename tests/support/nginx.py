@@ -7,13 +7,11 @@ port); each replacement must find its text, so the site file and this harness st
 
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
-import time
 
-import servers
-from servers import ROOT, free_port
+from support import processes, servers
+from support.servers import ROOT, free_port
 
 SITE = os.path.join(ROOT, "deploy", "nginx-site.conf")
 UNAVAILABLE = None  # why nginx cannot run here, if it cannot
@@ -81,15 +79,10 @@ class Nginx:
             subprocess.run(["chown", "-R", "nobody", f], check=True)
             command = ["runuser", "-u", "nobody", "--", *command]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise Unavailable(f"nginx did not start: {self.process.stderr.read().decode().strip()[-800:]}")
-            try:
-                socket.create_connection(("127.0.0.1", self.https_port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.05)
+        if processes.started(self.process, lambda: processes.listening(self.https_port), timeout=10):
+            return
+        if self.process.poll() is not None:
+            raise Unavailable(f"nginx did not start: {self.process.stderr.read().decode().strip()[-800:]}")
         self.stop()
         raise Unavailable("nginx did not open its port within 10 s")
 
@@ -97,19 +90,13 @@ class Nginx:
         return open(os.path.join(self.folder, "error.log"), encoding="utf-8", errors="replace").read()
 
     def stop(self):
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        processes.stop(self.process, timeout=10)
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def render(site: str, replacements: dict) -> str:
     for old, new in replacements.items():
-        assert old in site, f"deploy/nginx-site.conf no longer holds {old!r}: update tests/nginx.py"
+        assert old in site, f"deploy/nginx-site.conf no longer holds {old!r}: update tests/support/nginx.py"
         site = site.replace(old, new)
     return site
 

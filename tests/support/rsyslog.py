@@ -8,12 +8,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 
-from receivers import make_certificate
-
-import servers
-from servers import free_port
+from support import processes, servers
+from support.receivers import make_certificate
+from support.servers import free_port
 
 UNAVAILABLE = None  # why rsyslog cannot run here, if it cannot
 VERSION = None
@@ -101,34 +99,21 @@ input(type="imtcp" address="127.0.0.1" port="{p["tls"]}" ruleset="tls"
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise Unavailable(f"rsyslogd did not start: {self.process.stdout.read().decode().strip()[-800:]}")
-            if all(_listening(self.ports[t]) for t in ("tcp", "tls")):
-                return
-            time.sleep(0.05)
+        if processes.started(self.process, lambda: all(processes.listening(self.ports[t]) for t in ("tcp", "tls")), 10):
+            return
+        if self.process.poll() is not None:
+            raise Unavailable(f"rsyslogd did not start: {self.process.stdout.read().decode().strip()[-800:]}")
         self.stop()
         raise Unavailable("rsyslogd did not open its ports within 10 s")
 
     def stop(self):
         """rsyslogd stopped (its files stay until close()); start() brings it back on the same ports."""
         if self.process is not None and self.process.poll() is None:
-            servers.stop_process(self.process, timeout=10)
+            processes.stop(self.process, timeout=10)
 
     def close(self):
         self.stop()
         shutil.rmtree(self.folder, ignore_errors=True)
-
-
-def _listening(port: int) -> bool:
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        return True
-    except OSError:
-        return False
 
 
 def probe():

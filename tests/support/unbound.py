@@ -8,29 +8,19 @@ import os
 import pwd
 import shutil
 import subprocess
-import time
 
 import dns.message
 import dns.query
 import pytest
 
-import servers
-from servers import free_port
-
-
-def _has_user(name: str) -> bool:
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        return False
-    return True
-
+from support import processes, servers
+from support.servers import free_port
 
 UNAVAILABLE = None  # why Unbound cannot be used, once known
 VERSION = None
 # Started as root, Unbound drops to its package's user, as installed resolvers do; the
 # collector's socket must then let that user's group in (as deploy/'s unit does).
-USER = "unbound" if os.geteuid() == 0 and _has_user("unbound") else ""
+USER = "unbound" if os.geteuid() == 0 and processes.user_exists("unbound") else ""
 
 # A local zone of a few names, a "blocked" name answered 0.0.0.0 / ::, and a zone whose every
 # name is NXDOMAIN (an ad zone, as blocklists are served); nothing is forwarded anywhere.
@@ -133,14 +123,9 @@ remote-control:
         self.process = subprocess.Popen(
             [_binary(), "-d", "-c", str(self.conf)], stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            # Not a probe query: it would be logged, and the tests count what is logged.
-            if self._starts() > starts:
-                return
-            time.sleep(0.05)
+        # Not a probe query: it would be logged, and the tests count what is logged.
+        if processes.started(self.process, lambda: self._starts() > starts, timeout=15):
+            return
         self.stop()
         UNAVAILABLE = f"Unbound did not start: {self.log_path.read_text()[-800:]}"
         pytest.skip(banner())
@@ -155,5 +140,5 @@ remote-control:
 
     def stop(self):
         if self.process:
-            servers.stop_process(self.process, timeout=10)
+            processes.stop(self.process, timeout=10)
         self.log.close()

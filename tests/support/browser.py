@@ -2,16 +2,14 @@
 
 import base64
 import json
-import os
 import shutil
-import signal
 import subprocess
 import time
 import urllib.request
 
 import websocket
 
-import servers
+from support import processes, servers
 
 FLAGS = (
     "--headless",
@@ -76,15 +74,13 @@ class Chromium:
             raise
 
     def _wait_for_port(self, path, timeout: float) -> int:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"chromium exited:\n{self.log_path.read_text(errors='replace')}")
-            if path.exists():
-                lines = path.read_text().splitlines()
-                if lines and lines[0].isdigit():
-                    return int(lines[0])
-            time.sleep(0.05)
+        def written() -> bool:
+            return path.exists() and path.read_text().split("\n", 1)[0].isdigit()
+
+        if processes.started(self.process, written, timeout):
+            return int(path.read_text().split("\n", 1)[0])
+        if self.process.poll() is not None:
+            raise RuntimeError(f"chromium exited:\n{self.log_path.read_text(errors='replace')}")
         raise RuntimeError(f"chromium did not open its DevTools port:\n{self.log_path.read_text(errors='replace')}")
 
     def _page_socket_url(self, port: int, timeout: float) -> str:
@@ -196,15 +192,6 @@ class Chromium:
     def close(self):
         if self.socket is not None:
             self.socket.close()
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            # The whole session: renderers and helpers may outlive the browser process.
-            try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                continue
-        self.process.wait()
+        # The whole session: renderers and helpers may outlive the browser process.
+        processes.stop(self.process, timeout=10, group=True)
         self.log.close()

@@ -23,8 +23,8 @@ import dns.rcode
 import dns.rrset
 import pytest
 
-import servers
-from servers import ROOT, free_port
+from support import processes, servers
+from support.servers import ROOT, free_port
 
 DOCS = pathlib.Path(ROOT, "docs", "feeding.md")
 DOCS_SOCKET = "/run/dns-analytics/dnstap.sock"
@@ -110,15 +110,10 @@ class Resolver:
     def _wait_answering(self):
         """Until it answers on its port (over TCP: a UDP probe would be logged as a query,
         and the tests count what is logged; a TCP connection alone is not)."""
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                break
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
-                return
-            except OSError:
-                time.sleep(0.1)
+        if processes.started(
+            self.process, lambda: processes.listening(self.port, timeout=0.5), timeout=20, interval=0.1
+        ):
+            return
         self.stop()
         self.program.UNAVAILABLE = f"it did not start: {self.log_path.read_text()[-800:]}"
         pytest.skip(self.program.banner())
@@ -131,7 +126,7 @@ class Resolver:
         return send(query, "127.0.0.1", port=self.port, timeout=timeout)
 
     def stop(self):
-        servers.stop_process(self.process)
+        processes.stop(self.process)
         self.log.close()
 
 

@@ -10,11 +10,12 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from support import processes
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # two folders up
 
 
 FAST_ONLY = "ANALYTICS_TEST_FAST_ONLY"  # set by conftest when system tests are deselected
@@ -24,19 +25,6 @@ def refuse_in_fast_lane(what: str) -> None:
     """A fast run (-m "not system") starts no real server: a test that tries lacks its mark."""
     if os.environ.get(FAST_ONLY):
         raise RuntimeError(f"{what} started in a run without system tests: mark the test `system` (tests/conftest.py)")
-
-
-def stop_process(process: subprocess.Popen, timeout: float = 15) -> int:
-    """SIGTERM, as systemd stops a service; SIGKILL if it has not exited within `timeout`. Its
-    exit status."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    return process.returncode
 
 
 def alive(pid: int) -> bool:
@@ -120,9 +108,7 @@ class Gunicorn:
                 self.start()
                 return
             except RuntimeError:
-                if self.process.poll() is None:
-                    self.process.kill()
-                    self.process.wait()
+                processes.stop(self.process, signal.SIGKILL)
                 self.log.close()
                 if attempt == 2 or "Connection in use" not in self.log_path.read_text():
                     raise
@@ -136,11 +122,7 @@ class Gunicorn:
 
     def kill_all(self):
         """SIGKILL the master and all its workers, as a power cut would stop them."""
-        try:
-            os.killpg(self.process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.process.wait()
+        processes.stop(self.process, signal.SIGKILL, group=True)
         # What gunicorn would have removed at a stop: its counting pool's pid file (named by
         # proc_name, gunicorn.conf.py).
         for left in glob.glob(
@@ -149,16 +131,18 @@ class Gunicorn:
             os.remove(left)
 
     def wait_ready(self, timeout=30):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"gunicorn exited:\n{self.log_path.read_text()}")
-            try:
-                self.call("GET", "/v2/openapi.json")
-                return
-            except OSError:
-                time.sleep(0.1)
+        if processes.started(self.process, self._answers, timeout, interval=0.1):
+            return
+        if self.process.poll() is not None:
+            raise RuntimeError(f"gunicorn exited:\n{self.log_path.read_text()}")
         raise RuntimeError(f"gunicorn did not start:\n{self.log_path.read_text()}")
+
+    def _answers(self) -> bool:
+        try:
+            self.call("GET", "/v2/openapi.json")
+            return True
+        except OSError:
+            return False
 
     def worker_pids(self) -> list[int]:
         """The web workers: the master's children but the counting process's arbiter."""
@@ -209,5 +193,5 @@ class Gunicorn:
 
     def stop(self):
         if not self.log.closed:
-            stop_process(self.process)
+            processes.stop(self.process)
         self.log.close()

@@ -11,11 +11,9 @@ import sys
 import tempfile
 import time
 
-import stores
-
-import servers
-from helpers import API_KEY, AUTH
-from servers import ROOT
+from support import processes, servers, stores
+from support.helpers import AUTH
+from support.servers import ROOT
 
 BIN = os.path.dirname(sys.executable)
 FLASK = [os.path.join(BIN, "flask"), "--app", "wsgi"]  # the web app's alias of the feed commands
@@ -35,11 +33,9 @@ class Collector:
         command = [*program, "collect-dnstap", "--endpoint", endpoint, *options]
         self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         listeners = sum(option in ("--socket", "--listen") for option in options)
-        deadline = time.monotonic() + 30
-        while self.output().count("Listening on") < listeners:
+        if not processes.started(self.process, lambda: self.output().count("Listening on") >= listeners, 30):
             assert self.process.poll() is None, f"the collector exited:\n{self.output()}"
-            assert time.monotonic() < deadline, f"the collector did not start:\n{self.output()}"
-            time.sleep(0.05)
+            raise AssertionError(f"the collector did not start:\n{self.output()}")
 
     def wait_connected(self, count: int = 1):
         """Until `count` resolver connections were opened: Unbound connects just after it starts."""
@@ -53,7 +49,7 @@ class Collector:
 
     def stop(self) -> int:
         """SIGTERM, as systemd stops it; its exit status."""
-        status = servers.stop_process(self.process, timeout=40)
+        status = processes.stop(self.process, timeout=40)
         self.log.close()
         return status
 
@@ -106,19 +102,9 @@ def parse_lost(exposition: str) -> dict:
     return found
 
 
-def api_client(tmp_path, database):
-    """A Flask test client on the database the collector writes."""
-    from app import create_app
-
-    app = create_app(
-        {
-            "TESTING": True,
-            "INSTANCE_PATH": str(tmp_path / "instance"),
-            "ANALYTICS_DATABASE": database,
-            "ANALYTICS_API_KEY": API_KEY,
-        }
-    )
-    client = app.test_client()
+def api_client(make_app, database):
+    """A Flask test client on the database the collector writes (`make_app`: the test's fixture)."""
+    client = make_app(ANALYTICS_DATABASE=database).test_client()
     client.database = database
     return client
 
