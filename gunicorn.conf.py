@@ -70,9 +70,13 @@ _metrics_folder_made = None
 
 
 def on_starting(server):
-    """Give the workers one folder for their metrics (prometheus-client's multiprocess mode),
-    emptied at each start so that counts begin at zero with the service."""
+    """Refuse a database a newer release has used; give the workers one folder for their metrics
+    (prometheus-client's multiprocess mode), emptied at each start so that counts begin at zero
+    with the service."""
     global _metrics_folder_made
+    refusal = _newer_database()
+    if refusal:
+        server.halt(reason=refusal, exit_status=server.WORKER_BOOT_ERROR)
     folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if not folder:
         folder = _metrics_folder_made = tempfile.mkdtemp(prefix="dns-analytics-metrics-")
@@ -81,6 +85,42 @@ def on_starting(server):
     for name in os.listdir(folder):
         if name.endswith(".db"):
             os.remove(os.path.join(folder, name))
+
+
+def _newer_database() -> str | None:
+    """The refusal of a database a newer release has used, before any worker starts: the workers
+    refuse it too (wsgi.py), but two of them stopping at once make gunicorn's halt fail with a
+    traceback of its own. Looked at in a child process, so that the master imports nothing of the
+    application (see dirty_apps)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(write, _refusal_of_the_database().encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as said:
+        refusal = said.read().decode()
+    os.waitpid(pid, 0)
+    return refusal or None
+
+
+def _refusal_of_the_database() -> str:
+    import models.engine.database
+    import models.migrations.run
+    import models.runtime.config
+
+    try:
+        settings = models.runtime.config.read()
+        models.engine.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
+        with models.engine.database.connection():
+            models.migrations.run.pending()
+    except models.migrations.run.NewerDatabase as refusal:
+        return str(refusal)
+    except Exception:
+        pass  # a bad setting, a database out of reach: the workers report it, as before
+    return ""
 
 
 def post_worker_init(worker):

@@ -1,6 +1,7 @@
 """The feeds' program, `dns-analytics-feed` (also `python -m feeds`): `ingest FILE...`,
 `import-pihole PATH` and `import-adguard PATH` (once or following the source), and
-`collect-dnstap`, into this installation's store or pushed to another service with --url.
+`collect-dnstap`, into this installation's store or pushed to another service with --url; and
+`migrate [--check]`, the store's schema version and the steps due.
 
 It reads the installation's settings as the service does (models.runtime.config) and opens the local
 store only when it writes to it. `flask --app wsgi <command>` runs the same commands on the
@@ -19,11 +20,13 @@ import click
 
 import models.engine.database
 import models.migrations.run
+import models.migrations.steps
 import models.records.freezing
 import models.runtime.config
 import schemas.geoip
 import schemas.record_times
 from models.runtime.clock import now_ms
+from models.schema.tables import SCHEMA_VERSION
 from schemas.records import MAX_ID_LENGTH
 
 from . import adguard, dnstap, files, pihole
@@ -64,14 +67,29 @@ def _host() -> Host:
 
 
 def _open_local_store():
-    settings = _host().settings
-    models.engine.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
+    settings = _bind_local_store()
     models.records.freezing.configure(settings)  # a feed's batches freeze what passed the hot horizon
-    with models.engine.database.connection():
+    with models.engine.database.connection(), _refusing_a_newer_database():
         models.migrations.run.create_schema()
     # The local store enriches what it stores (models/ingest/enrichment.py); a feed pushing with --url
     # sends its records as they came, and the service enriches them.
     schemas.geoip.configure(*_geoip_paths(settings))
+
+
+def _bind_local_store() -> dict:
+    """Bind models.engine.database.db to the installation's store, running nothing; its settings."""
+    settings = _host().settings
+    models.engine.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
+    return settings
+
+
+@contextlib.contextmanager
+def _refusing_a_newer_database():
+    """A database a newer release has used refused in its one line, without a traceback."""
+    try:
+        yield
+    except models.migrations.run.NewerDatabase as refusal:
+        raise click.ClickException(str(refusal)) from None
 
 
 def _geoip_paths(settings: dict) -> tuple:
@@ -384,11 +402,36 @@ def ingest_command(names, batch_size, url, key, spool):
         click.echo(f"{waiting} batches wait in the spool: the next run sends them first.")
 
 
+@click.command("migrate")
+@click.option("--check", is_flag=True, help="Run nothing and write nothing: exit 1 when steps are due.")
+def migrate_command(check):
+    """Show the database's schema version, this release's and the steps due; run them.
+
+    The service and every feed run them as they start: --check tells a deployment, before it
+    starts the new release, what that start will run.
+    """
+    _bind_local_store()
+    with models.engine.database.connection(), _refusing_a_newer_database():
+        version, due = models.migrations.run.pending()
+        click.echo(f"Schema version {version or 'none (a new database)'}; this release's is {SCHEMA_VERSION}.")
+        for step in due:
+            click.echo(f"Step {step} is due: {models.migrations.steps.summary(step)}")
+        if not due:
+            click.echo("No step is due.")
+        if check:
+            sys.exit(1 if due else 0)
+        for step in models.migrations.run.create_schema():
+            click.echo(f"Ran step {step}.")
+
+
 @click.group("dns-analytics-feed")
 def main():
     """Feed DNS queries into DNS Analytics: from record files, Pi-hole, AdGuard Home, or
     resolvers' dnstap; into this installation's store, or with --url into a service elsewhere."""
 
 
-for _command in (ingest_command, import_pihole_command, import_adguard_command, collect_dnstap_command):
+# The commands that feed records; `flask --app wsgi` runs them too (app/commands/feeds.py), but
+# not `migrate`: the web app's start has run the steps before any of its commands.
+FEED_COMMANDS = (ingest_command, import_pihole_command, import_adguard_command, collect_dnstap_command)
+for _command in (*FEED_COMMANDS, migrate_command):
     main.add_command(_command)

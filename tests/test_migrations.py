@@ -2,17 +2,23 @@
 scripts/make-schema-fixtures from each release's own code), walked up to the newest at start: the
 same schema as a new database's, their records readable through the API, nothing left to run."""
 
+import os
 import pathlib
 import re
 import sqlite3
+import subprocess
+import sys
 from urllib.parse import unquote
 
 import pytest
+from click.testing import CliRunner
 
+from feeds.cli import main as feed_program
 from models.migrations.run import NewerDatabase
 from models.schema.tables import SCHEMA_VERSION
 
 from support.helpers import API_KEY
+from support.servers import ROOT, free_port, refuse_in_fast_lane
 from support.stores import is_postgres, run_sql, stored_rows
 
 SCHEMAS = pathlib.Path(__file__).parent / "data" / "schemas"
@@ -184,3 +190,86 @@ def test_the_migrate_command_says_what_the_start_ran(make_app, database):
     ]
     again = make_app().test_cli_runner().invoke(args=["migrate"])
     assert again.output.splitlines()[1:] == ["No step was due."]
+
+
+def feed(database: str, *args):
+    """`dns-analytics-feed ARGS` on `database`, through click's runner."""
+    return CliRunner().invoke(feed_program, args, env={"ANALYTICS_DATABASE": database})
+
+
+def newer(database: str) -> int:
+    """Make `database` (a current one) look as a newer release left it; that version."""
+    version = SCHEMA_VERSION + 1
+    if is_postgres(database):
+        run_sql(database, "UPDATE schema_version SET version = ?", [version])
+    else:
+        run_sql(database, f"PRAGMA user_version = {version}")
+    return version
+
+
+def contents(database: str) -> tuple:
+    """The schema and every row of every table, whichever version the database is at."""
+    schema = schema_of(database)
+    return schema, {table: sorted(map(str, run_sql(database, f'SELECT * FROM "{table}"'))) for table in schema}
+
+
+def test_the_feed_programs_migrate_check_runs_nothing_and_migrate_runs_the_steps(database):
+    load(database, 13) or pytest.skip("version 13 had no store on this engine")
+    before = contents(database)
+
+    checked = feed(database, "migrate", "--check")
+    assert checked.exit_code == 1, checked.output
+    assert checked.output.splitlines() == [
+        f"Schema version 13; this release's is {SCHEMA_VERSION}.",
+        "Step 14 is due: Version 14: records past the hot horizon frozen into compressed blocks (record_block, and",
+    ]
+    assert contents(database) == before
+    assert stored_version(database) == 13
+
+    ran = feed(database, "migrate")
+    assert ran.exit_code == 0, ran.output
+    assert ran.output.splitlines()[-1] == "Ran step 14."
+    assert stored_version(database) == SCHEMA_VERSION
+    again = feed(database, "migrate", "--check")
+    assert again.exit_code == 0, again.output
+    assert again.output.splitlines() == [
+        f"Schema version {SCHEMA_VERSION}; this release's is {SCHEMA_VERSION}.",
+        "No step is due.",
+    ]
+
+
+def test_the_feed_program_refuses_a_newer_database_in_one_line(make_app, database, tmp_path):
+    make_app()
+    version = newer(database)
+    before = (schema_of(database), stored_rows(database))
+    records = tmp_path / "records.ndjson"
+    records.write_text('{"endpointId": "home", "clientId": "laptop", "question": "example.com"}\n')
+
+    for args in (["migrate", "--check"], ["migrate"], ["ingest", str(records)]):
+        result = feed(database, *args)
+        assert result.exit_code == 1, (args, result.output)
+        assert result.output.splitlines() == [
+            f"Error: the database is at schema version {version}, newer than this release knows ({SCHEMA_VERSION}):"
+            " a newer release has used it. Run that release (or a later one) on it, or restore a backup made"
+            " before the upgrade; nothing was changed."
+        ], args
+    assert (schema_of(database), stored_rows(database)) == before
+
+
+def test_gunicorn_refuses_a_newer_database_in_one_line(make_app, database):
+    refuse_in_fast_lane("gunicorn")
+    make_app()
+    version = newer(database)
+    started = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{free_port()}", "wsgi:app"],
+        cwd=ROOT,
+        env={**os.environ, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode != 0
+    refusal = f"the database is at schema version {version}, newer than this release knows ({SCHEMA_VERSION})"
+    assert refusal in started.stderr
+    assert "Traceback" not in started.stderr, started.stderr
+    assert stored_version(database) == version

@@ -10,7 +10,7 @@ from feeds import cli
 
 
 def aliases() -> list[click.Command]:
-    return [_alias(command) for command in cli.main.commands.values()]
+    return [_alias(command) for command in cli.FEED_COMMANDS]
 
 
 def _alias(command: click.Command) -> click.Command:

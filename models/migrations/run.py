@@ -27,6 +27,16 @@ def stored_version() -> int:
     return version
 
 
+def pending() -> tuple[int, list[int]]:
+    """The database's schema version and the steps a start would run (see steps.due), writing
+    nothing. Refuses a newer database."""
+    with db.atomic() as transaction:
+        version = stored_version()
+        # PostgreSQL's version table is made where it is missing: not by a look.
+        transaction.rollback()
+    return version, steps.due(version)
+
+
 def create_schema() -> list[int]:
     """Run the steps due (see steps.due) and the reconciliation every start makes; the steps
     run. Safe when several processes start at once."""

@@ -19,6 +19,7 @@ from operator import itemgetter
 from peewee import DoubleField
 
 from models.engine.sql import placeholders
+from models.records import block_formats
 from models.schema.tables import Record
 
 HOUR_MS = 3_600_000
@@ -106,9 +107,9 @@ class Inflated:
     holds one of its columns; None: all): rows are built from it as they are wanted."""
 
     def __init__(self, blob: bytes, needed=None):
-        form, self.count, width, key_size = _HEADER.unpack_from(blob)
-        if form != _FORMAT:
-            raise ValueError(f"a block of an unknown format ({form})")
+        if blob[0] != _FORMAT:  # before the header: an older format's is shorter
+            raise block_formats.refusal(blob, _FORMAT)
+        _, self.count, width, key_size = _HEADER.unpack_from(blob)
         view = memoryview(blob)
         self.spans = _spans(zlib.decompress(view[_HEADER.size : _HEADER.size + key_size]), sorted(KEY), self.count)
         if needed is None or any(index not in KEY and index < width for index in needed):
