@@ -1,7 +1,11 @@
 """A SQLite table made anew under an edited definition (SQLite alters neither a column's type
 nor a table's key in place): same rows, same ids, its indexes made again."""
 
+import re
+
 from models.engine.database import query
+
+_ID_KEY = re.compile(r'((?:"id"|\bid)\s+INTEGER\s+(?:NOT\s+NULL\s+)?PRIMARY\s+KEY)', re.IGNORECASE)
 
 
 def rebuild_sqlite_table(table: str, edit) -> bool:
@@ -28,4 +32,5 @@ def autoincrement(sql: str) -> str:
     newest id out again)."""
     if "AUTOINCREMENT" in sql.upper():
         return sql
-    return sql.replace('"id" INTEGER NOT NULL PRIMARY KEY', '"id" INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT', 1)
+    # Quoted as peewee writes it, or bare as a hand-made or older table may have it.
+    return _ID_KEY.sub(r"\1 AUTOINCREMENT", sql, count=1)
