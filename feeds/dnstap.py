@@ -53,7 +53,7 @@ MAX_IPS = 64  # the most addresses one answer of a record may hold
 QUERIES = frozenset({dnstap_pb.Message.CLIENT_QUERY, dnstap_pb.Message.AUTH_QUERY})
 RESPONSES = frozenset({dnstap_pb.Message.CLIENT_RESPONSE, dnstap_pb.Message.AUTH_RESPONSE})
 PENDING_QUERIES = 65536
-PENDING_SECONDS = 30
+PENDING_SECONDS = 30  # the default of --answer-within
 UNKNOWN_CLIENT = "unknown"
 
 
