@@ -165,3 +165,18 @@ def test_every_search_mode_is_in_the_openapi_document_and_in_docs_api(client):
     assert "`www.example.co.uk`, not `myexample.co.uk`" in taking[0]["description"]
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     assert all(f"\n| `{mode}` |" in api for mode in modes)
+
+
+def test_the_readmes_commands_are_the_scripts_and_install_what_the_readme_says():
+    """README: `scripts/serve` installs only the service, `scripts/test` the test tools too."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```sh\n(.*?)```", readme, flags=re.DOTALL).group(1)
+    commands = [line.split()[0] for line in block.splitlines() if line.strip()]
+    assert commands == ["scripts/serve", "scripts/test"]
+    sets = {"scripts/serve": "serve", "scripts/test": "test"}
+    for command in commands:
+        script = ROOT / command
+        assert script.stat().st_mode & 0o111, f"{command} is not executable"
+        sourced = re.findall(r'^source "\$\(dirname "\$0"\)/venv\.sh"(.*)$', script.read_text(), flags=re.MULTILINE)
+        assert sourced == [f" {sets[command]}"], (command, sourced)
+    assert "`scripts/serve` only the service" in readme and "`scripts/test` the test tools as well" in readme
