@@ -327,8 +327,17 @@ def _octal(ctx, param, value: str) -> int:
     help="Records kept while the store is slow or failing; newer ones are dropped past that.",
 )
 @click.option("--socket-mode", default="660", show_default=True, callback=_octal, help="The Unix socket's permissions.")
+@click.option(
+    "--answer-within",
+    default=dnstap.PENDING_SECONDS,
+    show_default=True,
+    type=click.FloatRange(1, 3600),
+    help="Seconds a logged query waits for its response before it is counted unanswered.",
+)
 @push_options
-def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mode, url, key, spool, **options):
+def collect_dnstap_command(
+    socket_path, listen, endpoint, client_map, socket_mode, answer_within, url, key, spool, **options
+):
     """Receive dnstap from resolvers and store every client response as a record.
 
     Runs until SIGTERM or SIGINT, then stores what it holds and exits. The --blocked-*
@@ -351,7 +360,7 @@ def collect_dnstap_command(socket_path, listen, endpoint, client_map, socket_mod
     )
     try:
         with feed_sink(url, key, spool) as sink:
-            decoder = dnstap.Decoder(endpoint, rules, clients)
+            decoder = dnstap.Decoder(endpoint, rules, clients, answer_within=answer_within)
             collector = Collector(
                 decoder,
                 LiveSink(sink, decoder.name, store),

@@ -138,7 +138,8 @@ class Collector:
     def _report_losses(self) -> None:
         """Log and report the losses seen here and by the decoder (see feeds/losses.py)."""
         self.losses.set("collector-queue", self.counts["dropped"])
-        self.losses.set("resolver", self.decoder.unanswered)
+        self.losses.set("resolver", self.decoder.dropped)
+        self.losses.set("unanswered", self.decoder.unanswered)
         self.losses.flush()
 
     def describe(self) -> str:
@@ -149,6 +150,8 @@ class Collector:
             text += "; skipped " + ", ".join(f"{count} {name}" for name, count in skipped.items())
         if c["dropped"]:
             text += f"; {c['dropped']} dropped while the sink was behind"
+        if self.decoder.dropped:
+            text += f"; {self.decoder.dropped} responses the resolver dropped"
         if self.decoder.unanswered:
             text += f"; {self.decoder.unanswered} queries never answered in the stream"
         return text

@@ -53,7 +53,7 @@ MAX_IPS = 64  # the most addresses one answer of a record may hold
 QUERIES = frozenset({dnstap_pb.Message.CLIENT_QUERY, dnstap_pb.Message.AUTH_QUERY})
 RESPONSES = frozenset({dnstap_pb.Message.CLIENT_RESPONSE, dnstap_pb.Message.AUTH_RESPONSE})
 PENDING_QUERIES = 65536
-PENDING_SECONDS = 30
+PENDING_SECONDS = 30  # the default of --answer-within
 UNKNOWN_CLIENT = "unknown"
 
 
@@ -135,10 +135,22 @@ class Decoder:
     rules: BlockRules = field(default_factory=BlockRules)
     clients: ClientMap = field(default_factory=ClientMap)
     reference: bool = False
+    # Seconds a logged query waits for its response before it is forgotten and counted.
+    answer_within: float = PENDING_SECONDS
     _queries: collections.OrderedDict = field(default_factory=collections.OrderedDict, repr=False, compare=False)
-    # Queries forgotten unanswered: under load, mostly responses the resolver's dnstap buffer
-    # dropped (models.ingest.losses, place "resolver"; a lower bound: it drops queries too).
+    # Queries forgotten without a response, told apart by what the stream showed meanwhile. A
+    # resolver's full dnstap buffer drops queries and responses alike, so a response whose
+    # query never came is the evidence that it drops: a query forgotten since such a response
+    # most likely lost its response the same way (`dropped`: models.ingest.losses, place
+    # "resolver"; a lower bound, since a pair dropped whole leaves no trace). Any other was
+    # never answered (`unanswered`: no upstream, a time-out, a deny rule), and lost no record.
     unanswered: int = field(default=0, compare=False)
+    dropped: int = field(default=0, compare=False)
+    _logs_queries: bool = field(default=False, repr=False, compare=False)
+    _last_query: int = field(default=0, repr=False, compare=False)  # ns, the newest query's time
+    _dropped_at: int = field(default=-1, repr=False, compare=False)  # ns, the newest such response
+    # Forgotten queries, so that a response coming after all is no evidence of a drop.
+    _forgotten: collections.OrderedDict = field(default_factory=collections.OrderedDict, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -169,8 +181,8 @@ class Decoder:
         ips = response.ips[:MAX_IPS]
         rcode = _rcode_text(response.rcode)
         ip = _address(message.query_address)
-        query_ns = _time_ns(message.query_time_sec, message.query_time_nsec) or self._query_time(message, response)
         response_ns = _time_ns(message.response_time_sec, message.response_time_nsec)
+        query_ns = self._query_time(message, response, response_ns)
         blocked_by = self.rules.match(response.qname_key, rcode, ips)
         if blocked_by:
             action, trigger, value = 0, "filter", blocked_by
@@ -214,13 +226,20 @@ class Decoder:
         except (dns.exception.DNSException, ValueError):
             return
         key = (message.socket_protocol, message.query_address, message.query_port, ident, labels, qtype)
+        self._logs_queries = True
+        self._last_query = sent
         self._queries[key] = sent
         self._queries.move_to_end(key)
-        # Forget queries that were never answered (dropped, or their responses not logged).
-        horizon = sent - PENDING_SECONDS * 1_000_000_000
+        horizon = sent - int(self.answer_within * 1_000_000_000)
         while self._queries and (len(self._queries) > PENDING_QUERIES or next(iter(self._queries.values())) < horizon):
-            self._queries.popitem(last=False)
-            self.unanswered += 1
+            forgotten, asked = self._queries.popitem(last=False)
+            if self._dropped_at >= asked:  # the resolver dropped messages while this query waited
+                self.dropped += 1
+            else:
+                self.unanswered += 1
+            self._forgotten[forgotten] = asked
+            if len(self._forgotten) > PENDING_QUERIES:
+                self._forgotten.popitem(last=False)
 
     def _question(self, wire: bytes) -> tuple[int, tuple, int]:
         """(id, lower-cased question labels, type) of a query: what pairs it with its response."""
@@ -235,9 +254,13 @@ class Decoder:
         question = query.question[0]
         return query.id, _lower_labels(question.name), question.rdtype
 
-    def _query_time(self, message, response: dns_message.Response) -> int | None:
-        if not self._queries:
-            return None
+    def _query_time(self, message, response: dns_message.Response, response_ns: int | None) -> int | None:
+        """The response's own query time, else its logged query's; the logged query is
+        forgotten either way (it is answered), and a response whose query the resolver logs
+        none of is the evidence that it drops messages (see `dropped`)."""
+        own = _time_ns(message.query_time_sec, message.query_time_nsec)
+        if not self._logs_queries:
+            return own
         key = (
             message.socket_protocol,
             message.query_address,
@@ -246,7 +269,10 @@ class Decoder:
             response.qname_key,
             response.qtype,
         )
-        return self._queries.pop(key, None)
+        logged = self._queries.pop(key, None)
+        if logged is None and self._forgotten.pop(key, None) is None:
+            self._dropped_at = max(self._dropped_at, response_ns or self._last_query)
+        return own or logged
 
 
 def read_with_dnspython(wire: bytes) -> dns_message.Response:

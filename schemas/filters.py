@@ -11,6 +11,12 @@ from .fields import BaseSchema, Boolean, DatetimeInput, Integer, Trigger
 from .records import ACTIONS
 
 MAX_FILTER_VALUES = 1000
+SEARCH_MODE_HELP = (
+    "How searchQuestion matches a question (every mode but regex ignores case): `includes` anywhere in it, "
+    "`startsWith`, `endsWith`, `excludes` (questions not including it), `apex` the name itself or any "
+    "name under it (`example.co.uk` matches `example.co.uk` and `www.example.co.uk`, not "
+    "`myexample.co.uk`), `regex` an RE2 pattern (see docs/api.md)."
+)
 
 
 def _value_field(column):
@@ -37,8 +43,15 @@ def _filter_fields() -> dict:
     }
     return {
         **columns,
-        "searchQuestion": fields.String(validate=ma.validate.Length(min=1, max=253)),
-        "searchQuestionMode": fields.String(load_default="includes", validate=ma.validate.OneOf(SEARCH_MODES)),
+        "searchQuestion": fields.String(
+            validate=ma.validate.Length(min=1, max=253),
+            metadata={"description": "Only records whose question matches it, as searchQuestionMode says."},
+        ),
+        "searchQuestionMode": fields.String(
+            load_default="includes",
+            validate=ma.validate.OneOf(SEARCH_MODES),
+            metadata={"description": SEARCH_MODE_HELP},
+        ),
     }
 
 

@@ -3,7 +3,7 @@
 import marshmallow as ma
 from marshmallow import fields
 
-from models.ingest.losses import LOSS_PLACES, MAX_RUN_LENGTH
+from models.ingest.losses import COUNTED_APART, LOSS_PLACES, MAX_RUN_LENGTH
 
 from .fields import BaseSchema, Integer
 from .records import MAX_ID_LENGTH
@@ -12,7 +12,7 @@ from .records import MAX_ID_LENGTH
 LossesSchema = BaseSchema.from_dict(
     {
         place: Integer(validate=ma.validate.Range(0, 2**62), metadata={"description": meaning})
-        for place, meaning in LOSS_PLACES.items()
+        for place, meaning in (LOSS_PLACES | COUNTED_APART).items()
     },
     name="Losses",
 )
@@ -28,7 +28,10 @@ class LossReportSchema(BaseSchema):
     losses = fields.Nested(
         LossesSchema,
         required=True,
-        metadata={"description": "Records lost since the run started, by place."},
+        metadata={
+            "description": "Records lost since the run started, by place; and `unanswered`, queries the "
+            "resolver never answered, which lost no record (a metric of their own)."
+        },
     )
 
 

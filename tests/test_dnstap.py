@@ -14,6 +14,7 @@ import threading
 import time
 
 import dns.edns
+import dns.exception
 import dns.flags
 import dns.message
 import dns.rcode
@@ -208,6 +209,16 @@ def test_without_query_messages_the_response_time_is_unknown(folder, api, start_
 RESPONSE_AT = 1_714_564_800  # 2024-05-01T12:00:00Z
 
 
+def unanswered_queries(api) -> dict:
+    """dns_analytics_feed_unanswered_queries_total from /metrics: {endpoint: count}."""
+    scraped = helpers.samples(api.get("/metrics", headers=AUTH).get_data(as_text=True))
+    return {
+        dict(labels)["endpoint"]: value
+        for (name, labels), value in scraped.items()
+        if name == "dns_analytics_feed_unanswered_queries_total"
+    }
+
+
 def dnstap_response(name, *, protocol, client="192.0.2.7", rcode="NOERROR", ips=(), ad=False, ede=None, query_ns=None):
     query = dns.message.make_query(name, "A", want_dnssec=True)
     response = dns.message.make_response(query)
@@ -263,11 +274,12 @@ def dnstap_exchange(name, kinds, *, sent_ns, client="192.0.2.7", answered=True):
     return [dnstap_pb.Dnstap(type=dnstap_pb.Dnstap.MESSAGE, message=m).SerializeToString() for m in payloads]
 
 
-def test_answers_from_served_zones_count_and_unanswered_queries_are_counted_lost(folder, api, start_collector):
+def test_answers_from_served_zones_count_and_unanswered_queries_are_counted_apart(folder, api, start_collector):
     """BIND logs a query without recursion-desired as AUTH_QUERY and an answer from a zone it
     serves as AUTH_RESPONSE: both are a client's exchange, stored and timed like the CLIENT
     kinds (the resolver's own RESOLVER_* traffic is not). A logged query whose response never
-    comes within 30 s is counted lost at the resolver, in /metrics and in the log."""
+    comes within 30 s, while the stream shows no dropped message, was never answered: counted
+    apart from the losses, in /metrics and in the log, and no LOST."""
     port = free_port()
     collector = start_collector("--listen", f"127.0.0.1:{port}")
     M = dnstap_pb.Message
@@ -291,8 +303,66 @@ def test_answers_from_served_zones_count_and_unanswered_queries_are_counted_lost
     assert {record["responseTimeMs"] for record in records.values()} == {2.0}
     assert collector.stop() == 0
     assert "3 queries never answered in the stream" in collector.output()
-    assert "LOST 3 records" in collector.output()
+    assert re.search(r"UNANSWERED 3 queries in \d+ s .*3 since this run started", collector.output())
+    assert "LOST" not in collector.output()
+    assert lost_records(api) == {}
+    assert unanswered_queries(api) == {"lab": 3.0}
+
+
+def test_queries_unanswered_while_the_resolver_drops_messages_are_lost(folder, api, start_collector):
+    """A resolver whose dnstap buffer is full drops queries and responses alike: a response
+    whose logged query never came shows it, and the queries left without a response meanwhile
+    are counted lost at the resolver, not unanswered."""
+    port = free_port()
+    collector = start_collector("--listen", f"127.0.0.1:{port}")
+    M = dnstap_pb.Message
+    start = RESPONSE_AT * 1_000_000_000
+    frames = [
+        *dnstap_exchange("plain.example", (M.CLIENT_QUERY, M.CLIENT_RESPONSE), sent_ns=start),
+        *(dnstap_exchange(f"gone{i}.example", (M.CLIENT_QUERY,), sent_ns=start, answered=False)[0] for i in range(3)),
+        # Its query message was dropped: answered 250 ms after the three above were asked.
+        dnstap_response("orphan.example", protocol=dnstap_pb.UDP),
+        *dnstap_exchange("later.example", (M.CLIENT_QUERY, M.CLIENT_RESPONSE), sent_ns=start + 31_000_000_000),
+    ]
+    codec = fstrm.FstrmCodec()
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
+        sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
+        sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+    assert sorted(record["question"] for record in wait_for(api, 3)) == [
+        "later.example",
+        "orphan.example",
+        "plain.example",
+    ]
+    assert collector.stop() == 0
+    assert "3 responses the resolver dropped" in collector.output()
+    assert re.search(r"LOST 3 records in \d+ s .* at resolver", collector.output())
+    assert "UNANSWERED" not in collector.output() and "never answered" not in collector.output()
     assert lost_records(api) == {("lab", "resolver"): 3.0}
+    assert unanswered_queries(api) == {}
+
+
+def test_a_query_unbound_never_answers_is_unanswered_not_lost(folder, api, start_collector, resolvers, monkeypatch):
+    """A real Unbound that sends no answer (a deny zone here; a name it must recurse for on a
+    machine without upstream does the same): its logged query is counted unanswered once
+    --answer-within has passed, and nothing is LOST; the answered queries around it pair up."""
+    monkeypatch.setattr(unbound, "ZONES", unbound.ZONES + '    local-zone: "silent.test." deny\n')
+    socket_path = folder / "dnstap.sock"
+    collector = start_collector("--socket", str(socket_path), "--answer-within", "1")
+    resolver = resolvers(socket_path=socket_path)
+    collector.wait_connected()
+    assert resolver.ask("a.home.test", "A").rcode() == dns.rcode.NOERROR
+    with pytest.raises(dns.exception.Timeout):
+        resolver.ask("silent.test", "A", timeout=1.5)
+    time.sleep(0.5)  # past --answer-within: the next query's arrival forgets it
+    assert resolver.ask("b.home.test", "AAAA").rcode() == dns.rcode.NOERROR
+    assert sorted(record["question"] for record in wait_for(api, 2)) == ["a.home.test", "b.home.test"]
+    assert collector.stop() == 0
+    assert re.search(r"UNANSWERED 1 queries in \d+ s", collector.output()), collector.output()
+    assert "1 queries never answered in the stream" in collector.output()
+    assert "LOST" not in collector.output() and "dropped" not in collector.output()
+    assert lost_records(api) == {}
+    assert unanswered_queries(api) == {"lab": 1.0}
 
 
 def test_transports_dnssec_and_declared_blocks_from_a_unidirectional_sender(folder, api, start_collector):
@@ -487,7 +557,7 @@ def test_pushed_to_a_service_elsewhere_through_the_spool(folder, api, start_coll
         )
         codec = fstrm.FstrmCodec()
         frames = [dnstap_response(f"pushed{i}.example", protocol=dnstap_pb.UDP) for i in range(5)]
-        # Two queries never answered: their loss reaches the service's /metrics too.
+        # Two queries never answered: counted apart, in the service's /metrics too.
         start, M = RESPONSE_AT * 1_000_000_000, dnstap_pb.Message
         frames += [
             dnstap_exchange(f"gone{i}.example", (M.CLIENT_QUERY,), sent_ns=start, answered=False)[0] for i in (1, 2)
@@ -505,7 +575,9 @@ def test_pushed_to_a_service_elsewhere_through_the_spool(folder, api, start_coll
         assert stored(api) == [], "nothing went into the collector's own database"
         assert collector.stop() == 0
         status, exposition = service.fetch("GET", "/metrics", headers=AUTH)
-        assert status == 200 and parse_lost(exposition.decode()) == {("lab", "resolver"): 2.0}
+        assert status == 200 and parse_lost(exposition.decode()) == {}
+        scraped = helpers.samples(exposition.decode())
+        assert scraped[("dns_analytics_feed_unanswered_queries_total", (("endpoint", "lab"),))] == 2.0
     finally:
         service.stop()
 

@@ -6,6 +6,8 @@ import subprocess
 from html.parser import HTMLParser
 from urllib.parse import urljoin, urlsplit
 
+from markdown_it import MarkdownIt
+
 from support.helpers import assert_error
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -129,3 +131,70 @@ def test_the_layout_names_every_module():
         and f"`{path.relative_to(ROOT)}`" not in layout
     ]
     assert unnamed == []
+
+
+def rows_outside_tables(text: str) -> list[int]:
+    """Line numbers (1-based) of lines that look like table rows (`| ... |`) but that the
+    Markdown renderer (GitHub's tables, markdown-it's GFM) does not put in a table: after a
+    blank line splitting a table, its rows render as plain text."""
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    inside = set()
+    for token in tokens:
+        if token.map and token.type in ("table_open", "fence", "code_block", "html_block"):
+            inside.update(range(*token.map))
+    return [
+        number + 1
+        for number, line in enumerate(text.splitlines())
+        if line.lstrip().startswith("|") and line.rstrip().endswith("|") and number not in inside
+    ]
+
+
+def test_rows_outside_tables_are_found():
+    split = "| a | b |\n|---|---|\n| 1 | 2 |\n\n| 3 | 4 |\n"
+    assert rows_outside_tables(split) == [5]
+    assert rows_outside_tables("```\n| not | a table |\n```\n") == []
+
+
+def test_every_table_row_in_the_docs_is_inside_its_table():
+    broken = []
+    for path in markdown_files():
+        for number in rows_outside_tables(path.read_text(encoding="utf-8")):
+            broken.append(f"{path.relative_to(ROOT)}:{number}")
+    assert broken == []
+
+
+def test_every_search_mode_is_in_the_openapi_document_and_in_docs_api(client):
+    """`apex` among them: the parameter's enum and description in every operation that takes
+    it, and a row of docs/api.md's table of modes."""
+    document = client.get("/v2/openapi.json").json
+    modes = ["includes", "startsWith", "endsWith", "excludes", "apex", "regex"]
+    taking = [
+        parameter
+        for operations in document["paths"].values()
+        for operation in operations.values()
+        if isinstance(operation, dict)  # not a path's own list of parameters
+        for parameter in operation.get("parameters", [])
+        if parameter["name"] == "searchQuestionMode"
+    ]
+    assert len(taking) >= 5
+    for parameter in taking:
+        assert parameter["schema"]["enum"] == modes
+        assert all(f"`{mode}`" in parameter["description"] for mode in modes), parameter
+    assert "`www.example.co.uk`, not `myexample.co.uk`" in taking[0]["description"]
+    api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    assert all(f"\n| `{mode}` |" in api for mode in modes)
+
+
+def test_the_readmes_commands_are_the_scripts_and_install_what_the_readme_says():
+    """README: `scripts/serve` installs only the service, `scripts/test` the test tools too."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"```sh\n(.*?)```", readme, flags=re.DOTALL).group(1)
+    commands = [line.split()[0] for line in block.splitlines() if line.strip()]
+    assert commands == ["scripts/serve", "scripts/test"]
+    sets = {"scripts/serve": "serve", "scripts/test": "test"}
+    for command in commands:
+        script = ROOT / command
+        assert script.stat().st_mode & 0o111, f"{command} is not executable"
+        sourced = re.findall(r'^source "\$\(dirname "\$0"\)/venv\.sh"(.*)$', script.read_text(), flags=re.MULTILINE)
+        assert sourced == [f" {sets[command]}"], (command, sourced)
+    assert "`scripts/serve` only the service" in readme and "`scripts/test` the test tools as well" in readme

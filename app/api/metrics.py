@@ -61,7 +61,7 @@ class _StoreFigures:
         for label, newest in newest_by_label.items():
             ages.add_metric([label], max(0, now - newest) / 1000)
         yield ages
-        yield _losses()
+        yield from _losses()
         yield GaugeMetricFamily(
             "dns_analytics_records_not_counted",
             "Records stored and not counted into the statistics yet (reads count them from the records).",
@@ -69,8 +69,9 @@ class _StoreFigures:
         )
 
 
-def _losses() -> CounterMetricFamily:
-    """The records feeds lost, by endpoint (labelled as the other endpoint metrics) and place."""
+def _losses() -> tuple[CounterMetricFamily, CounterMetricFamily]:
+    """The records feeds lost, by endpoint (labelled as the other endpoint metrics) and place;
+    and apart, the queries resolvers never answered, which the feeds report the same way."""
     lost = CounterMetricFamily(
         "dns_analytics_feed_lost_records",
         "Records the feeds lost before storing them, by place: "
@@ -78,12 +79,21 @@ def _losses() -> CounterMetricFamily:
         + ".",
         labels=["endpoint", "place"],
     )
+    unanswered = CounterMetricFamily(
+        "dns_analytics_feed_unanswered_queries",
+        "Queries the resolvers logged and never answered (no upstream, a time-out): no record lost, "
+        "as the dnstap collector saw them.",
+        labels=["endpoint"],
+    )
     rows = models.ingest.losses.totals()
     labels = counters.endpoint_labels({endpoint for endpoint, _, _ in rows})
     summed: dict[tuple[str, str], int] = {}
     for endpoint, place, total in rows:
         key = (labels[endpoint], place)
         summed[key] = summed.get(key, 0) + total
-    for key, total in summed.items():
-        lost.add_metric(list(key), total)
-    return lost
+    for (endpoint, place), total in summed.items():
+        if place in models.ingest.losses.COUNTED_APART:
+            unanswered.add_metric([endpoint], total)
+        else:
+            lost.add_metric([endpoint, place], total)
+    return lost, unanswered

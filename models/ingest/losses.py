@@ -12,9 +12,11 @@ from models.schema.endpoints import endpoint_ids
 # Where a record can be lost on its way into the store.
 LOSS_PLACES = {
     "collector-queue": "the collector's queue was full while the store was behind",
-    "resolver": "queries the resolver logged whose response never reached the collector",
+    "resolver": "responses the resolver dropped: queries it logged, unanswered while it dropped dnstap messages",
     "source-aged-out": "the source deleted them before a following feed read them",
 }
+# What a feed counts and reports beside its losses, though no record was lost there.
+COUNTED_APART = {"unanswered": "queries the resolver logged and never answered (no upstream, a time-out)"}
 MAX_RUN_LENGTH = 64
 
 

@@ -8,7 +8,7 @@
   const MAX_BUCKETS = 200;
   const PAGE_SIZE = 50;
   const LIVE_ROWS = 500;
-  const ACTIONS = { "-1": "failed", 0: "blocked", 1: "bypassed", 2: "spoofed", 3: "redirected" };
+  const ACTIONS = { "-1": "failed", 0: "blocked", 1: "allowed", 2: "spoofed", 3: "redirected" };
 
   const $ = (id) => document.getElementById(id);
   const state = {
