@@ -21,6 +21,9 @@ PHONE = (390, 844)
 CLIENTS = [("home", "laptop"), ("home", "phone"), ("home", "tv"), ("cabin", "laptop"), ("cabin", "sensor")]
 DOMAINS = ["example.com", "news.example", "video.example", "mail.example", "shop.example"]
 BLOCKED = ["ads.example.net", "tracker.example"]
+# Names too long for a narrow column: the layout test's (a 58-character blocked one among them).
+LONG_NAME = "img.instagram.com"
+LONG_BLOCKED = "telemetry-collection.metrics-endpoint.adserver-example.net"
 PROTOCOLS = ["doh", "dot", "legacy", "doq"]
 RR_TYPES = ["A", "AAAA", "HTTPS"]
 UPSTREAMS = ["9.9.9.9#53", "1.1.1.1#853", "192.0.2.53#53"]
@@ -66,6 +69,13 @@ def known_data(now: datetime) -> list[dict]:
         ("cabin", "laptop", 90, "first.example.net"),
     ):
         records.append(record(endpoint, client, iso(now - timedelta(minutes=minutes_ago)), question))
+    # Long names in this window and the one before it (the trends), blocked and newly seen ones.
+    for n in range(6):
+        records.append(record("home", "phone", iso(now - timedelta(minutes=5 + n)), LONG_NAME))
+        records.append(record("home", "phone", iso(now - timedelta(hours=30, minutes=n)), LONG_NAME))
+        blocked = {"action": 0, "trigger": "filter"}
+        records.append(record("home", "laptop", iso(now - timedelta(minutes=7 + n)), LONG_BLOCKED, **blocked))
+    records.append(record("home", "laptop", iso(now - timedelta(minutes=45)), "cdn-" + LONG_BLOCKED))
     # A client whose records were all deleted: the page says "data expired".
     records.append(record("home", "old-printer", iso(now - timedelta(hours=2)), "printer.example"))
     return records
@@ -599,8 +609,15 @@ def test_alerts_view_shows_the_rules_and_what_they_fired(server, browser, shots)
     shows_the_apis_first_page(server, browser, "alerts", "alert", "alerts")
     rules = browser.evaluate("Array.from(document.querySelectorAll('#alert-rules tbody tr'), (tr) => tr.dataset.id)")
     assert str(made["id"]) in rules
+    # Each delivery names its destination; the rule's settings read as its form labels them.
     deliveries = browser.evaluate("document.querySelector('#alerts tbody td div.delivery').textContent")
-    assert deliveries.startswith("retrying: http (") or deliveries.startswith("pending: http"), deliveries
+    destination = rule["destinations"][0]
+    assert deliveries.startswith((f"retrying: {destination} (", f"pending: {destination}")), deliveries
+    settings = browser.evaluate(
+        f"Array.from(document.querySelectorAll('#alert-rules tr[data-id=\"{made['id']}\"] td.fields div'),"
+        " (div) => div.textContent)"
+    )
+    assert "Metric: rate" in settings and "Threshold: 0.001" in settings and "Window (minutes): 1440" in settings
     screenshots(browser, shots, "alerts")
 
 
@@ -1211,3 +1228,95 @@ def test_a_client_id_with_a_comma_is_one_client_in_the_log_filter(server, browse
         "Array.from(document.querySelectorAll('#log tbody tr'), (tr) => tr.cells[3].textContent).sort().join()"
         " === 'quote.example,smith.example'"
     )
+
+
+# Every box of the shown view (the bar, panels, cards) against what it holds: an element that
+# reaches past its box, a scrolling element that has to scroll, or a word laid out on two lines.
+# A cell cut short with an ellipsis is fine if its title holds the whole text.
+LAYOUT = r"""(() => {
+  const problems = [];
+  const shown = (el) => el.getClientRects().length > 0;
+  const describe = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
+    + (el.className && typeof el.className === 'string' ? '.' + el.className.trim().split(/\s+/).join('.') : '');
+  const boxes = Array.from(document.querySelectorAll('header.bar, .panel, .card')).filter(shown);
+  for (const box of boxes) {
+    const outer = box.getBoundingClientRect();
+    const where = describe(box) + ' ' + (box.querySelector('h2')?.textContent ?? '');
+    for (const el of [box, ...box.querySelectorAll('*')]) {
+      if (!shown(el) || el.closest('.uplot canvas')) continue;
+      const style = getComputedStyle(el);
+      if (style.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1) {
+        if (el.title !== el.textContent) problems.push(`${where}: ${describe(el)} cut short without its text as title`);
+        continue;
+      }
+      if (['auto', 'scroll'].includes(style.overflowX) && el.scrollWidth > el.clientWidth + 1) {
+        problems.push(`${where}: ${describe(el)} scrolls (${el.scrollWidth} > ${el.clientWidth})`);
+      }
+      const rect = el.getBoundingClientRect();
+      if (!el.closest('.uplot') && (rect.right > outer.right + 1 || rect.left < outer.left - 1)) {
+        const span = (r) => `${Math.round(r.left)}..${Math.round(r.right)}`;
+        problems.push(`${where}: ${describe(el)} reaches past its box (${span(rect)} of ${span(outer)})`);
+      }
+    }
+    const walker = document.createTreeWalker(box, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      if (!node.parentElement || !shown(node.parentElement)) continue;
+      for (const match of node.textContent.matchAll(/\S{2,}/g)) {
+        const range = document.createRange();
+        range.setStart(node, match.index);
+        range.setEnd(node, match.index + match[0].length);
+        const lines = new Set(Array.from(range.getClientRects(), (r) => Math.round(r.top)));
+        if (lines.size > 1) problems.push(`${where}: "${match[0]}" broken over ${lines.size} lines`);
+      }
+    }
+  }
+  if (document.documentElement.scrollWidth > innerWidth + 1) {
+    problems.push(`the page is ${document.documentElement.scrollWidth} px wide in a ${innerWidth} px window`);
+  }
+  return problems;
+})()"""
+
+LAYOUT_VIEWS = [
+    "overview",
+    "clients",
+    "client?endpoint=home&clientId=laptop",
+    "log",
+    "admin",
+    "access",
+    "privacy",
+    "outputs",
+    "alerts",
+]
+
+
+def test_every_view_lays_out_at_desktop_and_phone_width(server, browser, tmp_path):
+    """At 1400 px and at a phone's 390 px, no element of any view is wider than its box and no
+    name is broken inside a word, with long names in every list."""
+    watched = {
+        "kind": "watched-domain",
+        "endpointIds": ["home"],
+        "watch": [{"match": "suffix", "value": LONG_BLOCKED}],
+        "destinations": [f"http://127.0.0.1:{free_port()}/a-long-path/to/the/receiver/hook"],
+    }
+    assert server.call("POST", "/v2/alert-rule", watched, AUTH)[0] == 201
+    steps = {"steps": [{"afterDays": 7, "clientIp": "truncate"}, {"afterDays": 30, "clientIp": "drop"}]}
+    assert server.call("PUT", "/v2/privacy/layout-endpoint", steps, AUTH)[0] == 200
+    output = {
+        "kind": "http",
+        "url": f"http://127.0.0.1:{free_port()}/collector/with/a/long/path",
+        "endpointIds": ["layout-endpoint"],
+        "name": "a-receiver-with-a-rather-long-name",
+    }
+    assert server.call("POST", "/v2/output", output, AUTH)[0] == 201
+
+    sign_in(browser, server, API_KEY)
+    loaded(browser, "overview")
+    problems = []
+    for width, height, mobile in ((1400, 900, False), (*PHONE, True)):
+        browser.resize(width, height, mobile)
+        for view in LAYOUT_VIEWS:
+            browser.evaluate(f"location.hash = {json.dumps(view)}")
+            loaded(browser, view.split("?")[0])
+            problems += [f"{width} px, {view}: {p}" for p in browser.evaluate(LAYOUT)]
+    browser.resize(*DESKTOP)
+    assert problems == [], "\n".join(problems)

@@ -102,6 +102,22 @@
     return el;
   }
 
+  // A name or value that may be too long for its column: kept on one line and cut short with an
+  // ellipsis rather than broken inside it, whole in its title (a hover, a long press).
+  function named(tag, text, className) {
+    const el = element(tag, text, className ? `cut ${className}` : "cut");
+    el.title = el.textContent;
+    return el;
+  }
+
+  // A table cell holding such a value (a cell itself cannot be cut short in a table laid out by
+  // its content).
+  function namedCell(text, className) {
+    const cell = element("td", null, className);
+    cell.append(named("span", text));
+    return cell;
+  }
+
   function button(text, onClick, className) {
     const el = element("button", text, className);
     el.type = "button";
@@ -275,7 +291,7 @@
       const name = element("td", null, "name");
       const fill = element("span", null, "fill");
       fill.style.width = `${(count / most) * 100}%`;
-      const text = element(link ? "a" : "span", value === "" ? "(unknown)" : value, "text");
+      const text = named(link ? "a" : "span", value === "" ? "(unknown)" : value, "text");
       if (link) text.href = link(value);
       name.append(fill, text);
       const tr = row([name, element("td", number(count), "num")], className);
@@ -295,7 +311,7 @@
     for (const { value, count, baselineCount, change } of trends) {
       const text = change === null ? "new" : `${change >= 0 ? "▲" : "▼"} ${Math.abs(change * 100).toFixed(0)} %`;
       const tr = row([
-        element("td", value === "" ? "(unknown)" : value, "name"),
+        namedCell(value === "" ? "(unknown)" : value, "name"),
         element("td", number(count), "num"),
         element("td", `was ${number(baselineCount)}`, "num muted"),
         element("td", text, "num"),
@@ -506,7 +522,7 @@
   // A client's link to its page: (endpoint, client id) from the Clients view.
   function clientLink(c) {
     const cell = element("td", null, "client-id");
-    const link = element("a", c.clientId, "client-link");
+    const link = named("a", c.clientId, "client-link");
     link.href = viewHash("client", { keepFilters: false, clientId: c.clientId, endpoint: c.endpoint });
     cell.append(link);
     return cell;
@@ -579,7 +595,7 @@
     }
     for (const { value, firstSeen, count } of names) {
       const tr = row([
-        element("td", value, "name"),
+        namedCell(value, "name"),
         element("td", localTime(firstSeen), "num muted when"),
         element("td", number(count), "num"),
       ]);
@@ -591,14 +607,15 @@
   // Response times: every timed query first, then each upstream's.
   function latencyTable(id, latencies) {
     const table = $(id);
-    const ms = (value) => (value === null ? "–" : `${Number(value).toFixed(1)} ms`);
+    // Milliseconds, said once in the panel's title: six columns fit a phone's width without units.
+    const ms = (value) => (value === null ? "–" : Number(value).toFixed(1));
     table.replaceChildren(
       row(["", "timed", "mean", "median", "95th", "max"].map((text) => element("th", text, text ? "num" : ""))),
     );
     for (const l of latencies) {
       const name = l.value === null ? "All queries" : l.value === "" ? "(no upstream)" : l.value;
       const tr = row([
-        element("td", name, "name"),
+        namedCell(name, "name"),
         element("td", number(l.count), "num"),
         ...[l.meanMs, l.p50Ms, l.p95Ms, l.maxMs].map((v) => element("td", ms(v), "num")),
       ]);
@@ -674,16 +691,16 @@
     const action = ACTIONS[q.action] ?? "";
     const answers = (q.answers || []).flatMap((a) => a.ips || []).join(", ");
     const tr = row([
-      element("td", localTime(q.timestamp)),
-      element("td", q.endpointId),
-      element("td", q.clientId),
-      element("td", q.question, "question"),
+      element("td", localTime(q.timestamp), "when"),
+      namedCell(q.endpointId),
+      clientLink({ clientId: q.clientId, endpoint: q.endpointId }),
+      namedCell(q.question, "question"),
       element("td", q.rrType),
       element("td", q.statusCode),
       element("td", q.protocol),
       element("td", action, action === "blocked" ? "blocked" : ""),
-      element("td", [q.trigger, q.triggerValue].filter(Boolean).join(": ")),
-      element("td", answers),
+      namedCell([q.trigger, q.triggerValue].filter(Boolean).join(": ")),
+      namedCell(answers),
     ]);
     if (id !== undefined) {
       tr.classList.add("new");
@@ -786,8 +803,7 @@
     const body = document.querySelector("#admin tbody");
     body.replaceChildren(
       ...labelled(body, actions.map((a) => {
-        const details = element("td");
-        details.append(element("pre", JSON.stringify(a.metadata, null, 1), "meta"));
+        const details = fields(a.metadata);
         const tr = row([
           element("td", localTime(a.timestamp)),
           element("td", a.action),
@@ -803,6 +819,15 @@
     pager("admin", state.adminPage, actions.length);
   }
 
+  // An object's fields as a cell, one line each ("name: value"), a value that is no text as JSON.
+  function fields(object) {
+    const cell = element("td", null, "fields");
+    for (const [name, value] of Object.entries(object || {})) {
+      cell.append(named("div", `${name}: ${typeof value === "string" ? value : JSON.stringify(value)}`));
+    }
+    return cell;
+  }
+
   // ---- access log (admin): who read the queries ---------------------------------------------
 
   async function loadAccess() {
@@ -811,10 +836,8 @@
     const span = (r) => (r.startTime ? `${localTime(r.startTime)} – ${localTime(r.endTime)}` : "live");
     body.replaceChildren(
       ...labelled(body, reads.map((r) => {
-        const query = element("td");
-        query.append(element("pre", JSON.stringify(r.query), "meta"));
         const cells = [localTime(r.timestamp), r.kind, r.keyName, r.sourceIp, span(r), r.rows ?? "open", r.bytes ?? ""];
-        const tr = row([...cells.map((text) => element("td", text)), query]);
+        const tr = row([...cells.map((text) => namedCell(text)), fields(r.query)]);
         tr.dataset.id = r.id;
         return tr;
       })),
@@ -1085,19 +1108,17 @@
     const rules = document.querySelector("#alert-rules tbody");
     rules.replaceChildren(
       ...labelled(rules, items.map((r) => {
-        const own = Object.fromEntries(Object.entries(r).filter(([name]) => !COMMON_RULE_FIELDS.includes(name)));
-        const settings = element("td");
-        settings.append(element("pre", JSON.stringify(own), "meta"));
+        const settings = ruleSettings(r);
         const cells = [r.id, r.kind, r.endpointIds.join(", "), (r.clientIds || ["all"]).join(", "), `${r.cooldown} s`];
         const destinations = element("td");
-        destinations.append(...r.destinations.map((url) => element("div", url)));
+        destinations.append(...r.destinations.map((url) => named("div", withoutCredentials(url))));
         const actions = element("td", null, "actions");
         actions.append(
           button("Change", () => changeRule(r), "small rule-change"),
           " ",
           button("Delete", () => deleteRule(r), "small danger rule-delete"),
         );
-        const tr = row([...cells.map((text) => element("td", text)), settings, destinations, actions]);
+        const tr = row([...cells.map((text) => namedCell(text)), settings, destinations, actions]);
         tr.dataset.id = r.id;
         return tr;
       })),
@@ -1108,11 +1129,11 @@
       ...labelled(body, alerts.map((a) => {
         const deliveries = element("td");
         for (const d of a.deliveries) {
-          const said = `${d.state}: ${d.destination.split(":")[0]}${d.error ? ` (${d.error})` : ""}`;
-          deliveries.append(element("div", said, `delivery ${d.state}`));
+          const said = `${d.state}: ${withoutCredentials(d.destination)}${d.error ? ` (${d.error})` : ""}`;
+          deliveries.append(named("div", said, `delivery ${d.state}`));
         }
-        const cells = [localTime(a.timestamp), a.ruleId, a.kind, a.endpointId, a.message];
-        const tr = row([...cells.map((text) => element("td", text)), deliveries]);
+        const cells = [localTime(a.timestamp), a.ruleId, a.kind, a.endpointId];
+        const tr = row([...cells.map((text) => namedCell(text)), element("td", a.message, "message"), deliveries]);
         tr.dataset.id = a.id;
         return tr;
       })),
@@ -1120,6 +1141,22 @@
     if (!alerts.length) body.append(row([element("td", "No alerts in the window", "empty")]));
     pager("alerts", state.alertsPage, alerts.length);
   }
+
+  // A rule's own fields (its kind's), labelled as its form labels them; a kind with none says so.
+  function ruleSettings(r) {
+    const cell = element("td", null, "fields");
+    for (const field of RULE_FIELDS.filter((f) => !COMMON_RULE_FIELDS.includes(f.name) && f.name in r)) {
+      const value = r[field.name];
+      const shown = field.type === "watch" ? value.map((w) => `${w.match} ${w.value}`) : [value ?? "–"].flat();
+      cell.append(named("div", `${field.label}: ${shown.join(", ")}`));
+    }
+    if (!cell.childElementCount) cell.append(element("span", "none", "muted"));
+    return cell;
+  }
+
+  // Where an alert went, with any password or token in its address left out (a notification
+  // URL may carry one in its user part: mailto://user:password@host).
+  const withoutCredentials = (url) => url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/@]*@/i, "$1…@");
 
   function pager(view, number, shown) {
     $(`${view}-page`).textContent = `Page ${number + 1}`;
