@@ -164,8 +164,9 @@ def loaded(browser, view):
 
 
 def show(browser, view):
+    """Go to `view`, a view's name with any parameters of its URL, and wait until it is loaded."""
     browser.evaluate(f"location.hash = {json.dumps(view)}")
-    loaded(browser, view)
+    loaded(browser, view.split("?")[0])
 
 
 def control(browser, element, value, event="change"):
@@ -1315,8 +1316,55 @@ def test_every_view_lays_out_at_desktop_and_phone_width(server, browser, tmp_pat
     for width, height, mobile in ((1400, 900, False), (*PHONE, True)):
         browser.resize(width, height, mobile)
         for view in LAYOUT_VIEWS:
-            browser.evaluate(f"location.hash = {json.dumps(view)}")
-            loaded(browser, view.split("?")[0])
+            show(browser, view)
             problems += [f"{width} px, {view}: {p}" for p in browser.evaluate(LAYOUT)]
     browser.resize(*DESKTOP)
     assert problems == [], "\n".join(problems)
+
+
+def test_the_chart_log_and_clients_say_what_they_hold(server, browser):
+    """The chart's legend shows the newest whole bucket before any hover, and the buckets only
+    partly in the window are left out of it and said; the log says its total and links each
+    client to its page; the clients list counts each client's queries in the window."""
+    sign_in(browser, server, API_KEY, "overview?window=1h")
+    loaded(browser, "overview")
+    window = page_window(browser)
+    legend = browser.evaluate(
+        "Array.from(document.querySelectorAll('#chart .u-legend .u-value'), (el) => el.textContent)"
+    )
+    assert legend and "--" not in legend, legend
+    series = api(server, "statistic/timeseries", [*window, ("interval", "60"), ("limit", "1000")])
+    start, end = (datetime.fromisoformat(value).timestamp() for _, value in window)
+    whole = [b for b in series["queries"] if start <= datetime.fromisoformat(b["time"]).timestamp() <= end - 60]
+    assert legend[1] == str(whole[-1]["count"])  # the newest whole minute's queries
+    partial = int(browser.evaluate("document.getElementById('chart').dataset.partial"))
+    assert partial == len(series["queries"]) - len(whole) > 0
+    assert "left out of the chart" in browser.evaluate("document.querySelector('#chart .chart-note').textContent")
+
+    show(browser, "log?window=24h&action=0")
+    window = page_window(browser)
+    total = api(server, "statistic/count", [*window, ("action[]", "0")])["count"]
+    assert number(browser, "log-total") == total
+    link = browser.evaluate("document.querySelector('#log tbody tr a.client-link').getAttribute('href')")
+    client = browser.evaluate("document.querySelector('#log tbody tr a.client-link').textContent")
+    browser.evaluate("document.querySelector('#log tbody tr a.client-link').click()")
+    loaded(browser, "client")
+    assert browser.evaluate("document.getElementById('client-title').textContent") == client
+    assert f"clientId={client}" in link
+
+    show(browser, "clients?window=1h")
+    window = page_window(browser)
+    shown = browser.evaluate(
+        "Array.from(document.querySelectorAll('#clients tbody tr'),"
+        " (tr) => [tr.dataset.endpoint, tr.dataset.client, tr.querySelector('td.queries').textContent])"
+    )
+    expected = {}
+    for endpoint in ("home", "cabin"):
+        for c in api(server, "statistic/count/clientId", [*window, ("endpointId", endpoint), ("limit", "1000")])[
+            "counts"
+        ]:
+            expected[endpoint, c["value"]] = c["count"]
+    assert {(e, c): int(n.replace(",", "")) for e, c, n in shown} == {
+        (e, c): expected.get((e, c), 0) for e, c, _ in shown
+    }
+    assert any(int(n) for _, _, n in shown) and any(int(n) == 0 for _, _, n in shown)

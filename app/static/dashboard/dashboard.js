@@ -219,7 +219,7 @@
     showNumber(ids.blocked, blocked.count, number(blocked.count));
     const part = share(blocked.count, total.count);
     showNumber(ids.share, part, `${(part * 100).toFixed(1)} %`);
-    drawChart(ids.chart, queries.queries, blockedQueries.queries);
+    drawChart(ids.chart, queries.queries, blockedQueries.queries, { ...state.window, interval: queries.interval });
     return part;
   }
 
@@ -335,15 +335,26 @@
     return rows;
   }
 
-  function drawChart(id, queries, blocked) {
+  // `span`: the window and the buckets' length. A bucket only partly inside the window (the
+  // first, from before its start; the last, still filling) is left out of the plot, where it
+  // would look like a dip, and said under it; the totals count it.
+  function drawChart(id, queries, blocked, span) {
     const box = $(id);
     const old = state.charts[id];
     if (old) old.chart.destroy();
     const colour = (name) => getComputedStyle(document.documentElement).getPropertyValue(name).trim();
-    const data = [queries.map((q) => Date.parse(q.time) / 1000), queries.map((q) => q.count), blocked.map((q) => q.count)];
-    box.dataset.total = data[1].reduce((a, b) => a + b, 0);
-    box.dataset.blocked = data[2].reduce((a, b) => a + b, 0);
+    box.dataset.total = queries.reduce((a, q) => a + q.count, 0);
+    box.dataset.blocked = blocked.reduce((a, q) => a + q.count, 0);
+    const whole = (q) => Date.parse(q.time) >= span.start.getTime() && Date.parse(q.time) + span.interval * 1000 <= span.end.getTime();
+    const kept = queries.map(whole);
+    const data = [
+      queries.filter((q, i) => kept[i]).map((q) => Date.parse(q.time) / 1000),
+      queries.filter((q, i) => kept[i]).map((q) => q.count),
+      blocked.filter((q, i) => kept[i]).map((q) => q.count),
+    ];
+    box.dataset.partial = kept.filter((k) => !k).length;
     box.replaceChildren();
+    const last = data[0].length - 1;
     const axis = { stroke: colour("--muted"), grid: { stroke: colour("--line") }, ticks: { stroke: colour("--line") } };
     const chart = new uPlot(
       {
@@ -356,11 +367,22 @@
           { label: "Blocked", stroke: colour("--blocked"), fill: colour("--blocked") + "22", width: 2 },
         ],
         axes: [axis, { ...axis, size: 60 }],
+        // The legend shows the newest whole bucket until the pointer is over another, and again
+        // when it leaves, rather than "--".
+        hooks: { setCursor: [(u) => u.cursor.idx == null && last >= 0 && u.setLegend({ idx: last }, false)] },
       },
       data,
       box,
     );
-    state.charts[id] = { chart, series: [queries, blocked] };
+    if (last >= 0) chart.setLegend({ idx: last }, false);
+    const left = queries.length - data[0].length;
+    const note = element("p", null, "hint chart-note");
+    if (left) {
+      note.textContent = `${left === 1 ? "One bucket" : `${left} buckets`} only partly in the window (the first, or the`
+        + ` last, still filling) ${left === 1 ? "is" : "are"} left out of the chart; the totals count ${left === 1 ? "it" : "them"}.`;
+    }
+    box.append(note);
+    state.charts[id] = { chart, series: [queries, blocked, span] };
   }
 
   // The chart's colours come from the stylesheet: draw it again when light turns dark.
@@ -386,15 +408,23 @@
     );
   }
 
+  // Each entry with its queries in the window: one count by client per endpoint listed (a
+  // client id names a different client on each endpoint).
   async function loadClients() {
     const { items } = await api("client", endpointParams());
-    state.clients = clientEntries(items);
+    const endpoints = Object.keys(items);
+    const counts = await Promise.all(
+      endpoints.map((endpoint) => api("statistic/count/clientId", withParams(windowParams(), { endpointId: endpoint, limit: 1000 }))),
+    );
+    const queries = new Map(endpoints.flatMap((endpoint, i) => counts[i].counts.map((c) => [`${endpoint}\n${c.value}`, c.count])));
+    state.clients = clientEntries(items).map((c) => ({ ...c, queries: queries.get(`${c.endpoint}\n${c.clientId}`) ?? 0 }));
     renderClients();
   }
 
   function clientOrder(a, b) {
     const { column, descending } = state.sort;
-    const value = (c) => (column === "last" ? (c.last === null ? -Infinity : Date.parse(c.last)) : c[column].toLowerCase());
+    const value = (c) =>
+      column === "last" ? (c.last === null ? -Infinity : Date.parse(c.last)) : column === "queries" ? c.queries : c[column].toLowerCase();
     const x = value(a);
     const y = value(b);
     const order = x < y ? -1 : x > y ? 1 : 0;
@@ -432,6 +462,8 @@
       element("td", c.vendor),
       last,
     ]);
+    // The Clients view counts each entry's queries in the window; the client page has its totals.
+    if (c.queries !== undefined) tr.append(element("td", number(c.queries), "num queries"));
     tr.dataset.endpoint = c.endpoint;
     tr.dataset.client = c.clientId;
     tr.dataset.last = c.last === null ? "" : c.last;
@@ -678,11 +710,12 @@
 
   async function loadLog() {
     const params = withParams(logParams(), { page: state.logPage, pageSize: PAGE_SIZE });
-    const { queries } = await api("activity-log", params);
+    const [{ queries }, { count }] = await Promise.all([api("activity-log", params), api("statistic/count", logParams())]);
     const body = document.querySelector("#log tbody");
     body.replaceChildren(...labelled(body, queries.map((q) => logRow(q))));
     if (!queries.length) body.append(row([element("td", "No queries match", "empty")]));
     $("log-page").textContent = `Page ${state.logPage + 1}`;
+    showNumber("log-total", count, `${number(count)} ${count === 1 ? "query" : "queries"} in all, ${number(Math.ceil(count / PAGE_SIZE))} pages`);
     $("log-prev").disabled = state.logPage === 0;
     $("log-next").disabled = queries.length < PAGE_SIZE;
   }
@@ -1428,7 +1461,7 @@
     access: { kind: "r-kind", keyName: "r-key" },
   };
   const PAGES = { log: "logPage", admin: "adminPage", access: "accessPage", alerts: "alertsPage" };
-  const SORTS = ["endpoint", "clientId", "alias", "host", "ip", "mac", "os", "vendor", "last"];
+  const SORTS = ["endpoint", "clientId", "alias", "host", "ip", "mac", "os", "vendor", "last", "queries"];
   // Each control's value as the page came: a control left at it is left out of the URL.
   const DEFAULTS = {};
   for (const ids of Object.values(VIEW_CONTROLS)) for (const id of Object.values(ids)) DEFAULTS[id] = $(id).value;
