@@ -2,12 +2,14 @@
 known data; what the page shows must equal what the API answers for the same question."""
 
 import json
+import os
 import subprocess
 import sys
 import time
 import urllib.parse
 import urllib.request
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -1310,14 +1312,19 @@ def test_every_view_lays_out_at_desktop_and_phone_width(server, browser, tmp_pat
     }
     assert server.call("POST", "/v2/output", output, AUTH)[0] == 201
 
+    # The screenshots of docs/dashboard.md: DASHBOARD_SCREENSHOTS=docs/images (halved, phones'
+    # cut at 1,600 px, to keep the repository small).
+    shots = Path(os.environ.get("DASHBOARD_SCREENSHOTS") or tmp_path)
     sign_in(browser, server, API_KEY)
     loaded(browser, "overview")
     problems = []
-    for width, height, mobile in ((1400, 900, False), (*PHONE, True)):
+    for label, (width, height), mobile in (("desktop", (1400, 900), False), ("phone", PHONE, True)):
         browser.resize(width, height, mobile)
         for view in LAYOUT_VIEWS:
             show(browser, view)
             problems += [f"{width} px, {view}: {p}" for p in browser.evaluate(LAYOUT)]
+            name = view.split("?")[0]
+            browser.screenshot(shots / f"dashboard-{name}-{label}.png", full_page=mobile, scale=0.5, max_height=1600)
     browser.resize(*DESKTOP)
     assert problems == [], "\n".join(problems)
 

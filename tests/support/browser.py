@@ -177,15 +177,18 @@ class Chromium:
         frames = "new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
         self.wait_for(f"({seen}) && {frames}")
 
-    def screenshot(self, path, full_page: bool = False):
-        """Save what the tab shows as a PNG file (the whole page with full_page)."""
+    def screenshot(self, path, full_page: bool = False, scale: float = 1, max_height: int | None = None):
+        """Save what the tab shows as a PNG file (the whole page with full_page, at most
+        max_height CSS pixels of it), its CSS pixels times `scale` (times the screen's pixel ratio)."""
         params = {"format": "png"}
-        if full_page:
+        if full_page or scale != 1:
             width, height = self.evaluate(
                 "[document.documentElement.scrollWidth, document.documentElement.scrollHeight]"
+                if full_page
+                else "[innerWidth, innerHeight]"
             )
-            clip = {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}
-            params.update(captureBeyondViewport=True, clip=clip)
+            clip = {"x": 0, "y": 0, "width": width, "height": min(height, max_height or height), "scale": scale}
+            params.update(captureBeyondViewport=full_page, clip=clip)
         path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", **params)["data"]))
         return path
 
