@@ -486,11 +486,20 @@ def test_access_log_shows_who_read_the_queries(server, browser, shots):
     screenshots(browser, shots, "access")
 
 
+# Each row's controls by name, and its age steps as the rows of its steps editor show them.
+PRIVACY_ROWS = """Object.fromEntries(Array.from(document.querySelectorAll('#privacy tbody tr'), (tr) => [
+  tr.dataset.endpoint,
+  {
+    ...Object.fromEntries(Array.from(tr.querySelectorAll('select[name], input[name]'), (c) => [c.name, c.value])),
+    steps: Array.from(tr.querySelectorAll('.step'), (step) => Object.fromEntries(
+      Array.from(step.querySelectorAll('[data-field]'), (c) => [c.dataset.field, c.value]).filter(([, v]) => v !== '')
+        .map(([f, v]) => [f, /^[0-9]+$/.test(v) ? Number(v) : v]))),
+  },
+]))"""
+
+
 def privacy_rows(browser):
-    return browser.evaluate(
-        "Object.fromEntries(Array.from(document.querySelectorAll('#privacy tbody tr'), (tr) => [tr.dataset.endpoint,"
-        " Object.fromEntries(Array.from(tr.querySelectorAll('select, input'), (c) => [c.name, c.value]))]))"
-    )
+    return browser.evaluate(PRIVACY_ROWS)
 
 
 def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
@@ -502,7 +511,7 @@ def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
     default = api(server, "privacy")["items"]["_default"]
     rows = privacy_rows(browser)
     assert set(rows) == {"_default", "home", "cabin"}, "the default, and every endpoint (following it)"
-    expected = {name: json.dumps(value) if name == "steps" else str(value) for name, value in default.items()}
+    expected = {name: value if name == "steps" else str(value) for name, value in default.items()}
     del expected["pendingRewrite"]
     assert all(shown == expected for shown in rows.values())
     screenshots(browser, shots, "privacy")
@@ -541,10 +550,12 @@ def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
     garden = api(server, "privacy")["items"]["garden"]
     assert garden == {**default, "question": "registrableDomain"}
 
-    # Age steps, as JSON; stricter settings say how many stored records they rewrite.
+    # Age steps, a row each; stricter settings say how many stored records they rewrite.
     steps = [{"afterDays": 7, "clientIp": "truncate"}]
     browser.evaluate(
-        f"{row}.querySelector('[name=steps]').value = {json.dumps(json.dumps(steps))};"
+        f"{row}.querySelector('.step-add').click();"
+        f"{row}.querySelector('.step [data-field=afterDays]').value = '7';"
+        f"{row}.querySelector('.step [data-field=clientIp]').value = 'truncate';"
         f"{row}.querySelector('[name=answers]').value = 'drop';"
         f"{row}.querySelector('.privacy-save').click()"
     )
@@ -555,6 +566,8 @@ def test_privacy_view_shows_and_changes_the_settings(server, browser, shots):
     cabin = api(server, "privacy")["items"]["cabin"]
     assert cabin["steps"] == steps and cabin["answers"] == "drop"
     assert "stored records are rewritten" in note
+    loaded(browser, "privacy")
+    assert privacy_rows(browser)["cabin"]["steps"] == steps
 
 
 def test_outputs_are_listed_paused_and_deleted(server, browser, shots, tmp_path):
@@ -621,6 +634,11 @@ def test_alerts_view_shows_the_rules_and_what_they_fired(server, browser, shots)
         " (div) => div.textContent)"
     )
     assert "Metric: rate" in settings and "Threshold: 0.001" in settings and "Window (minutes): 1440" in settings
+    # The docs it names: the API reference the service serves (nothing elsewhere), one click away.
+    reference = browser.evaluate("document.querySelector('#view-alerts a.reference').href")
+    assert reference == f"{server.base}/v2/docs"
+    with urllib.request.urlopen(reference) as response:
+        assert response.status == 200
     screenshots(browser, shots, "alerts")
 
 

@@ -1207,8 +1207,58 @@
     question: ["keep", "registrableDomain", "drop"],
     answers: ["keep", "drop"],
     unloggedClients: ["counted", "notCounted"],
-    steps: "json",
+    steps: "steps",
   };
+  const STEP_FIELDS = ["clientIp", "ipv4Prefix", "ipv6Prefix", "clientMetadata", "question", "answers"];
+  // The same object whatever the order of its keys: what the API answers against what was typed.
+  const canonical = (value) =>
+    JSON.stringify(value, (_, v) => (v && typeof v === "object" && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort()) : v));
+
+  // Age steps as rows: after how many days, then each field it coarsens ("–": left as it is).
+  function stepsEditor(steps) {
+    const el = element("div", null, "steps");
+    const list = element("div");
+    const add = (step = {}) => {
+      const line = element("div", null, "step");
+      const after = element("input");
+      Object.assign(after, { type: "number", min: 0, value: step.afterDays ?? "", className: "prefix", title: "after days" });
+      after.dataset.field = "afterDays";
+      line.append(element("span", "after", "muted"), after, element("span", "days:", "muted"));
+      for (const field of STEP_FIELDS) {
+        const choices = PRIVACY_CHOICES[field];
+        let control;
+        if (choices) {
+          control = element("select");
+          control.append(new Option(`${field} –`, ""), ...choices.map((choice) => new Option(`${field} ${choice}`, choice)));
+        } else {
+          control = element("input");
+          Object.assign(control, { type: "number", min: 0, max: field === "ipv4Prefix" ? 32 : 128, className: "prefix", placeholder: field });
+        }
+        control.title = field;
+        control.dataset.field = field;
+        control.value = step[field] ?? "";
+        line.append(control);
+      }
+      line.append(button("Remove", () => line.remove(), "small step-remove"));
+      list.append(line);
+    };
+    (steps || []).forEach(add);
+    el.append(list, button("Add step", () => add(), "small step-add"));
+    const read = () =>
+      Array.from(list.children, (line) => {
+        const step = {};
+        for (const control of line.querySelectorAll("[data-field]")) {
+          const { field } = control.dataset;
+          if (control.value === "") {
+            if (field === "afterDays") throw new Error("Every age step needs its number of days.");
+            continue;
+          }
+          step[field] = control.tagName === "INPUT" ? Number(control.value) : control.value;
+        }
+        return step;
+      });
+    return { el, read };
+  }
   const PRIVACY_DEFAULT = "_default";
 
   async function loadPrivacy() {
@@ -1235,12 +1285,15 @@
     }
     for (const [field, choices] of Object.entries(PRIVACY_CHOICES)) {
       let control;
-      if (choices === "json") {
-        // Age steps as the API takes them, e.g. [{"afterDays": 7, "clientIp": "truncate"}].
-        control = element("input");
-        control.className = "steps";
-        control.spellcheck = false;
-      } else if (choices) {
+      if (choices === "steps") {
+        const editor = stepsEditor(settings.steps);
+        controls[field] = editor;
+        const cell = element("td");
+        cell.append(editor.el);
+        cells.push(cell);
+        continue;
+      }
+      if (choices) {
         control = element("select");
         control.append(...choices.map((choice) => new Option(choice, choice)));
       } else {
@@ -1250,7 +1303,7 @@
         control.max = field === "ipv4Prefix" ? 32 : 128;
         control.className = "prefix";
       }
-      control.value = choices === "json" ? JSON.stringify(settings[field]) : String(settings[field]);
+      control.value = String(settings[field]);
       control.name = field;
       controls[field] = control;
       const cell = element("td");
@@ -1271,13 +1324,9 @@
     const body = {};
     for (const [field, control] of Object.entries(controls)) {
       const kind = PRIVACY_CHOICES[field];
-      if (kind === "json") {
-        if (control.value.trim() === JSON.stringify(shown[field])) continue;
-        try {
-          body[field] = JSON.parse(control.value);
-        } catch (_) {
-          throw new Error("The age steps are not JSON: e.g. [{\"afterDays\": 7, \"clientIp\": \"truncate\"}].");
-        }
+      if (kind === "steps") {
+        const steps = control.read();
+        if (canonical(steps) !== canonical(shown[field])) body[field] = steps;
         continue;
       }
       const value = kind ? control.value : Number(control.value);
