@@ -6,7 +6,7 @@ import io
 import time
 
 import models.clients.activity
-from models import blocks
+from models.records import blocks
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
