@@ -14,6 +14,7 @@ import errno
 import fcntl
 import itertools
 import os
+import pwd
 import signal
 import socket
 import stat
@@ -91,6 +92,8 @@ class Collector:
                     unix.socket.close()
                     raise
                 self.log(f"Listening on {unix_path}")
+                if warning := _only_root_connects(unix_path):
+                    self.log(warning)
             if tcp:
                 with _naming(f"{tcp[0]}:{tcp[1]}"):
                     servers.append(await asyncio.start_server(self._serve, host=tcp[0], port=tcp[1]))
@@ -349,6 +352,8 @@ def _folder_lock(path: str):
             f"{path}: its folder {folder} does not exist (make it, owned by the collector's user and open to the "
             "resolver's group; the systemd unit's RuntimeDirectory= makes it)"
         ) from None
+    except PermissionError:
+        raise OSError(_not_permitted(path, folder)) from None
     except OSError as exc:
         raise OSError(f"{path}: its folder {folder}: {exc.strerror or exc}") from None
     try:
@@ -364,6 +369,8 @@ def _bind_unix(path: str) -> socket.socket:
     try:
         try:
             sock.bind(path)
+        except PermissionError:
+            raise OSError(_not_permitted(path, os.path.dirname(os.path.abspath(path)))) from None
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise OSError(f"{path}: {exc.strerror or exc}") from None
@@ -398,3 +405,33 @@ def _clear_stale_socket(path: str) -> None:
         except OSError as exc:
             raise OSError(f"{path}: cannot tell whether a collector listens on it ({exc.strerror or exc})") from None
     raise OSError(f"{path}: another collector is listening on it; this one did not start")
+
+
+def _not_permitted(path: str, folder: str) -> str:
+    """The error of a collector whose user may not make its socket in `folder`, with the fix."""
+    user = _user_name(os.geteuid())
+    return (
+        f"{path}: permission denied: the collector runs as {user}, who may not make files in {folder}; "
+        f"make the folder {user}'s and open to the resolver's group (install -d -m 0750 -o {user} -g GROUP "
+        f"{folder}) or run the collector as the folder's owner"
+    )
+
+
+def _only_root_connects(path: str) -> str | None:
+    """A warning when the socket lets only root in: resolvers run as users of their own (Debian's
+    unbound, bind, knot-resolver, _dnsdist) and would be refused without a word from either side."""
+    found = os.stat(path)
+    if found.st_uid != 0 or found.st_gid != 0 or found.st_mode & 0o006:
+        return None
+    return (
+        f"WARNING: only root may connect to {path} (root:root, mode {stat.S_IMODE(found.st_mode):o}); a resolver "
+        "running as its own user is refused: give --socket-mode 666 with a folder only the resolver's group "
+        "reaches, or run the collector with the resolver's group"
+    )
+
+
+def _user_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)

@@ -49,6 +49,7 @@ SYSTEM_MODULES = {
     "test_gunicorn",
     "test_output_delivery",
     "test_proxy",
+    "test_quick_starts",
     "test_resolvers",
     "test_wal",
 }

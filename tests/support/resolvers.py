@@ -27,18 +27,28 @@ from support import processes, servers
 from support.servers import ROOT, free_port
 
 DOCS = pathlib.Path(ROOT, "docs", "feeding.md")
-DOCS_SOCKET = "/run/dns-analytics/dnstap.sock"
+DOCS_FOLDER = "/run/dns-analytics"
+DOCS_SOCKET = f"{DOCS_FOLDER}/dnstap.sock"
 
 
-def documented_lines(heading: str, socket_path) -> str:
-    """The configuration block docs/feeding.md gives after the paragraph starting `heading`,
-    with its socket path replaced by the test's."""
+def quick_start(step: str) -> str:
+    """The fenced block docs/feeding.md marks `<!-- quick-start: STEP -->` (e.g. `bind config`)."""
     text = DOCS.read_text()
-    start = text.index(f"**{heading}**")
-    block = re.search(r"```[a-z]*\n(.*?)```", text[start:], re.S)
-    assert block, f"no configuration block after {heading} in docs/feeding.md"
-    assert DOCS_SOCKET in block.group(1)
-    return block.group(1).replace(DOCS_SOCKET, str(socket_path))
+    marker = f"<!-- quick-start: {step} -->"
+    assert text.count(marker) == 1, f"docs/feeding.md has {text.count(marker)} blocks marked {marker!r}"
+    block = re.match(r"\s*```[a-z]*\n(.*?)```", text[text.index(marker) + len(marker) :], re.S)
+    assert block, f"no fenced block right after {marker} in docs/feeding.md"
+    return block.group(1)
+
+
+def documented_lines(resolver: str, socket_path) -> str:
+    """The resolver's own lines of its quick start (the body of the here-document that writes
+    them, where the block writes a file), with the socket path replaced by the test's."""
+    block = quick_start(f"{resolver} config")
+    heredoc = re.search(r"<<'(\w+)'\n(.*?)^\1$", block, re.S | re.M)
+    lines = heredoc.group(2) if heredoc else block
+    assert DOCS_SOCKET in lines
+    return lines.replace(DOCS_SOCKET, str(socket_path))
 
 
 class Program:
@@ -92,15 +102,29 @@ class Resolver:
 
     program: Program
 
-    def __init__(self, folder: pathlib.Path, socket_path):
+    def __init__(self, folder: pathlib.Path, socket_path, *, user: str | None = None):
+        """`user`: started as root, run as that user and its group alone (as Debian's units
+        run it), owning the folder and the files it is given there."""
         servers.refuse_in_fast_lane(self.program.name)
         self.binary = self.program.require()
         self.folder = folder
         self.port = free_port()
         self.log_path = folder / f"{self.program.binary}.log"
         self.log = open(self.log_path, "ab")
+        before = set(folder.iterdir())
+        command = self.command(socket_path)
+        if user:
+            for path in {folder, *(set(folder.iterdir()) - before)}:
+                shutil.chown(path, user, user)
         self.process = subprocess.Popen(
-            self.command(socket_path), cwd=folder, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            command,
+            cwd=folder,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            user=user,
+            group=user,
+            extra_groups=[] if user else None,
         )
         self._wait_answering()
 
@@ -144,7 +168,7 @@ class Bind(Resolver):
             "home.example. IN NS ns.home.example.\n"
             "ns.home.example. IN A 127.0.0.1\n" + records + "\n"
         )
-        documented = documented_lines("BIND 9", socket_path)
+        documented = documented_lines("bind", socket_path)
         conf = self.folder / "named.conf"
         conf.write_text(
             f"""options {{
@@ -173,12 +197,14 @@ class Knot(Resolver):
         conf = self.folder / "kresd.conf"
         conf.write_text(
             f"""net.listen('127.0.0.1', {self.port}, {{ kind = 'dns' }})
-{documented_lines("Knot Resolver", socket_path)}
+{documented_lines("knot", socket_path)}
 modules.load('hints > iterate')
 hints.use_nodata(true)
 {hints}
--- a blocklisted zone (NXDOMAIN); no test asks a name that would be sought on the internet
+-- a blocklisted zone (NXDOMAIN); the name docs/feeding.md's check asks refused, so that no
+-- test asks a name that would be sought on the internet
 policy.add(policy.suffix(policy.DENY, {{todname('ads.example.')}}))
+policy.add(policy.suffix(policy.REFUSE, {{todname('example.com.')}}))
 """
         )
         (self.folder / "kresd").mkdir(exist_ok=True)
@@ -191,9 +217,9 @@ class Dnsdist(Resolver):
 
     program = DNSDIST
 
-    def __init__(self, folder, socket_path):
+    def __init__(self, folder, socket_path, **how):
         self.upstream = Upstream()
-        super().__init__(folder, socket_path)
+        super().__init__(folder, socket_path, **how)
 
     def command(self, socket_path):
         conf = self.folder / "dnsdist.conf"

@@ -77,7 +77,8 @@ def _binary() -> str | None:
 class Unbound:
     """`unbound -d -c CONF` with dnstap to `socket_path` (or to `tcp` = (host, port))."""
 
-    def __init__(self, folder, *, socket_path=None, tcp=None, log_queries=True):
+    def __init__(self, folder, *, socket_path=None, tcp=None, log_queries=True, dnstap=None):
+        """`dnstap`: the whole `dnstap:` section instead (docs/feeding.md's own lines)."""
         servers.refuse_in_fast_lane("Unbound")
         self.folder = folder
         self.port = free_port()
@@ -85,10 +86,17 @@ class Unbound:
             folder.chmod(0o755)  # Unbound's user reads its configuration and reaches the socket
         self.conf = folder / "unbound.conf"
         self.log_path = folder / "unbound.log"
-        if socket_path:
-            target = f'dnstap-socket-path: "{socket_path}"'
-        else:
-            target = f"dnstap-ip: {tcp[0]}@{tcp[1]}\n    dnstap-tls: no"
+        if dnstap is None:
+            if socket_path:
+                target = f'dnstap-socket-path: "{socket_path}"'
+            else:
+                target = f"dnstap-ip: {tcp[0]}@{tcp[1]}\n    dnstap-tls: no"
+            dnstap = f"""dnstap:
+    dnstap-enable: yes
+    {target}
+    dnstap-log-client-query-messages: {"yes" if log_queries else "no"}
+    dnstap-log-client-response-messages: yes
+"""
         self.conf.write_text(
             f"""server:
     interface: 127.0.0.1@{self.port}
@@ -104,11 +112,7 @@ class Unbound:
     module-config: "iterator"
     num-threads: 1
 {ZONES}
-dnstap:
-    dnstap-enable: yes
-    {target}
-    dnstap-log-client-query-messages: {"yes" if log_queries else "no"}
-    dnstap-log-client-response-messages: yes
+{dnstap}
 remote-control:
     control-enable: no
 """
