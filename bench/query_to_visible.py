@@ -22,13 +22,12 @@ import time
 import urllib.parse
 from pathlib import Path
 
-from resolver_load import wait_for
+from resolver_load import connect_unbound, start_collector
 from server import ROOT, Server
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 from support import unbound  # noqa: E402 - the tests' harness runs Debian's Unbound the same way
 
-FEED = os.path.join(os.path.dirname(sys.executable), "dns-analytics-feed")
 POLL_SECONDS = 0.01
 GIVE_UP_SECONDS = 30.0
 
@@ -72,31 +71,18 @@ def summary(delays: list[float]) -> tuple[float, float, float, float]:
 def run(sink: str, samples: int, pause: float, options: list, keep: bool) -> list[float]:
     folder = Path(tempfile.mkdtemp(prefix=f"query-to-visible-{sink}-"))
     folder.chmod(0o755)
-    socket_path, database = folder / "dnstap.sock", folder / "analytics.db"
+    database = folder / "analytics.db"
     key = secrets.token_hex(16)
     service = Server(str(database), key, 2, str(folder / "gunicorn.log"))
-    env = {**os.environ, "ANALYTICS_RETENTION_DAYS": "0"}
-    if sink == "local":
-        env["ANALYTICS_DATABASE"] = str(database)
-    else:
-        # The collector's own store stays unused: its batches go to the service.
-        env["ANALYTICS_DATABASE"] = str(folder / "unused.db")
+    if sink == "url":
         url = f"http://127.0.0.1:{service.port}"
         options = [*options, "--url", url, "--key", key, "--spool", str(folder / "spool")]
-    log = open(folder / "collector.log", "wb")
-    collector = subprocess.Popen(
-        [FEED, "collect-dnstap", "--socket", str(socket_path), "--endpoint", "visible", *options],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+        # The collector's own store stays unused: its batches go to the service.
+        database = folder / "unused.db"
+    collector, log = start_collector(folder, "visible", options, str(database))
     resolver = None
     try:
-        wait_for(socket_path.exists, "the collector's socket")
-        unbound.let_connect(socket_path)
-        resolver = unbound.Unbound(folder, socket_path=socket_path)
-        wait_for(lambda: "A resolver connected" in (folder / "collector.log").read_text(), "Unbound's connection")
+        resolver = connect_unbound(folder)
         start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
         delays = []
         for number in range(samples):
