@@ -705,7 +705,7 @@ def test_a_killed_collectors_store_process_ends_after_the_batch_in_hand(folder, 
             sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap") + frames)
             sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
             sender.settimeout(20)
-            assert sender.recv(1) == b""  # all 200 read: one batch, delivered after a second
+            assert sender.recv(1) == b""  # all 200 read: one batch, delivered once the stream pauses
         helpers.wait_for(lambda: store_process(collector.process.pid), what="the store process")
         store = store_process(collector.process.pid)
         helpers.wait_for(lambda: waits_on_the_lock(api.database, store), what="the batch in the store")
