@@ -71,23 +71,12 @@ def main(argv=None) -> int:
 def run(rate: int, seconds: float, options: list, keep: bool, kill_after: float | None = None) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"resolver-load-{rate}-"))
     folder.chmod(0o755)
-    socket_path, database = folder / "dnstap.sock", folder / "analytics.db"
+    database = folder / "analytics.db"
     (folder / "queries.txt").write_text("\n".join(QUERIES) + "\n")
-    env = {**os.environ, "ANALYTICS_DATABASE": str(database), "ANALYTICS_RETENTION_DAYS": "0"}
-    log = open(folder / "collector.log", "wb")
-    collector = subprocess.Popen(
-        [FEED, "collect-dnstap", "--socket", str(socket_path), "--endpoint", "load", *options],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    collector, log = start_collector(folder, "load", options, str(database))
     resolver = None
     try:
-        wait_for(lambda: socket_path.exists(), "the collector's socket")
-        unbound.let_connect(socket_path)
-        resolver = unbound.Unbound(folder, socket_path=socket_path)
-        wait_for(lambda: "A resolver connected" in (folder / "collector.log").read_text(), "Unbound's connection")
+        resolver = connect_unbound(folder)
         cpu_before, busy_before, started = collector_cpu(collector.pid), machine_busy_seconds(), time.monotonic()
         perf = subprocess.run(
             [
@@ -154,6 +143,31 @@ def run(rate: int, seconds: float, options: list, keep: bool, kill_after: float 
             shutil.rmtree(folder, ignore_errors=True)
         else:
             print(f"kept {folder}")
+
+
+def start_collector(folder: Path, endpoint: str, options: list, database: str):
+    """`dns-analytics-feed collect-dnstap` on `folder`/dnstap.sock, its output in
+    `folder`/collector.log; (the process, the log's handle)."""
+    env = {**os.environ, "ANALYTICS_DATABASE": database, "ANALYTICS_RETENTION_DAYS": "0"}
+    log = open(folder / "collector.log", "wb")
+    collector = subprocess.Popen(
+        [FEED, "collect-dnstap", "--socket", str(folder / "dnstap.sock"), "--endpoint", endpoint, *options],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    return collector, log
+
+
+def connect_unbound(folder: Path) -> unbound.Unbound:
+    """A real Unbound sending its dnstap to the collector start_collector started, once connected."""
+    socket_path = folder / "dnstap.sock"
+    wait_for(socket_path.exists, "the collector's socket")
+    unbound.let_connect(socket_path)
+    resolver = unbound.Unbound(folder, socket_path=socket_path)
+    wait_for(lambda: "A resolver connected" in (folder / "collector.log").read_text(), "Unbound's connection")
+    return resolver
 
 
 def collector_cpu(pid: int) -> float:

@@ -30,7 +30,7 @@ from models.schema.tables import SCHEMA_VERSION
 from schemas.records import MAX_ID_LENGTH
 
 from . import adguard, dnstap, files, pihole
-from .collector import Collector
+from .collector import BATCH_DELAY, BATCH_IDLE, Collector
 from .common import SourceError, Summary, feed_source
 from .losses import Losses
 from .sinks import FeedError, LiveSink, LocalSink, StoreProcess, make_sink
@@ -314,10 +314,17 @@ def _octal(ctx, param, value: str) -> int:
 @click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1, 50_000), help="Records per batch.")
 @click.option(
     "--batch-delay",
-    default=1.0,
+    default=BATCH_DELAY,
     show_default=True,
     type=click.FloatRange(0.01, 60),
     help="Seconds a record may wait for its batch to fill.",
+)
+@click.option(
+    "--batch-idle",
+    default=BATCH_IDLE,
+    show_default=True,
+    type=click.FloatRange(0.001, 60),
+    help="Seconds without a message from the resolvers after which a batch goes unfilled.",
 )
 @click.option(
     "--max-pending",

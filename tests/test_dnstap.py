@@ -179,17 +179,30 @@ def test_the_collector_survives_unbound_restarting(folder, api, start_collector,
 def test_a_stop_stores_the_open_batch(folder, api, start_collector, resolvers):
     """SIGTERM delivers what waits for its batch to fill, and the collector exits cleanly."""
     socket_path = folder / "dnstap.sock"
-    collector = start_collector("--socket", str(socket_path), "--batch-size", "1000", "--batch-delay", "60")
+    collector = start_collector(
+        "--socket", str(socket_path), "--batch-size", "1000", "--batch-delay", "60", "--batch-idle", "60"
+    )
     resolver = resolvers(socket_path=socket_path)
     collector.wait_connected()
     ask_all(resolver, QUERIES[:2])
     # Unbound sends within about a second (stopping it would not help: it drops what it holds).
     time.sleep(4)
-    assert stored(api) == []  # the batch waits for 60 s or 1,000 records
+    assert stored(api) == []  # the batch waits for 60 s of quiet, 60 s, or 1,000 records
     assert collector.stop() == 0
     assert len(stored(api)) == 2
     assert "2 records delivered" in collector.output()
     assert not socket_path.exists()
+
+
+def test_a_pause_in_the_stream_delivers_the_open_batch(folder, api, start_collector, resolvers):
+    """A batch that has not filled goes once the resolver pauses, long before --batch-delay: a
+    lone query reaches the log without waiting for others."""
+    socket_path = folder / "dnstap.sock"
+    collector = start_collector("--socket", str(socket_path), "--batch-size", "1000", "--batch-delay", "60")
+    resolver = resolvers(socket_path=socket_path)
+    collector.wait_connected()
+    ask_all(resolver, QUERIES[:2])
+    check(wait_for(api, 2, timeout=30), QUERIES[:2])
 
 
 def test_without_query_messages_the_response_time_is_unknown(folder, api, start_collector, resolvers):
@@ -692,7 +705,7 @@ def test_a_killed_collectors_store_process_ends_after_the_batch_in_hand(folder, 
             sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap") + frames)
             sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
             sender.settimeout(20)
-            assert sender.recv(1) == b""  # all 200 read: one batch, delivered after a second
+            assert sender.recv(1) == b""  # all 200 read: one batch, delivered once the stream pauses
         helpers.wait_for(lambda: store_process(collector.process.pid), what="the store process")
         store = store_process(collector.process.pid)
         helpers.wait_for(lambda: waits_on_the_lock(api.database, store), what="the batch in the store")
