@@ -59,6 +59,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "sqlite_only: tests something only the SQLite store has")
     config.addinivalue_line("markers", "postgres_only: tests something only the PostgreSQL store has")
     config.addinivalue_line("markers", "system: runs a real server or program (deselect with -m 'not system')")
+    config.addinivalue_line("markers", "slow: starts nothing but takes a minute of a worker (not in the fast lane)")
     if "not system" in (config.getoption("markexpr") or ""):
         os.environ[FAST_ONLY] = "1"
 

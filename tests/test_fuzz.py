@@ -147,6 +147,7 @@ FUZZ = settings(
 )
 
 
+@pytest.mark.slow  # about 70 s of a worker: the whole run's, not the fast lane's
 @schema.parametrize()
 @FUZZ
 def test_every_operation(case):
