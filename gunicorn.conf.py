@@ -88,10 +88,10 @@ def on_starting(server):
 
 
 def _newer_database() -> str | None:
-    """The refusal of a database a newer release has used, before any worker starts: the workers
-    refuse it too (wsgi.py), but two of them stopping at once make gunicorn's halt fail with a
-    traceback of its own. Looked at in a child process, so that the master imports nothing of the
-    application (see dirty_apps)."""
+    """The refusal of a database a newer release has used (or of a record store this release
+    cannot serve from), before any worker starts: the workers refuse it too (wsgi.py), but two
+    of them stopping at once make gunicorn's halt fail with a traceback of its own. Looked at in
+    a child process, so that the master imports nothing of the application (see dirty_apps)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -107,16 +107,18 @@ def _newer_database() -> str | None:
 
 
 def _refusal_of_the_database() -> str:
+    import models.clickhouse.target
     import models.engine.database
     import models.migrations.run
     import models.runtime.config
 
     try:
         settings = models.runtime.config.read()
+        models.clickhouse.target.from_settings(settings)
         models.engine.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
         with models.engine.database.connection():
             models.migrations.run.pending()
-    except models.migrations.run.NewerDatabase as refusal:
+    except (models.migrations.run.NewerDatabase, models.clickhouse.target.BadTarget) as refusal:
         return str(refusal)
     except Exception:
         pass  # a bad setting, a database out of reach: the workers report it, as before

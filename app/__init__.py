@@ -3,6 +3,7 @@
 from flask import Flask
 from werkzeug.middleware.proxy_fix import ProxyFix
 
+import models.clickhouse.target
 import models.engine.database
 import models.migrations.run
 import models.records.freezing
@@ -41,6 +42,8 @@ def create_app(test_config=None) -> Flask:
         count = app.config["ANALYTICS_PROXY_COUNT"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=count, x_proto=count, x_host=count, x_prefix=count)
 
+    # Refused until the ClickHouse record store is whole (docs/clickhouse.md).
+    models.clickhouse.target.from_settings(app.config)
     app.extensions["database"] = models.engine.database.open_database(
         app.config["ANALYTICS_DATABASE"], app.config["ANALYTICS_WAL_LIMIT_MB"] << 20
     )

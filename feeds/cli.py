@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import click
 
+import models.clickhouse.target
 import models.engine.database
 import models.migrations.run
 import models.migrations.steps
@@ -79,6 +80,10 @@ def _open_local_store():
 def _bind_local_store() -> dict:
     """Bind models.engine.database.db to the installation's store, running nothing; its settings."""
     settings = _host().settings
+    try:
+        models.clickhouse.target.from_settings(settings)
+    except models.clickhouse.target.BadTarget as refusal:
+        raise click.ClickException(str(refusal)) from None
     models.engine.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
     return settings
 

@@ -1,6 +1,7 @@
 # Sourced by the other scripts: make sure .venv exists and holds what setup.cfg asks for.
 #   source scripts/venv.sh         the service and the feeds (what scripts/serve needs)
-#   source scripts/venv.sh test    the same and the test tools, setup.cfg's [test] extra (scripts/test)
+#   source scripts/venv.sh test    the same, the test tools and ClickHouse's packages, setup.cfg's [test]
+#                                  and [clickhouse] extras (scripts/test)
 # Reinstalls only when setup.cfg or setup.py changed since the last install, or when the test
 # tools are asked for and not there yet. The stamp records the set installed with the hash:
 # serving after testing installs nothing, and a reinstall keeps the test tools once they came.
@@ -27,7 +28,7 @@ fi
 if [ "${HAD_HASH:-}" != "$HASH" ] || [ "${HAD_SET:-}" != "$SET" ]; then
     if [ "$SET" = test ]; then
         echo "Installing the service and its test tools into .venv ..." >&2
-        TARGET="$ROOT[test]"
+        TARGET="$ROOT[test,clickhouse]"
     else
         echo "Installing the service into .venv ..." >&2
         TARGET="$ROOT"

@@ -18,7 +18,7 @@ import pytest
 
 from app import create_app
 
-from support import nginx, postgres, resolvers, rsyslog, stores, unbound
+from support import chdb, nginx, postgres, resolvers, rsyslog, stores, unbound
 from support.helpers import API_KEY
 from support.servers import FAST_ONLY
 
@@ -30,6 +30,7 @@ REAL_PROGRAMS = {
     "nginx": nginx,
     "Unbound": unbound,
     "rsyslog": rsyslog,
+    "chDB": chdb,
     **{program.name: program for program in resolvers.PROGRAMS},
 }
 
@@ -120,6 +121,7 @@ def _probe():
     nginx.probe_once()
     unbound.probe()
     rsyslog.probe()
+    chdb.probe()
     for program in resolvers.PROGRAMS:
         program.probe()
 
@@ -134,6 +136,8 @@ def _announce(config):
         reporter.write_line(f"Unbound: {unbound.VERSION}")
     if rsyslog.VERSION and not rsyslog.UNAVAILABLE:
         reporter.write_line(f"rsyslog: {rsyslog.VERSION}")
+    if chdb.VERSION and not chdb.UNAVAILABLE:
+        reporter.write_line(f"chDB: {chdb.VERSION}")
     for program in resolvers.PROGRAMS:
         if program.VERSION and not program.UNAVAILABLE:
             reporter.write_line(f"{program.name}: {program.VERSION}")

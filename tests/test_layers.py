@@ -154,6 +154,7 @@ def test_every_catalogue_field_has_its_column(field):
 ROOMS = (
     "runtime",
     "engine",
+    "clickhouse",
     "schema",
     "access",
     "records",

@@ -10,6 +10,8 @@ DAY_MS = 86_400_000
 
 DEFAULTS = {
     "ANALYTICS_DATABASE": None,  # None: instance/analytics.db
+    # A ClickHouse for the records (docs/clickhouse.md); empty: they stay in ANALYTICS_DATABASE.
+    "ANALYTICS_RECORD_STORE": "",
     "ANALYTICS_API_KEY": None,
     "ANALYTICS_RETENTION_DAYS": 33,
     # Statistics (daily rollups) outlive the records: kept this long (0: forever), never

@@ -1,0 +1,195 @@
+"""Talking to ClickHouse: the one place where chDB (in this process) and a server (through the
+vendor's client) differ. Statements are ClickHouse SQL with `{name:Type}` parameters, which both
+bind themselves; rows come back as tuples.
+
+Times go in as epoch milliseconds, for columns the caller names: a server takes a DateTime64(3)
+as its ticks, while chDB's JSON input reads a number as seconds, so it is handed the seconds as
+a decimal text."""
+
+import fcntl
+import json
+import os
+import threading
+from abc import ABC, abstractmethod
+
+from models.clickhouse.target import Target
+
+# The file in a chDB folder that a process holds while it has the folder open (ClickHouse's own
+# lock, `status`, only says "another server instance"): it names the process.
+LOCK_FILE = "analytics.lock"
+
+
+class FolderInUse(RuntimeError):
+    """A chDB folder another process has open."""
+
+
+class Connection(ABC):
+    """One ClickHouse, for this process."""
+
+    def __init__(self, target: Target):
+        self.target = target
+
+    @abstractmethod
+    def rows(self, sql: str, params: dict | None = None) -> list[tuple]:
+        """The rows of a SELECT."""
+
+    @abstractmethod
+    def command(self, sql: str, params: dict | None = None) -> None:
+        """Run a statement that returns nothing (DDL, ALTER, DELETE)."""
+
+    @abstractmethod
+    def insert(self, table: str, columns: tuple[str, ...], rows: list, times=(), token: str | None = None) -> None:
+        """Insert `rows` (tuples in `columns`' order) into `table` as one block: all or none.
+        `times`: the columns holding epoch milliseconds for a DateTime64(3). `token`: the
+        block's deduplication token, so that the same insert sent again is stored once."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Let the ClickHouse go (for chDB: the folder, for another process to open)."""
+
+
+class InProcess(Connection):
+    """chDB: ClickHouse inside this process, on a folder no other process may have open."""
+
+    def __init__(self, target: Target):
+        super().__init__(target)
+        from chdb import session  # the extra: only an install that names chDB needs it
+
+        os.makedirs(target.folder, exist_ok=True)
+        self._lock = _hold(target.folder)
+        try:
+            self._session = session.Session(target.folder)
+        except Exception:
+            os.close(self._lock)
+            raise
+        self._closed = False
+
+    def rows(self, sql, params=None):
+        result = self._session.query(sql, "JSONCompact", params=params or {})
+        return [tuple(row) for row in json.loads(result.bytes())["data"]] if result.bytes() else []
+
+    def command(self, sql, params=None):
+        self._session.query(sql, "Null", params=params or {})
+
+    def insert(self, table, columns, rows, times=(), token=None):
+        if not rows:
+            return
+        at = [columns.index(column) for column in times]
+        lines = []
+        for row in rows:
+            if at:
+                row = list(row)
+                for i in at:
+                    if row[i] is not None:
+                        row[i] = f"{row[i] // 1000}.{row[i] % 1000:03d}"
+            lines.append(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
+        named = [f"{name} = {{{name}:String}}" for name in _deduplicating(token)] if token else []
+        settings = f" SETTINGS {', '.join(named)}" if named else ""
+        self._session.query(
+            f"INSERT INTO {table} ({', '.join(columns)}){settings} FORMAT JSONCompactEachRow\n" + "\n".join(lines),
+            "Null",
+            params=_deduplicating(token) if token else {},
+        )
+
+    def close(self):
+        global _open_here
+        if not self._closed:
+            self._closed = True
+            self._session.close()
+            os.close(self._lock)
+            if _open_here is self:
+                _open_here = None
+
+
+class Server(Connection):
+    """A ClickHouse server, through clickhouse-connect (its HTTP interface); a client per
+    thread, as a client runs one query at a time."""
+
+    def __init__(self, target: Target):
+        super().__init__(target)
+        import clickhouse_connect  # the extra: only an install that names a server needs it
+
+        self._connect = clickhouse_connect.get_client
+        self._local = threading.local()
+        self._clients = []
+
+    def _client(self):
+        client = getattr(self._local, "client", None)
+        if client is None:
+            target = self.target
+            client = self._connect(
+                host=target.host,
+                port=target.port,
+                username=target.user,
+                password=target.password,
+                database=target.database,
+                secure=target.secure,
+                autogenerate_session_id=False,
+            )
+            self._local.client = client
+            self._clients.append(client)
+        return client
+
+    def rows(self, sql, params=None):
+        return [tuple(row) for row in self._client().query(sql, parameters=params or {}).result_rows]
+
+    def command(self, sql, params=None):
+        self._client().command(sql, parameters=params or {})
+
+    def insert(self, table, columns, rows, times=(), token=None):
+        if not rows:
+            return
+        settings = _deduplicating(token) if token else None
+        self._client().insert(table, rows, column_names=list(columns), settings=settings)
+
+    def close(self):
+        for client in self._clients:
+            client.close()
+        self._clients.clear()
+        self._local = threading.local()
+
+
+def _deduplicating(token: str) -> dict:
+    """The settings of an insert stored once under `token`, its views fed once too."""
+    return {"insert_deduplication_token": token, "deduplicate_blocks_in_dependent_materialized_views": "1"}
+
+
+# The chDB folder this process has open: chDB runs one embedded server a process, on one folder.
+_open_here: InProcess | None = None
+
+
+def connect(target: Target) -> Connection:
+    """A connection to `target`: for chDB, the process's own while it has that folder open.
+    FolderInUse: a chDB folder another process has open, or another folder open in this one."""
+    global _open_here
+    if not target.in_process:
+        return Server(target)
+    if _open_here is not None:
+        if _open_here.target.folder == target.folder:
+            return _open_here
+        raise FolderInUse(
+            f"ANALYTICS_RECORD_STORE: this process has chdb://{_open_here.target.folder} open, and chDB "
+            f"opens one folder a process: close it before opening chdb://{target.folder}"
+        )
+    _open_here = InProcess(target)
+    return _open_here
+
+
+def _hold(folder: str) -> int:
+    """Take the folder's lock for this process, writing its pid into it; FolderInUse naming the
+    process that holds it."""
+    path = os.path.join(folder, LOCK_FILE)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        raise FolderInUse(
+            f"ANALYTICS_RECORD_STORE: chdb://{folder} is open in process {holder}: chDB lets one process "
+            "open a folder, so the service runs with one worker (-w 1) and feeds send to it with --url "
+            "(or use a ClickHouse server: clickhouse://...)"
+        ) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd

@@ -1,0 +1,142 @@
+"""The record store's tables in ClickHouse, and the statements that make them (docs/clickhouse.md
+"The tables" says why each is as it is).
+
+One ClickHouse: each table as named. A cluster (`Target.cluster`): each statement ON CLUSTER,
+each table a Replicated one with `_local` after its name, and a Distributed table of the plain
+name over it, which the service reads and writes."""
+
+from dataclasses import dataclass
+
+from catalogue import BOOLEAN, CLIENT, DERIVED, ENDPOINT, FIELDS, INTEGER, NUMBER, TERM, TIME
+from models.clickhouse.target import Target
+
+# Strings with too many values for a dictionary per part to pay (most of a part's rows would
+# each add a value to it): stored plain, compressed.
+_PLAIN = {"question", "answers", "trigger_value", "spoof_target", "registrable_domain"}
+# Rows of a shard: one client's records on one shard (its deletion and last activity are one
+# shard's work), and a large endpoint still spread over all of them.
+SHARDING_KEY = "cityHash64(endpoint, client)"
+# The newest inserts whose tokens a table remembers: far more batches than a feed's spool holds
+# unacknowledged.
+DEDUPLICATION_WINDOW = 10_000
+
+
+def column_type(field) -> str:
+    """The ClickHouse type (with its codec) of a record field's column."""
+    if field.storage == TIME:
+        return "DateTime64(3, 'UTC') CODEC(DoubleDelta, ZSTD(1))"
+    if field.storage in (ENDPOINT, CLIENT):
+        return "LowCardinality(String)"
+    if field.storage == TERM:
+        return "String CODEC(ZSTD(1))" if field.sql in _PLAIN else "LowCardinality(String)"
+    return {
+        INTEGER: "Nullable(Int64) CODEC(ZSTD(1))",
+        NUMBER: "Nullable(Float64) CODEC(ZSTD(1))",
+        BOOLEAN: "Nullable(Bool)",
+    }[field.storage]
+
+
+# The records' columns, in the order an insert gives them: the record's number, then the
+# catalogue's fields (derived ones stored as columns: nothing outside ClickHouse to look them up in).
+RECORD_COLUMNS = ("id", *(field.sql for field in FIELDS + DERIVED))
+TIME_COLUMNS = ("ts",)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    engine: str  # the MergeTree family member, without its arguments
+    tail: str  # PARTITION BY, ORDER BY, SETTINGS...
+    indexes: tuple[str, ...] = ()
+    # The materialised view that fills it: its SELECT (FROM the records table); None: written
+    # directly.
+    filled_by: str | None = None
+
+
+def _tables() -> tuple[Table, ...]:
+    record = (("id", "UInt64 CODEC(Delta, ZSTD(1))"), *((f.sql, column_type(f)) for f in FIELDS + DERIVED))
+    latest = "SimpleAggregateFunction(max, DateTime64(3, 'UTC'))"
+    earliest = "SimpleAggregateFunction(min, DateTime64(3, 'UTC'))"
+    return (
+        Table(
+            "records",
+            record,
+            "MergeTree",
+            "PARTITION BY toDate(ts) ORDER BY (endpoint, ts, id)",
+            indexes=(
+                "INDEX numbers id TYPE minmax GRANULARITY 1",
+                "INDEX clients client TYPE bloom_filter(0.01) GRANULARITY 4",
+                "INDEX names question TYPE ngrambf_v1(3, 4096, 3, 0) GRANULARITY 4",
+            ),
+        ),
+        Table(
+            "last_activity",
+            (("endpoint", "LowCardinality(String)"), ("client", "LowCardinality(String)"), ("ts", latest)),
+            "AggregatingMergeTree",
+            "ORDER BY (endpoint, client)",
+            filled_by="SELECT endpoint, client, max(ts) AS ts FROM {records} GROUP BY endpoint, client",
+        ),
+        # A name's first and last sighting per endpoint, and ('') over all endpoints.
+        Table(
+            "names_seen",
+            (
+                ("endpoint", "LowCardinality(String)"),
+                ("question", "String CODEC(ZSTD(1))"),
+                ("first", earliest),
+                ("last", latest),
+            ),
+            "AggregatingMergeTree",
+            "ORDER BY (endpoint, question)",
+            filled_by="SELECT scope AS endpoint, question, min(ts) AS first, max(ts) AS last FROM {records} "
+            "ARRAY JOIN [endpoint, ''] AS scope GROUP BY scope, question",
+        ),
+    )
+
+
+TABLES = _tables()
+
+
+def statements(target: Target) -> list[str]:
+    """The statements that make the database and every table (and view) of `target`, in order;
+    each may run again on a database that has them."""
+    database, cluster = target.database, target.cluster
+    on = f" ON CLUSTER {cluster}" if cluster else ""
+    made = [f"CREATE DATABASE IF NOT EXISTS {database}{on}"]
+    for table in TABLES:
+        name = f"{database}.{table.name}"
+        local = f"{name}_local" if cluster else name
+        columns = [f"{column} {kind}" for column, kind in table.columns] + list(table.indexes)
+        if cluster:
+            engine = f"Replicated{table.engine}('/clickhouse/tables/{{shard}}/{database}/{table.name}', '{{replica}}')"
+        else:
+            engine = table.engine
+        body = ",\n    ".join(columns)
+        settings = f"\nSETTINGS non_replicated_deduplication_window = {DEDUPLICATION_WINDOW}"
+        # Inserts sent again with the same deduplication token are stored once (a batch retried
+        # under its batch key), and so are the blocks its views write: Replicated tables remember
+        # recent tokens by themselves, a plain MergeTree only when told to.
+        tail = table.tail + ("" if cluster else settings)
+        made.append(f"CREATE TABLE IF NOT EXISTS {local}{on} (\n    {body}\n) ENGINE = {engine}\n{tail}")
+        if cluster:
+            made.append(
+                f"CREATE TABLE IF NOT EXISTS {name}{on} AS {local} "
+                f"ENGINE = Distributed({cluster}, {database}, {table.name}_local, {SHARDING_KEY})"
+            )
+    # Each node's views fill its own shard's tables from its own records: what a shard holds
+    # of a client (all of it, by the sharding key) or of a name (its share, merged at reads).
+    records = f"{database}.records_local" if cluster else f"{database}.records"
+    for table in TABLES:
+        if table.filled_by:
+            into = f"{database}.{table.name}_local" if cluster else f"{database}.{table.name}"
+            made.append(
+                f"CREATE MATERIALIZED VIEW IF NOT EXISTS {database}.{table.name}_view{on} TO {into} AS "
+                + table.filled_by.format(records=records)
+            )
+    return made
+
+
+def create(connection) -> None:
+    """Make what is missing of the record store's tables on the connection's ClickHouse."""
+    for statement in statements(connection.target):
+        connection.command(statement)

@@ -1,0 +1,246 @@
+"""The ClickHouse record store's first step (docs/clickhouse.md "The plan"): the setting read,
+and refused at start while the store is incomplete; the tables made on chDB, their views filled,
+an insert sent twice stored once; one process a chDB folder; a cluster's statements."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from feeds.cli import main as feed_program
+from models.clickhouse import connection, tables
+from models.clickhouse.target import BadTarget, Target, from_settings, parse
+
+from support import chdb
+from support.helpers import API_KEY
+from support.servers import ROOT, free_port, refuse_in_fast_lane
+
+REFUSAL = "ANALYTICS_RECORD_STORE: the ClickHouse record store is not complete in this release"
+
+
+def test_a_setting_names_a_server_or_a_folder():
+    assert parse("clickhouse://reader:s%40cret@ch.example:9000/dns?cluster=farm") == Target(
+        database="dns", host="ch.example", port=9000, user="reader", password="s@cret", cluster="farm"
+    )
+    assert parse("clickhouses://ch.example/dns") == Target(database="dns", host="ch.example", port=8443, secure=True)
+    assert parse("clickhouse://ch.example") == Target(database="default", host="ch.example")
+    assert parse("chdb:///var/lib/dns//records/") == Target(database="analytics", folder="/var/lib/dns/records")
+    # What a message shows of a server leaves its password out.
+    assert str(parse("clickhouse://u:pw@h:1/d")) == "clickhouse://u@h:1/d"
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("chdb://records", "chdb:// takes a folder, not a host ('records'): write chdb:///ABSOLUTE/FOLDER"),
+        ("chdb:///", "chdb:// needs an absolute folder, not '/'"),
+        ("chdb:///srv/ch?cluster=farm", "?cluster= is for a ClickHouse server; chDB is one process"),
+        ("clickhouse:///dns", "a ClickHouse server needs a host"),
+        ("clickhouse://h/dns?shards=2", "unknown option 'shards' (the one option is ?cluster=NAME)"),
+        ("clickhouse://h/dns-1", "the database 'dns-1' is not a plain name"),
+        ("clickhouse://h/dns?cluster=", "the cluster '' is not a plain name"),
+        ("clickhouse://h:port/dns", "Port could not be cast to integer value"),
+        ("postgresql://h/dns", "'postgresql' is not a ClickHouse: use clickhouse://"),
+        ("/srv/records", "'/srv/records' is not a ClickHouse"),
+    ],
+)
+def test_a_setting_that_names_no_clickhouse_is_refused_saying_why(text, said):
+    with pytest.raises(BadTarget) as refused:
+        parse(text)
+    assert str(refused.value).startswith("ANALYTICS_RECORD_STORE: ")
+    assert said in str(refused.value)
+
+
+def test_unset_the_records_stay_in_the_database_and_set_it_is_refused_for_now():
+    assert from_settings({}) is None
+    assert from_settings({"ANALYTICS_RECORD_STORE": " "}) is None
+    with pytest.raises(BadTarget) as refused:
+        from_settings({"ANALYTICS_RECORD_STORE": "chdb:///srv/records"})
+    assert str(refused.value).startswith(REFUSAL)
+    with pytest.raises(BadTarget, match="not a ClickHouse"):  # a wrong value says what is wrong with it
+        from_settings({"ANALYTICS_RECORD_STORE": "mysql://h/d"})
+
+
+def test_the_app_and_a_local_feed_refuse_the_setting_and_store_nothing(make_app, database, tmp_path):
+    folder = tmp_path / "records"
+    with pytest.raises(BadTarget, match=REFUSAL):
+        make_app(ANALYTICS_RECORD_STORE=f"chdb://{folder}")
+    records = tmp_path / "records.ndjson"
+    records.write_text('{"endpointId": "home", "clientId": "laptop", "question": "example.com"}\n')
+    result = CliRunner().invoke(
+        feed_program,
+        ["ingest", str(records)],
+        env={"ANALYTICS_DATABASE": database, "ANALYTICS_RECORD_STORE": f"chdb://{folder}"},
+    )
+    assert result.exit_code == 1
+    assert result.output.splitlines()[0].startswith(f"Error: {REFUSAL}")
+    assert not folder.exists()
+
+
+def test_gunicorn_refuses_the_setting_in_one_line(tmp_path):
+    refuse_in_fast_lane("gunicorn")
+    database = tmp_path / "analytics.db"
+    started = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{free_port()}", "wsgi:app"],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "ANALYTICS_DATABASE": str(database),
+            "ANALYTICS_RECORD_STORE": f"chdb://{tmp_path}/records",
+            "ANALYTICS_API_KEY": API_KEY,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert started.returncode != 0
+    assert REFUSAL in started.stderr
+    assert "Traceback" not in started.stderr, started.stderr
+    assert not database.exists()
+
+
+@pytest.fixture
+def clickhouse(tmp_path):
+    """chDB on a folder of the test's own, with the record store's tables."""
+    chdb.needed()
+    opened = connection.connect(Target(database="analytics", folder=str(tmp_path / "ch")))
+    try:
+        tables.create(opened)
+        yield opened
+    finally:
+        opened.close()
+
+
+def _record(number, ts, **values):
+    row = dict.fromkeys(tables.RECORD_COLUMNS, "")
+    row.update({"id": number, "ts": ts, "endpoint": "home", "client": "laptop", "question": "example.com", "action": 1})
+    row.update({column: None for column in ("response_time_ms", "cached", "src_asn", "dst_asn")})
+    row["registrable_domain"] = row["question"]
+    row.update(values)
+    return tuple(row[column] for column in tables.RECORD_COLUMNS)
+
+
+def test_records_go_in_and_come_back_as_they_were(clickhouse):
+    rows = [
+        _record(1, 1_700_000_000_123),
+        _record(
+            2,
+            1_700_000_000_999,
+            client="phone",
+            question="ünïcode.example",
+            answers='["192.0.2.1"]',
+            response_time_ms=12.5,
+            cached=True,
+            src_asn=2**63 - 1,
+            dst_asn=-(2**63),
+            action=-1,
+        ),
+        _record(3, 1_600_000_000_000, endpoint="office", src_ip="2001:db8::1", spoof_target='a,"b"\nc'),
+    ]
+    clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, rows, times=tables.TIME_COLUMNS)
+    columns = ", ".join("toUnixTimestamp64Milli(ts)" if c == "ts" else c for c in tables.RECORD_COLUMNS)
+    back = clickhouse.rows(f"SELECT {columns} FROM analytics.records ORDER BY id")
+    assert back == rows
+
+
+def test_the_views_keep_last_activity_and_first_seen(clickhouse):
+    rows = [
+        _record(1, 1_700_000_000_000, question="a.example"),
+        _record(2, 1_700_000_005_000, question="a.example", client="phone"),
+        _record(3, 1_699_000_000_000, question="a.example", endpoint="office"),
+    ]
+    clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, rows[:2], times=tables.TIME_COLUMNS)
+    clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, rows[2:], times=tables.TIME_COLUMNS)
+    assert clickhouse.rows(
+        "SELECT endpoint, client, toUnixTimestamp64Milli(max(ts)) FROM analytics.last_activity "
+        "GROUP BY endpoint, client ORDER BY endpoint, client"
+    ) == [
+        ("home", "laptop", 1_700_000_000_000),
+        ("home", "phone", 1_700_000_005_000),
+        ("office", "laptop", 1_699_000_000_000),
+    ]
+    assert clickhouse.rows(
+        "SELECT endpoint, toUnixTimestamp64Milli(min(first)), toUnixTimestamp64Milli(max(last)) "
+        "FROM analytics.names_seen WHERE question = {q:String} GROUP BY endpoint ORDER BY endpoint",
+        {"q": "a.example"},
+    ) == [
+        ("", 1_699_000_000_000, 1_700_000_005_000),
+        ("home", 1_700_000_000_000, 1_700_000_005_000),
+        ("office", 1_699_000_000_000, 1_699_000_000_000),
+    ]
+
+
+def test_an_insert_sent_again_with_its_token_is_stored_once(clickhouse):
+    batch = [_record(1, 1_700_000_000_000), _record(2, 1_700_000_000_001)]
+    for _ in range(2):
+        clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, batch, times=tables.TIME_COLUMNS, token="b-1")
+        # The views are fed once too (one row: the batch's one client, nothing to merge it with).
+        assert clickhouse.rows("SELECT count() FROM analytics.last_activity") == [(1,)]
+    clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, batch[:1], times=tables.TIME_COLUMNS, token="b-2")
+    assert clickhouse.rows("SELECT count() FROM analytics.records") == [(3,)]
+
+
+def test_making_the_tables_again_changes_nothing(clickhouse):
+    clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, [_record(1, 1_700_000_000_000)], times=("ts",))
+    tables.create(clickhouse)
+    assert clickhouse.rows("SELECT count() FROM analytics.records") == [(1,)]
+    assert clickhouse.rows("SELECT count() FROM analytics.last_activity") == [(1,)]
+
+
+def test_a_chdb_folder_serves_one_process(clickhouse, tmp_path):
+    folder = clickhouse.target.folder
+    other = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+                from models.clickhouse import connection
+                from models.clickhouse.target import Target
+                try:
+                    connection.connect(Target(database="analytics", folder={folder!r}))
+                except connection.FolderInUse as refused:
+                    print(refused)
+            """),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert other.stdout.strip() == (
+        f"ANALYTICS_RECORD_STORE: chdb://{folder} is open in process {os.getpid()}: chDB lets one process "
+        "open a folder, so the service runs with one worker (-w 1) and feeds send to it with --url "
+        "(or use a ClickHouse server: clickhouse://...)"
+    ), other.stderr
+    # In this process: the same folder is the same connection, another one is refused by name.
+    assert connection.connect(clickhouse.target) is clickhouse
+    with pytest.raises(connection.FolderInUse, match="chDB opens one folder a process"):
+        connection.connect(Target(database="analytics", folder=str(tmp_path / "elsewhere")))
+
+
+def test_a_cluster_gets_replicated_tables_behind_distributed_ones():
+    made = tables.statements(parse("clickhouse://h/dns?cluster=farm"))
+    assert made[0] == "CREATE DATABASE IF NOT EXISTS dns ON CLUSTER farm"
+    assert all(" ON CLUSTER farm" in statement for statement in made)
+    for table in tables.TABLES:
+        local = next(s for s in made if s.startswith(f"CREATE TABLE IF NOT EXISTS dns.{table.name}_local "))
+        assert (
+            f"ENGINE = Replicated{table.engine}('/clickhouse/tables/{{shard}}/dns/{table.name}', '{{replica}}')"
+            in local
+        )
+        assert "non_replicated_deduplication_window" not in local
+        assert (
+            f"CREATE TABLE IF NOT EXISTS dns.{table.name} ON CLUSTER farm AS dns.{table.name}_local "
+            f"ENGINE = Distributed(farm, dns, {table.name}_local, cityHash64(endpoint, client))"
+        ) in made
+        if table.filled_by:
+            view = next(s for s in made if f"VIEW IF NOT EXISTS dns.{table.name}_view " in s)
+            assert f" TO dns.{table.name}_local AS " in view
+            assert "FROM dns.records_local " in view
+    # One ClickHouse: plain tables, no cluster, inserts deduplicated by their tokens.
+    single = tables.statements(parse("clickhouse://h/dns"))
+    assert not any("CLUSTER" in s or "Replicated" in s or "Distributed" in s for s in single)
+    assert "SETTINGS non_replicated_deduplication_window = 10000" in single[1]
