@@ -260,3 +260,19 @@ def client(app):
 @pytest.fixture
 def runner(app):
     return app.test_cli_runner()
+
+
+@pytest.fixture
+def clickhouse(tmp_path):
+    """chDB on a folder of the test's own, with the record store's tables (skipped, and said in
+    red, where chDB cannot run)."""
+    from models.clickhouse import connection, tables
+    from models.clickhouse.target import Target
+
+    chdb.needed()
+    opened = connection.connect(Target(database="analytics", folder=str(tmp_path / "clickhouse")))
+    try:
+        tables.create(opened)
+        yield opened
+    finally:
+        opened.close()

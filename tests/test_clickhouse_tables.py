@@ -14,7 +14,6 @@ from feeds.cli import main as feed_program
 from models.clickhouse import connection, tables
 from models.clickhouse.target import BadTarget, Target, from_settings, parse
 
-from support import chdb
 from support.helpers import API_KEY
 from support.servers import ROOT, free_port, refuse_in_fast_lane
 
@@ -100,18 +99,6 @@ def test_gunicorn_refuses_the_setting_in_one_line(tmp_path):
     assert REFUSAL in started.stderr
     assert "Traceback" not in started.stderr, started.stderr
     assert not database.exists()
-
-
-@pytest.fixture
-def clickhouse(tmp_path):
-    """chDB on a folder of the test's own, with the record store's tables."""
-    chdb.needed()
-    opened = connection.connect(Target(database="analytics", folder=str(tmp_path / "ch")))
-    try:
-        tables.create(opened)
-        yield opened
-    finally:
-        opened.close()
 
 
 def _record(number, ts, **values):

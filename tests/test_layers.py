@@ -154,7 +154,6 @@ def test_every_catalogue_field_has_its_column(field):
 ROOMS = (
     "runtime",
     "engine",
-    "clickhouse",
     "schema",
     "access",
     "records",
@@ -163,6 +162,7 @@ ROOMS = (
     "ingest",
     "clients",
     "delivery",
+    "clickhouse",
     "migrations",
 )
 

@@ -65,11 +65,11 @@ class InProcess(Connection):
         self._closed = False
 
     def rows(self, sql, params=None):
-        result = self._session.query(sql, "JSONCompact", params=params or {})
+        result = self._session.query(sql, "JSONCompact", params=_texts(params))
         return [tuple(row) for row in json.loads(result.bytes())["data"]] if result.bytes() else []
 
     def command(self, sql, params=None):
-        self._session.query(sql, "Null", params=params or {})
+        self._session.query(sql, "Null", params=_texts(params))
 
     def insert(self, table, columns, rows, times=(), token=None):
         if not rows:
@@ -88,7 +88,7 @@ class InProcess(Connection):
         self._session.query(
             f"INSERT INTO {table} ({', '.join(columns)}){settings} FORMAT JSONCompactEachRow\n" + "\n".join(lines),
             "Null",
-            params=_deduplicating(token) if token else {},
+            params=_texts(_deduplicating(token) if token else {}),
         )
 
     def close(self):
@@ -147,6 +147,29 @@ class Server(Connection):
             client.close()
         self._clients.clear()
         self._local = threading.local()
+
+
+def _texts(params: dict | None) -> dict[str, str]:
+    """Parameters as chDB takes them: each value in ClickHouse's text form of its type (the
+    server's client writes them so itself)."""
+    return {name: _text(value, quoted=False) for name, value in (params or {}).items()}
+
+
+_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "'": "\\'"})
+
+
+def _text(value, quoted: bool) -> str:
+    """`value` in ClickHouse's escaped text form; a string inside an array is quoted."""
+    if value is None:
+        return "NULL" if quoted else "\\N"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_text(item, quoted=True) for item in value) + "]"
+    text = str(value).translate(_ESCAPES)
+    return f"'{text}'" if quoted else text
 
 
 def _deduplicating(token: str) -> dict:

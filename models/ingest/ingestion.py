@@ -67,12 +67,12 @@ def _store(records: list[tuple], in_transaction, first) -> int:
     strings.discard(None)
     questions = set(columns[_QUESTION])
     strings |= domains.domains_of(questions)
-    metadata = _newest_metadata(records, client_keys, columns[_TS])
+    metadata = newest_metadata(records, client_keys, columns[_TS])
     with write_transaction():
         if first is not None:
             first()
         endpoints = endpoint_ids(set(columns[_ENDPOINT]))
-        clients = _upsert_clients(metadata, endpoints)
+        clients = upsert_clients(metadata, endpoints)
         terms = term_ids(strings)
         terms[None] = None
         # The stored columns: ids in place of names and strings.
@@ -132,7 +132,7 @@ def forget_batch_keys(before_ms: int) -> int:
         return query("DELETE FROM ingest_batch WHERE created < ?", [before_ms]).rowcount
 
 
-def _newest_metadata(records, client_keys, stamps) -> dict[tuple[str, str], tuple[dict, dict]]:
+def newest_metadata(records, client_keys, stamps) -> dict[tuple[str, str], tuple[dict, dict]]:
     """Per client of the batch, the newest value of each metadata field it saw and the time it
     saw it: ({field: value}, {field: ts}). Ties go to the later record."""
     # A feed's records of one client usually carry the same fields: then its newest record
@@ -182,8 +182,8 @@ def _merged_metadata(indexes, records, stamps) -> tuple[dict, dict]:
     return values, times
 
 
-def _upsert_clients(metadata, endpoints) -> dict[tuple[str, str], int]:
-    """Create or update the client entries of a batch (see _newest_metadata); their ids by
+def upsert_clients(metadata, endpoints) -> dict[tuple[str, str], int]:
+    """Create or update the client entries of a batch (see newest_metadata); their ids by
     (endpoint, client)."""
     width = 2 + 2 * len(CLIENT_META_FIELDS)
     by_id = {ident: name for name, ident in endpoints.items()}

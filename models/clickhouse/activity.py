@@ -1,0 +1,85 @@
+"""Reading records back from ClickHouse as the log's rows: the filters as a ClickHouse condition,
+and a page of the log (the same rows, in the same order, as models.clients.activity's)."""
+
+from catalogue import BOOLEAN, INTEGER, NUMBER, READ_FIELDS, TERM
+from models.clickhouse.tables import RECORD_COLUMNS
+from models.clients.activity import RecordRow
+from models.engine.sql import ascii_lower, like_escape
+from models.records.filters import Filters
+
+_PARAMETER_TYPES = {INTEGER: "Array(Int64)", NUMBER: "Array(Float64)", BOOLEAN: "Array(Bool)"}
+# A RecordRow's columns as ClickHouse selects them (the time as epoch milliseconds).
+_SELECTED = ", ".join("toUnixTimestamp64Milli(ts)" if column == "ts" else column for column in RecordRow._fields)
+
+
+def _storage(column: str) -> str:
+    return next(field.storage for field in READ_FIELDS if field.sql == column)
+
+
+# Strings ClickHouse keeps as '' for unknown, which a RecordRow holds as None (as the SQL store's).
+_STRINGS_AT = [i for i, column in enumerate(RecordRow._fields) if column != "id" and _storage(column) == TERM]
+assert set(RecordRow._fields) <= set(RECORD_COLUMNS), "every column a row shows is a column of the records"
+
+
+def condition(filters: Filters) -> tuple[str, dict]:
+    """(a ClickHouse condition on the records, its parameters) for `filters`."""
+    parts, params = [], {}
+    if filters.start_ms is not None:
+        parts.append("ts >= fromUnixTimestamp64Milli({start:Int64})")
+        params["start"] = filters.start_ms
+    if filters.end_ms is not None:
+        parts.append("ts <= fromUnixTimestamp64Milli({end:Int64})")
+        params["end"] = filters.end_ms
+    for i, (column, values) in enumerate(sorted(filters.values.items())):
+        if values:
+            kind = _PARAMETER_TYPES.get(_storage(column), "Array(String)")
+            parts.append(f"{column} IN {{v{i}:{kind}}}")
+            params[f"v{i}"] = list(values)
+    if filters.endpoint_limit is not None:
+        parts.append("endpoint IN {allowed:Array(String)}")
+        params["allowed"] = sorted(filters.endpoint_limit)
+    if filters.search:
+        search, named = _search(filters.search, filters.search_mode)
+        parts.append(search)
+        params.update(named)
+    return " AND ".join(parts) or "1", params
+
+
+def _search(text: str, mode: str) -> tuple[str, dict]:
+    """The question search as the SQL store runs it (models.records.filters): a pattern by RE2
+    (ClickHouse's match() runs RE2 too), the other modes as LIKE ignoring ASCII case (ClickHouse's
+    lower() lowers ASCII letters only, as SQLite's LIKE ignores their case alone)."""
+    if mode == "regex":
+        return "match(question, {pattern:String})", {"pattern": text}
+    text = text.lower()
+    pattern = like_escape(ascii_lower(text))
+    if mode == "apex":
+        return "(question = {name:String} OR lower(question) LIKE {pattern:String})", {
+            "name": text,
+            "pattern": "%." + pattern,
+        }
+    like = {"includes": f"%{pattern}%", "excludes": f"%{pattern}%", "startsWith": f"{pattern}%"}.get(
+        mode, f"%{pattern}"
+    )
+    negated = "NOT " if mode == "excludes" else ""
+    return f"{negated}lower(question) LIKE {{pattern:String}}", {"pattern": like}
+
+
+def page_records(connection, filters: Filters, page: int, page_size: int, descending: bool = True) -> list[RecordRow]:
+    """One page of the log, ordered by (ts, id), newest first unless ascending."""
+    where, params = condition(filters)
+    order = "DESC" if descending else "ASC"
+    rows = connection.rows(
+        f"SELECT {_SELECTED} FROM {connection.target.database}.records WHERE {where} "
+        f"ORDER BY ts {order}, id {order} LIMIT {{page_size:UInt64}} OFFSET {{offset:UInt64}}",
+        {**params, "page_size": page_size, "offset": page * page_size},
+    )
+    return [_row(row) for row in rows]
+
+
+def _row(values: tuple) -> RecordRow:
+    values = list(values)
+    for at in _STRINGS_AT:
+        if values[at] == "":
+            values[at] = None
+    return RecordRow(*values)

@@ -1,0 +1,56 @@
+"""Appending records to ClickHouse: the endpoints, the client entries with their metadata and
+the record numbers in ANALYTICS_DATABASE, and the records themselves into ClickHouse, in one
+writers' turn per batch (docs/clickhouse.md)."""
+
+from functools import partial
+
+from catalogue import FIELDS, TERM
+from models.clickhouse import numbers
+from models.clickhouse.tables import RECORD_COLUMNS, TIME_COLUMNS
+from models.engine.database import write_transaction
+from models.ingest import enrichment
+from models.ingest.ingestion import newest_metadata, upsert_clients
+from models.privacy import privacy
+from models.records.domains import registrable_domain
+from models.schema.endpoints import endpoint_ids
+
+_AT = {field.sql: i for i, field in enumerate(FIELDS)}
+_TS, _ENDPOINT, _CLIENT, _QUESTION = _AT["ts"], _AT["endpoint"], _AT["client"], _AT["question"]
+# A string ClickHouse keeps is never NULL: an unknown one is '', as the API shows it.
+_STRINGS_AT = [i for i, field in enumerate(FIELDS) if field.storage == TERM]
+assert RECORD_COLUMNS == ("id", *(field.sql for field in FIELDS), "registrable_domain"), "a record's row order"
+
+
+def store_records(connection, records: list[tuple], in_transaction=None, first=None, token: str | None = None) -> int:
+    """Store new records all or nothing, as models.ingest.ingestion.store_records does (the same
+    records, enrichment, privacy, client entries, `in_transaction` and `first`), the records
+    into `connection`'s ClickHouse. `token`: the batch's key, so that a batch sent again after
+    ClickHouse took it but before its transaction committed is stored once."""
+    if not records:
+        return 0
+    return privacy.storing(partial(_store, connection, token), enrichment.enriched, records, in_transaction, first)
+
+
+def _store(connection, token, records: list[tuple], in_transaction, first) -> int:
+    columns = list(zip(*(values for values, _ in records), strict=True))
+    client_keys = list(zip(columns[_ENDPOINT], columns[_CLIENT], strict=True))
+    metadata = newest_metadata(records, client_keys, columns[_TS])
+    with write_transaction():
+        if first is not None:
+            first()
+        endpoints = endpoint_ids(set(columns[_ENDPOINT]))
+        upsert_clients(metadata, endpoints)
+        start = numbers.take(connection, len(records))
+        rows = []
+        for i, (values, _) in enumerate(records):
+            row = [start + i, *values, registrable_domain(values[_QUESTION])]
+            for at in _STRINGS_AT:
+                if row[at + 1] is None:
+                    row[at + 1] = ""
+            rows.append(row)
+        connection.insert(
+            f"{connection.target.database}.records", RECORD_COLUMNS, rows, times=TIME_COLUMNS, token=token
+        )
+        if in_transaction is not None:
+            in_transaction()
+    return len(records)
