@@ -110,7 +110,7 @@ def read_probes(traffic) -> list[Probe]:
         assert share < RARE_LIMIT, f"the rare {mode} search matches {share:.3%} of the records"
         probes.append(
             Probe(
-                f"activity-log searchQuestion {mode} '{text}', {share:.3%} of records (30 d)",
+                f"activity-log searchQuestion {mode} '{text}', {share:.4%} of records (30 d)",
                 query(
                     "/v2/activity-log",
                     startTime=windows["30 d"],
