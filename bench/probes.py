@@ -18,6 +18,8 @@ from server import cpu_seconds, memory_kib, reset_peak
 from traffic import DAY_MS
 
 SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex", "regex")
+# The rare searches: a name asked by about RARE_SHARE of the records, each under RARE_LIMIT.
+RARE_SHARE, RARE_LIMIT = 0.0002, 0.001
 # RSS in the second half of an export may exceed the first half's peak by this much and still
 # count as flat (allocator noise, buffers), in KiB.
 FLAT_SLACK_KIB = 16 * 1024
@@ -89,6 +91,34 @@ def read_probes(traffic) -> list[Probe]:
                     searchQuestionMode=mode,
                 ),
                 50,
+            )
+        )
+    # A search that matches little (issue 44): under 0.1 % of the records, so that the first
+    # page is not filled from the newest hours and the whole window is looked through.
+    rare = traffic.rare_apex(RARE_SHARE)
+    rare_searches = {
+        "includes": (rare, lambda name: rare in name),
+        "startsWith": (rare, lambda name: name.startswith(rare)),
+        "endsWith": ("." + rare, lambda name: name.endswith("." + rare)),
+        "excludes": (".", lambda name: "." not in name),
+        "apex": (rare, lambda name: name == rare or name.endswith("." + rare)),
+        "regex": (f"(^|\\.){re.escape(rare)}$", lambda name: name == rare or name.endswith("." + rare)),
+    }
+    for mode in SEARCH_MODES:
+        text, matches = rare_searches[mode]
+        share = traffic.share(matches)
+        assert share < RARE_LIMIT, f"the rare {mode} search matches {share:.3%} of the records"
+        probes.append(
+            Probe(
+                f"activity-log searchQuestion {mode} '{text}', {share:.4%} of records (30 d)",
+                query(
+                    "/v2/activity-log",
+                    startTime=windows["30 d"],
+                    endTime=end,
+                    searchQuestion=text,
+                    searchQuestionMode=mode,
+                ),
+                100,
             )
         )
     for name, start in windows.items():

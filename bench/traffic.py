@@ -113,6 +113,9 @@ SYLLABLES = (
 )  # fmt: skip
 TLDS = (("com", 60), ("net", 10), ("org", 6), ("io", 6), ("de", 5), ("co.uk", 4), ("app", 3), ("tv", 3), ("fr", 3))
 ZIPF_S = 1.0
+# The pool of names each outcome asks from (others: "normal"); safe search asks SAFESEARCH's.
+POOLS = {"filter": "blocklist", "allow": "blocklist", "service": "service", "safesearch": "safesearch"}
+RARE_NAME = "wpad"
 
 
 @dataclass(frozen=True)
@@ -211,7 +214,37 @@ class Traffic:
         }
         # The most popular normal apex: the searchQuestion probes look for it.
         self.top_apex = self.pools["normal"][0][0][0].apex
+        # The least popular normal name is a single-label one, as devices ask for (WPAD): the
+        # one name without a dot, which a rare `excludes` probe finds. Renamed in place, so no
+        # draw of the generator moves.
+        normal = self.pools["normal"][0]
+        self.domains[self.domains.index(normal[-1][0].name)] = RARE_NAME
+        normal[-1] = (Domain(RARE_NAME, RARE_NAME), normal[-1][1])
         self._answer_lists[None] = NO_ANSWERS
+
+    def share(self, matches) -> float:
+        """The expected share of all records whose question passes `matches(name)`."""
+        total = 0.0
+        for kind, (entries, cumulative) in self.pools.items():
+            if kind == "safesearch":  # asked from SAFESEARCH, evenly
+                continue
+            pool = sum(weight for outcome, weight in OUTCOMES if POOLS.get(outcome, "normal") == kind)
+            for (domain, _), before, upto in zip(entries, [0.0, *cumulative], cumulative, strict=False):
+                if matches(domain.name):
+                    total += pool * (upto - before)
+        safesearch = sum(weight for outcome, weight in OUTCOMES if outcome == "safesearch")
+        return total + safesearch * sum(bool(matches(name)) for name, _, _ in SAFESEARCH) / len(SAFESEARCH)
+
+    def rare_apex(self, share: float) -> str:
+        """The least popular normal apex asked by at least `share` of all records, whose text
+        no other name holds (but at its end): the rare searches' target."""
+        for domain, _ in reversed(self.pools["normal"][0]):
+            apex = domain.apex
+            if "." not in apex or any(apex in name and not name.endswith(apex) for name in self.domains):
+                continue
+            if self.share(lambda name, apex=apex: apex in name) >= share:
+                return apex
+        raise ValueError(f"no apex is asked by {share:.4%} of the records")
 
     @staticmethod
     def _apex(name: str) -> str:

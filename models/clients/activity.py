@@ -225,7 +225,7 @@ def records_after(filters: Filters, last_id: int, limit: int = 500, scan: int = 
     ).fetchall()
     found = texts(rows)
     if resolved.pattern is not None:  # new names keep coming: each record's is matched here
-        found = [row for row in found if resolved.pattern.search(row.question)]
+        found = [row for row in found if resolved.matches(row.question)]
     return found, rows[-1][0] if len(rows) == limit else bound
 
 

@@ -8,7 +8,7 @@ import re2
 
 from catalogue import CLIENT, ENDPOINT, FIELDS_BY_SQL, TERM
 from models.engine.database import db, query
-from models.engine.sql import like_escape, placeholders
+from models.engine.sql import placeholders
 from models.records.domains import TABLE as DOMAINS
 
 SEARCH_MODES = ("includes", "startsWith", "endsWith", "excludes", "apex", "regex")
@@ -126,15 +126,17 @@ class Resolved:
                 self._add(*_column_condition(FIELDS_BY_SQL[sql], values, alias, inline))
         if filters.endpoint_limit is not None:
             self._add(*_column_condition(FIELDS_BY_SQL["endpoint"], sorted(filters.endpoint_limit), alias, inline))
-        # A pattern is matched in Python (RE2), the same way on both engines: against the stored
-        # names up front, or, for a live stream (`inline`), against each new record's name.
-        self.pattern = None
-        if filters.search and filters.search_mode == "regex":
-            self.pattern = compile_pattern(filters.search)
+        # Every search mode is a pattern over the name (name_pattern), matched in Python (RE2),
+        # the same way on both engines: against the stored names up front, or, for a live stream
+        # (`inline`), against each new record's name.
+        self.pattern = self._source = None
+        self.negated = False
+        if filters.search:
+            self._source, self.negated = name_pattern(filters.search, filters.search_mode)
+            self.pattern = compile_pattern(self._source)
             if not inline:
-                self._add(*_pattern_condition(filters.search, alias))
-        elif filters.search:
-            self._add(*_search_condition(filters.search.lower(), filters.search_mode, alias))
+                self._add(*_pattern_condition(self._source, self.negated, alias))
+        self._hinted = ...
         self._endpoint_ids = ...
         self._stored: dict[str, list] = {}
 
@@ -176,11 +178,20 @@ class Resolved:
         holds, for the columns they name a few values of (None: no such column): which frozen
         blocks may hold such records (models/records/thawing.py)."""
         found = {sql: self.stored(sql) for sql in ("client", "question") if self.filters.values.get(sql)}
-        if "question" not in found and self.filters.search and self.filters.search_mode == "regex":
-            matched = _matching_terms(self.filters.search)  # remembered: no second search
-            if len(matched) <= _HINTED_NAMES:
-                found["question"] = matched
+        if "question" not in found and self._source is not None:
+            if self._hinted is ...:
+                matched = _matching_terms(self._source)  # remembered: no second search
+                if self.negated:
+                    self._hinted = _names_except(matched)
+                else:
+                    self._hinted = matched if len(matched) <= _HINTED_NAMES else None
+            if self._hinted is not None:
+                found["question"] = self._hinted
         return found or None
+
+    def matches(self, name: str) -> bool:
+        """Whether a record of question `name` passes the search (for a live stream's records)."""
+        return self.pattern is None or (self.pattern.search(name) is not None) != self.negated
 
     def endpoint_ids(self) -> list[int] | None:
         """The ids of the endpoints these filters allow (None: all)."""
@@ -245,13 +256,58 @@ def _column_condition(column, values, alias, inline=False) -> tuple[str, list]:
     return f"{target} IN ({placeholders(len(ids))})", ids
 
 
-def _pattern_condition(text: str, alias: str) -> tuple[str, list]:
-    """The records whose question is a stored name matching the pattern `text`."""
-    matched = _matching_terms(text)
+def name_pattern(text: str, mode: str) -> tuple[str, bool]:
+    """(RE2 pattern over one name, negated) of the question search `text` in `mode`: `regex` is
+    the pattern itself; the others keep the meaning they had as SQL LIKE over the stored names
+    (text lowered by Python, compared ignoring the case of ASCII letters only, wildcards
+    literal: Engine.like_ascii_nocase), and `apex` the name itself (exactly, as the term index
+    found it) or a name ending in "." and it. `excludes` is `includes` negated: the names not
+    matching its pattern."""
+    if mode == "regex":
+        return text, False
+    text = text.lower()
+    literal = "".join(_nocase(char) for char in text)
+    if mode == "apex":
+        return rf"\A{_escaped(text)}\z|\.{literal}\z", False
+    return {"startsWith": rf"\A{literal}", "endsWith": rf"{literal}\z"}.get(mode, literal), mode == "excludes"
+
+
+_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def _escaped(text: str) -> str:
+    """`text` as an RE2 pattern matching it literally, case and all."""
+    return "".join("\\" + char if char in _SPECIAL else char for char in text)
+
+
+def _nocase(char: str) -> str:
+    """One character of a LIKE pattern that ignores ASCII case, as RE2 reads it: (?i) would
+    fold non-ASCII letters too (and "k" with the Kelvin sign)."""
+    if "a" <= char <= "z" or "A" <= char <= "Z":
+        return f"[{char.lower()}{char.upper()}]"
+    return _escaped(char)
+
+
+def _pattern_condition(source: str, negated: bool, alias: str) -> tuple[str, list]:
+    """The records whose question is a stored name matching the pattern `source` (not matching
+    it, if `negated`)."""
+    matched = _matching_terms(source)
     if not matched:
-        return "0 = 1", []
+        return ("1 = 1" if negated else "0 = 1"), []
     rows = db.obj.dialect.json_array_rows("?", "m")
-    return f"{alias}.question IN (SELECT CAST(m.value AS BIGINT) FROM {rows})", [json.dumps(matched)]
+    negation = "NOT " if negated else ""
+    return f"{alias}.question {negation}IN (SELECT CAST(m.value AS BIGINT) FROM {rows})", [json.dumps(matched)]
+
+
+def _names_except(matched: list[int]) -> list[int] | None:
+    """The question names (every one has its row in term_domain) not among the term ids
+    `matched`, when there are at most _HINTED_NAMES of them (None: more)."""
+    total = query(f"SELECT COUNT(*) FROM {DOMAINS}").fetchone()[0]
+    if total - len(matched) > _HINTED_NAMES:  # `matched` may hold strings that are no name
+        return None
+    excluded = set(matched)
+    rest = [term for (term,) in query(f"SELECT term FROM {DOMAINS}") if term not in excluded]
+    return rest if len(rest) <= _HINTED_NAMES else None
 
 
 # Per pattern, the terms found to match it and the highest term id searched (in the
@@ -275,8 +331,13 @@ def _matching_terms(text: str) -> list[int]:
     pattern = compile_pattern(text, lines=True)
     alone = None  # the pattern for one name, compiled once a match runs across lines
     found = list(matched)
-    # Answer sets (JSON arrays, most of the strings' bytes) are never a name.
-    cursor = query("SELECT id, value FROM term WHERE id > ? AND substr(value, 1, 1) <> '[' ORDER BY id", [searched])
+    # Answer sets (JSON arrays, most of the strings' bytes) are never a name; a name may begin
+    # with "[" too (the service takes any name without spaces or control characters).
+    cursor = query(
+        "SELECT id, value FROM term WHERE id > ? AND (substr(value, 1, 1) <> '['"
+        f" OR EXISTS (SELECT 1 FROM {DOMAINS} d WHERE d.term = term.id)) ORDER BY id",
+        [searched],
+    )
     while rows := cursor.fetchmany(_TERM_SCAN_BATCH):
         searched = rows[-1][0]
         # Bytes: RE2 reads UTF-8, and a str would be encoded again at every search.
@@ -303,19 +364,3 @@ def _matching_terms(text: str) -> list[int]:
         cache.clear()  # starting over is cheaper than tracking an order to evict in
     cache[text] = (found, searched)
     return found
-
-
-def _search_condition(text: str, mode: str, alias: str) -> tuple[str, list]:
-    pattern = like_escape(text)
-    like = db.obj.dialect.like_ascii_nocase("value")
-    if mode == "apex":
-        exact, params = db.obj.dialect.term_in([text])
-        return f"{alias}.question IN (SELECT id FROM term WHERE ({exact}) OR {like})", [*params, "%." + pattern]
-    pattern = {
-        "includes": f"%{pattern}%",
-        "excludes": f"%{pattern}%",
-        "startsWith": f"{pattern}%",
-        "endsWith": f"%{pattern}",
-    }[mode]
-    negate = "NOT " if mode == "excludes" else ""
-    return f"{alias}.question {negate}IN (SELECT id FROM term WHERE {like})", [pattern]
