@@ -4,8 +4,7 @@ and a page of the log (the same rows, in the same order, as models.clients.activ
 from catalogue import BOOLEAN, INTEGER, NUMBER, READ_FIELDS, TERM
 from models.clickhouse.tables import RECORD_COLUMNS
 from models.clients.activity import RecordRow
-from models.engine.sql import ascii_lower, like_escape
-from models.records.filters import Filters
+from models.records.filters import Filters, name_pattern
 
 _PARAMETER_TYPES = {INTEGER: "Array(Int64)", NUMBER: "Array(Float64)", BOOLEAN: "Array(Bool)"}
 # A RecordRow's columns as ClickHouse selects them (the time as epoch milliseconds).
@@ -46,23 +45,11 @@ def condition(filters: Filters) -> tuple[str, dict]:
 
 
 def _search(text: str, mode: str) -> tuple[str, dict]:
-    """The question search as the SQL store runs it (models.records.filters): a pattern by RE2
-    (ClickHouse's match() runs RE2 too), the other modes as LIKE ignoring ASCII case (ClickHouse's
-    lower() lowers ASCII letters only, as SQLite's LIKE ignores their case alone)."""
-    if mode == "regex":
-        return "match(question, {pattern:String})", {"pattern": text}
-    text = text.lower()
-    pattern = like_escape(ascii_lower(text))
-    if mode == "apex":
-        return "(question = {name:String} OR lower(question) LIKE {pattern:String})", {
-            "name": text,
-            "pattern": "%." + pattern,
-        }
-    like = {"includes": f"%{pattern}%", "excludes": f"%{pattern}%", "startsWith": f"{pattern}%"}.get(
-        mode, f"%{pattern}"
-    )
-    negated = "NOT " if mode == "excludes" else ""
-    return f"{negated}lower(question) LIKE {{pattern:String}}", {"pattern": like}
+    """The question search as the SQL store runs it: every mode a pattern over the name
+    (models.records.filters.name_pattern), which ClickHouse's match() runs by RE2 as the SQL
+    store does."""
+    pattern, negated = name_pattern(text, mode)
+    return f"{'NOT ' if negated else ''}match(question, {{pattern:String}})", {"pattern": pattern}
 
 
 def page_records(connection, filters: Filters, page: int, page_size: int, descending: bool = True) -> list[RecordRow]:
