@@ -3,13 +3,18 @@ same records stored in both, every page of the log read from each with the same 
 modes, windows, orders and pages, must be the same rows. The SQL store (SQLite and PostgreSQL,
 rows and frozen blocks) is the answer computed independently."""
 
+import dataclasses
 import random
+from functools import partial
+
+import pytest
 
 from models.clickhouse import activity, ingestion, numbers
-from models.clients.activity import page_records
+from models.clients.activity import page_records, records_after
 from models.engine.database import connection as database_connection
 from models.engine.database import query
 from models.records.filters import SEARCH_MODES, Filters
+from models.runtime.clock import now_ms
 from schemas.records import parse_records
 
 from support.helpers import AUTH
@@ -85,13 +90,13 @@ def _filters(now_ms: int) -> list[tuple[Filters, str]]:
     return found
 
 
-def test_every_page_of_the_log_is_the_sql_stores(make_app, database, clickhouse):
+@pytest.fixture
+def both(make_app, database, clickhouse):
+    """The same records stored in the SQL store (through POST /v2/ingest) and in ClickHouse;
+    (the app, ClickHouse, the time they were made at)."""
     app = make_app(ANALYTICS_HOT_HOURS=2)
     client = app.test_client()
-    with app.app_context():
-        from models.runtime.clock import now_ms
-
-        now = now_ms()
+    now = now_ms()
     records = _records(now)
     for start in range(0, len(records), 60):
         batch = records[start : start + 60]
@@ -103,9 +108,37 @@ def test_every_page_of_the_log_is_the_sql_stores(make_app, database, clickhouse)
         # The SQL store answers from rows and from frozen blocks both.
         assert query("SELECT count(*) FROM record_block").fetchone()[0] > 0
         assert query("SELECT count(*) FROM record").fetchone()[0] > 0
-        for filters, said in _filters(now):
-            for descending in (True, False):
-                for page in range(4):
-                    expected = page_records(filters, page, 25, descending=descending)
-                    got = activity.page_records(clickhouse, filters, page, 25, descending=descending)
-                    assert got == expected, (said, descending, page)
+        yield app, clickhouse, now
+
+
+def test_every_page_of_the_log_is_the_sql_stores(both):
+    _, clickhouse, now = both
+    for filters, said in _filters(now):
+        for descending in (True, False):
+            for page in range(4):
+                expected = page_records(filters, page, 25, descending=descending)
+                got = activity.page_records(clickhouse, filters, page, 25, descending=descending)
+                assert got == expected, (said, descending, page)
+
+
+def test_the_live_tail_reads_what_the_sql_store_does(both):
+    """Walked to the end in small steps, each store hands on every matching record once, in
+    number order (how much one call hands on may differ: the SQL store matches a search after
+    its LIMIT)."""
+    _, clickhouse, now = both
+    walks = {"sql": lambda f, after: records_after(f, after, 12, 50), "clickhouse": partial(_tail, clickhouse)}
+    for filters, said in _filters(now):
+        live = dataclasses.replace(filters, start_ms=None, end_ms=None)  # a stream has no window
+        seen = {}
+        for store, walk in walks.items():
+            seen[store], after = [], 0
+            while after < 240:
+                rows, after = walk(live, after)
+                seen[store] += rows
+            assert walk(live, after) == ([], 240)
+        assert seen["clickhouse"] == seen["sql"], said
+        assert seen["sql"] == sorted(seen["sql"], key=lambda row: row.id)
+
+
+def _tail(clickhouse, filters, after):
+    return activity.records_after(clickhouse, filters, after, 12, 50)

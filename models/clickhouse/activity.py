@@ -2,6 +2,7 @@
 and a page of the log (the same rows, in the same order, as models.clients.activity's)."""
 
 from catalogue import BOOLEAN, INTEGER, NUMBER, READ_FIELDS, TERM
+from models.clickhouse import numbers
 from models.clickhouse.tables import RECORD_COLUMNS
 from models.clients.activity import RecordRow
 from models.records.filters import Filters, name_pattern
@@ -62,6 +63,23 @@ def page_records(connection, filters: Filters, page: int, page_size: int, descen
         {**params, "page_size": page_size, "offset": page * page_size},
     )
     return [_row(row) for row in rows]
+
+
+def records_after(connection, filters: Filters, last_id: int, limit: int = 500, scan: int = 20_000):
+    """Matching records among the numbers (last_id, last_id + scan], lowest first, and the
+    number the next call starts after, as models.clients.activity.records_after: numbers are
+    handed out in the writers' turn and the counter moves once ClickHouse has a batch
+    (models/clickhouse/numbers.py), so nothing at or below the top can still arrive."""
+    bound = min(last_id + scan, numbers.top())
+    if bound <= last_id:
+        return [], last_id
+    where, params = condition(filters)
+    rows = connection.rows(
+        f"SELECT {_SELECTED} FROM {connection.target.database}.records "
+        f"WHERE id > {{after:UInt64}} AND id <= {{bound:UInt64}} AND {where} ORDER BY id LIMIT {{limit:UInt64}}",
+        {**params, "after": last_id, "bound": bound, "limit": limit},
+    )
+    return [_row(row) for row in rows], rows[-1][0] if len(rows) == limit else bound
 
 
 def _row(values: tuple) -> RecordRow:
