@@ -9,12 +9,15 @@ from functools import partial
 
 import pytest
 
+from catalogue import GROUPABLE
 from models.clickhouse import activity, ingestion, numbers
+from models.clickhouse import statistics as ch_statistics
 from models.clients.activity import page_records, records_after
 from models.engine.database import connection as database_connection
 from models.engine.database import query
 from models.records.filters import SEARCH_MODES, Filters
 from models.runtime.clock import now_ms
+from models.statistics import statistics
 from schemas.records import parse_records
 
 from support.helpers import AUTH
@@ -142,3 +145,36 @@ def test_the_live_tail_reads_what_the_sql_store_does(both):
 
 def _tail(clickhouse, filters, after):
     return activity.records_after(clickhouse, filters, after, 12, 50)
+
+
+def test_the_statistics_are_the_sql_stores(both):
+    _, clickhouse, now = both
+    for i, (filters, said) in enumerate(_filters(now)):
+        # The API's statistics always have a window (endTime defaults to now).
+        if filters.start_ms is None:
+            filters = dataclasses.replace(filters, start_ms=now - 100 * HOUR_MS, end_ms=now)
+        assert ch_statistics.count(clickhouse, filters) == statistics.count(filters), said
+        assert ch_statistics.series(clickhouse, filters, HOUR_MS) == statistics.series(filters, HOUR_MS), said
+        assert ch_statistics.availability(clickhouse, filters) == statistics.availability(filters), said
+        for column, limit in ((None, 1), ("client", 2), ("cached", 3)):
+            expected = statistics.latency(filters, column, limit)
+            assert ch_statistics.latency(clickhouse, filters, column, limit) == _close(expected), (said, column)
+        if i % 4:  # every column's lists for a few of the filters: the SQL store's take seconds
+            continue
+        for column in (field.sql for field in GROUPABLE):
+            expected = statistics.top(filters, column, 3)
+            assert ch_statistics.top(clickhouse, filters, column, 3) == expected, (said, column)
+        for column in ("question", "client", "action", "registrable_domain"):
+            expected = statistics.top(filters, column, 3, descending=False)
+            assert ch_statistics.top(clickhouse, filters, column, 3, descending=False) == expected, (said, column)
+            expected = statistics.top_series(filters, 15 * 60_000, column, 2)
+            assert ch_statistics.top_series(clickhouse, filters, 15 * 60_000, column, 2) == expected, (said, column)
+            baseline = dataclasses.replace(filters, start_ms=now - 72 * HOUR_MS, end_ms=now - 24 * HOUR_MS)
+            expected = statistics.trend(filters, baseline, column, 4)
+            assert ch_statistics.trend(clickhouse, filters, baseline, column, 4) == expected, (said, column)
+
+
+def _close(rows):
+    """Latency rows with their mean as ClickHouse's float sum makes it (the order of additions
+    differs from the SQL store's by a rounding)."""
+    return [row._replace(mean=pytest.approx(row.mean)) if row.mean is not None else row for row in rows]

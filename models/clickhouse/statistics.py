@@ -1,0 +1,129 @@
+"""The statistics read from ClickHouse: counts, top lists, time series, trends, response times
+and what the records span, the same answers as models.statistics.statistics gives over the same
+records. Read from the records themselves, which ClickHouse aggregates at scan speed; the counts
+past the records' horizon (and of clients not logged) come with the counts table
+(docs/clickhouse.md "The plan", step 4)."""
+
+from catalogue import BOOLEAN, FIELDS_BY_SQL, INTEGER, NUMBER
+from models.clickhouse.activity import condition
+from models.records.filters import Filters
+from models.statistics.statistics import LatencyRow
+
+
+def _records(connection) -> str:
+    return f"{connection.target.database}.records"
+
+
+def value_text(column: str) -> str:
+    """The SQL of a column's value as the statistics name it: text, "" for unknown, booleans
+    "true" and "false", numbers in Python's str() form."""
+    storage = FIELDS_BY_SQL[column].storage
+    if storage == BOOLEAN:
+        return f"if({column} IS NULL, '', if({column}, 'true', 'false'))"
+    if storage in (INTEGER, NUMBER):
+        return f"ifNull(toString({column}), '')"
+    return f"toString({column})"
+
+
+def count(connection, filters: Filters) -> int:
+    """The number of records the filters select."""
+    where, params = condition(filters)
+    return connection.rows(f"SELECT count() FROM {_records(connection)} WHERE {where}", params)[0][0]
+
+
+def top(connection, filters: Filters, column: str, limit: int, descending: bool = True) -> list[tuple[str, int]]:
+    """The `limit` most (or least) frequent values of `column` as (text, count), ties by text
+    ascending; "" stands for unknown."""
+    where, params = condition(filters)
+    order = "DESC" if descending else "ASC"
+    rows = connection.rows(
+        f"SELECT {value_text(column)} AS value, count() AS n FROM {_records(connection)} WHERE {where} "
+        f"GROUP BY value ORDER BY n {order}, value ASC LIMIT {{top:UInt64}}",
+        {**params, "top": limit},
+    )
+    return [(value, n) for value, n in rows]
+
+
+def counts_of(connection, filters: Filters, column: str, values: list[str]) -> dict[str, int]:
+    """Record counts of these values (texts) of `column` in the filters' window."""
+    if not values:
+        return {}
+    where, params = condition(filters)
+    rows = connection.rows(
+        f"SELECT {value_text(column)} AS value, count() FROM {_records(connection)} "
+        f"WHERE {where} AND value IN {{wanted:Array(String)}} GROUP BY value",
+        {**params, "wanted": list(values)},
+    )
+    return dict(rows)
+
+
+def series(connection, filters: Filters, interval_ms: int) -> dict[int, int]:
+    """Record counts per time bucket (the bucket's start, a multiple of interval_ms)."""
+    where, params = condition(filters)
+    rows = connection.rows(
+        f"SELECT {_bucket()} AS start, count() FROM {_records(connection)} WHERE {where} GROUP BY start",
+        {**params, "interval": interval_ms},
+    )
+    return dict(rows)
+
+
+def top_series(connection, filters: Filters, interval_ms: int, column: str, limit: int) -> tuple[list[str], dict]:
+    """The window's `limit` most frequent values of `column`, and their counts per time bucket:
+    (values, {bucket start: {value: count}})."""
+    values = [value for value, _ in top(connection, filters, column, limit)]
+    if not values:
+        return values, {}
+    where, params = condition(filters)
+    rows = connection.rows(
+        f"SELECT {_bucket()} AS start, {value_text(column)} AS value, count() FROM {_records(connection)} "
+        f"WHERE {where} AND value IN {{wanted:Array(String)}} GROUP BY start, value",
+        {**params, "interval": interval_ms, "wanted": values},
+    )
+    found: dict[int, dict[str, int]] = {}
+    for start, value, n in rows:
+        found.setdefault(start, {})[value] = n
+    return values, found
+
+
+def trend(connection, filters: Filters, baseline: Filters, column: str, limit: int) -> list[tuple[str, int, int]]:
+    """The `limit` most frequent values of `column` in the filters' window, each with its count
+    there and in the baseline's window."""
+    found = top(connection, filters, column, limit)
+    before = counts_of(connection, baseline, column, [value for value, _ in found])
+    return [(value, n, before.get(value, 0)) for value, n in found]
+
+
+def latency(connection, filters: Filters, column: str | None = None, limit: int = 1, descending: bool = True):
+    """Response-time summaries (LatencyRow) of the records that have one: of them all (`column`
+    None: one row, value None), or of the `limit` values of `column` with the most (or fewest)
+    of them, ties by value. Percentiles by nearest rank, as the SQL store's."""
+    where, params = condition(filters)
+    group = "NULL" if column is None else value_text(column)
+    # Nearest rank: the ceil(n * p / 100)-th smallest, as arraySort and an index give it exactly.
+    rows = connection.rows(
+        f"SELECT {group} AS value, count() AS n, avg(response_time_ms), "
+        "arraySort(groupArray(response_time_ms)) AS times, times[intDiv(n * 50 + 99, 100)], "
+        f"times[intDiv(n * 95 + 99, 100)], max(response_time_ms) FROM {_records(connection)} "
+        f"WHERE {where} AND response_time_ms IS NOT NULL GROUP BY value",
+        params,
+    )
+    found = [LatencyRow(value, n, mean, p50, p95, most) for value, n, mean, _, p50, p95, most in rows]
+    if column is None:
+        return found or [LatencyRow(None, 0, None, None, None, None)]
+    sign = -1 if descending else 1
+    return sorted(found, key=lambda row: (sign * row.count, row.value))[:limit]
+
+
+def availability(connection, filters: Filters) -> tuple[int | None, int | None, int]:
+    """(oldest timestamp, newest timestamp, record count) of the records the filters allow."""
+    where, params = condition(filters)
+    oldest, newest, n = connection.rows(
+        "SELECT toUnixTimestamp64Milli(min(ts)), toUnixTimestamp64Milli(max(ts)), count() "
+        f"FROM {_records(connection)} WHERE {where}",
+        params,
+    )[0]
+    return (oldest, newest, n) if n else (None, None, 0)
+
+
+def _bucket() -> str:
+    return "intDiv(toUnixTimestamp64Milli(ts), {interval:Int64}) * {interval:Int64}"
