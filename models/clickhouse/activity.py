@@ -76,8 +76,8 @@ def records_after(connection, filters: Filters, last_id: int, limit: int = 500, 
     where, params = condition(filters)
     rows = connection.rows(
         f"SELECT {_SELECTED} FROM {connection.target.database}.records "
-        f"WHERE id > {{after:UInt64}} AND id <= {{bound:UInt64}} AND {where} ORDER BY id LIMIT {{limit:UInt64}}",
-        {**params, "after": last_id, "bound": bound, "limit": limit},
+        f"WHERE id > {{after:UInt64}} AND id <= {{bound:UInt64}} AND {where} ORDER BY id LIMIT {{most:UInt64}}",
+        {**params, "after": last_id, "bound": bound, "most": limit},
     )
     return [_row(row) for row in rows], rows[-1][0] if len(rows) == limit else bound
 

@@ -62,7 +62,7 @@ def series(connection, filters: Filters, interval_ms: int) -> dict[int, int]:
     where, params = condition(filters)
     rows = connection.rows(
         f"SELECT {_bucket()} AS start, count() FROM {_records(connection)} WHERE {where} GROUP BY start",
-        {**params, "interval": interval_ms},
+        {**params, "bucket_ms": interval_ms},
     )
     return dict(rows)
 
@@ -77,7 +77,7 @@ def top_series(connection, filters: Filters, interval_ms: int, column: str, limi
     rows = connection.rows(
         f"SELECT {_bucket()} AS start, {value_text(column)} AS value, count() FROM {_records(connection)} "
         f"WHERE {where} AND value IN {{wanted:Array(String)}} GROUP BY start, value",
-        {**params, "interval": interval_ms, "wanted": values},
+        {**params, "bucket_ms": interval_ms, "wanted": values},
     )
     found: dict[int, dict[str, int]] = {}
     for start, value, n in rows:
@@ -126,4 +126,4 @@ def availability(connection, filters: Filters) -> tuple[int | None, int | None, 
 
 
 def _bucket() -> str:
-    return "intDiv(toUnixTimestamp64Milli(ts), {interval:Int64}) * {interval:Int64}"
+    return "intDiv(toUnixTimestamp64Milli(ts), {bucket_ms:Int64}) * {bucket_ms:Int64}"
