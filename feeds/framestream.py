@@ -4,7 +4,8 @@ connection with, then its data frames, on an asyncio stream.
 Bidirectional (Unix sockets and TCP, as Unbound, BIND, Knot Resolver, PowerDNS, CoreDNS and
 dnsdist speak it): READY -> ACCEPT, START, data frames..., STOP -> FINISH. A sender that
 starts with START (unidirectional, as a file or an older sender writes) is read as well.
-The framing itself is the `fstrm` package's codec.
+Control frames are read by the `fstrm` package's codec; data frames are cut out of each read
+here (see `_frames`).
 """
 
 import asyncio
