@@ -3,7 +3,10 @@
 prints, per rate, the queries dnsperf had answered, the records stored, the loss, and the
 collector's CPU per stored record.
 
-.venv/bin/python bench/resolver_load.py [--rates 1000,3000,6000,10000,20000] [--seconds 30]
+.venv/bin/python bench/resolver_load.py [--rates 1000,3000,6000,10000,20000] [--seconds 30] [--code COMMIT,...]
+
+With --code, each rate runs once per commit's collector (a frozen copy of its code, run with this
+checkout's packages), the commits in turn: two versions side by side on a shared machine.
 
 Needs Debian's unbound and dnsperf (scripts/ensure-unbound and scripts/ensure-dnsperf install them).
 """
@@ -20,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import codecopy
 from server import ROOT, children, cpu_seconds, machine_busy_seconds
 
 sys.path.insert(0, os.path.join(ROOT, "tests"))
@@ -43,37 +47,66 @@ def main(argv=None) -> int:
         "(instead of stopping it with SIGTERM once stored): what a kill loses",
     )
     parser.add_argument("--keep", action="store_true", help="keep the work folders")
+    parser.add_argument(
+        "--code",
+        default="",
+        help="comma-separated commits whose collectors run in turn at each rate ('.' the working tree); "
+        "default: this checkout's installed collector",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="how many times each rate (and commit) runs")
     args = parser.parse_args(argv)
     unbound.probe()
     if unbound.UNAVAILABLE or not shutil.which("dnsperf"):
         print(unbound.UNAVAILABLE or "dnsperf is missing (scripts/ensure-dnsperf installs it)")
         return 1
-    rows = [
-        run(int(rate), args.seconds, args.collector.split(), args.keep, args.kill_after)
-        for rate in args.rates.split(",")
-    ]
+    workdir = tempfile.mkdtemp(prefix="resolver-load-code-")
+    codes = [_code(commit, workdir) for commit in args.code.split(",")] if args.code else [(None, "installed")]
+    rows = []
+    try:
+        for rate in args.rates.split(","):
+            for _ in range(args.rounds):
+                for code, origin in codes:  # in turns, so that the machine's moods fall on each alike
+                    row = run(int(rate), args.seconds, args.collector.split(), args.keep, args.kill_after, code)
+                    rows.append({**row, "code": origin})
+                    print(line(row | {"code": origin}), flush=True)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     ending = "SIGTERM once stored" if args.kill_after is None else f"SIGKILL {args.kill_after:g} s after the load"
     print(
         f"\n{os.cpu_count()} cores; Unbound {unbound.VERSION} (1 thread); {args.seconds:g} s per rate; "
         f"collector options: {args.collector or 'defaults'}; collector stopped by {ending}\n"
     )
-    print("| rate (q/s) | answered | stored | lost | loss | collector CPU | µs CPU / record | machine busy | said |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    line = (
-        "| {rate:,} | {answered:,} | {stored:,} | {lost:,} | {loss:.2%} | {cpu:.1f} s | {per:.0f} "
-        "| {busy:.2f} cores | {said} |"
-    )
+    columns = "rate (q/s)|code|answered|stored|lost|loss|collector CPU|µs CPU / record|machine busy|said"
+    print("| " + " | ".join(columns.split("|")) + " |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
-        print(line.format(**row))
+        print(line(row))
     return 0
 
 
-def run(rate: int, seconds: float, options: list, keep: bool, kill_after: float | None = None) -> dict:
+def line(row: dict) -> str:
+    return (
+        "| {rate:,} | {code} | {answered:,} | {stored:,} | {lost:,} | {loss:.2%} | {cpu:.1f} s | {per:.0f} "
+        "| {busy:.2f} cores | {said} |"
+    ).format(**row)
+
+
+def _code(commit: str, workdir: str) -> tuple[str, str]:
+    """A frozen copy of `commit`'s code ('.' the working tree) to run the collector from; (its
+    folder, what it is)."""
+    folder = os.path.join(workdir, commit.replace("/", "_"))
+    origin = codecopy.snapshot(folder, None if commit == "." else commit)
+    return folder, origin.split(" (content")[0]
+
+
+def run(
+    rate: int, seconds: float, options: list, keep: bool, kill_after: float | None = None, code: str | None = None
+) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"resolver-load-{rate}-"))
     folder.chmod(0o755)
     database = folder / "analytics.db"
     (folder / "queries.txt").write_text("\n".join(QUERIES) + "\n")
-    collector, log = start_collector(folder, "load", options, str(database))
+    collector, log = start_collector(folder, "load", options, str(database), code)
     resolver = None
     try:
         resolver = connect_unbound(folder)
@@ -145,14 +178,20 @@ def run(rate: int, seconds: float, options: list, keep: bool, kill_after: float 
             print(f"kept {folder}")
 
 
-def start_collector(folder: Path, endpoint: str, options: list, database: str):
-    """`dns-analytics-feed collect-dnstap` on `folder`/dnstap.sock, its output in
-    `folder`/collector.log; (the process, the log's handle)."""
+def start_collector(folder: Path, endpoint: str, options: list, database: str, code: str | None = None):
+    """`dns-analytics-feed collect-dnstap` on `folder`/dnstap.sock (`python -m feeds` from the
+    copy of the code in `code`, if given), its output in `folder`/collector.log; (the process,
+    the log's handle)."""
     env = {**os.environ, "ANALYTICS_DATABASE": database, "ANALYTICS_RETENTION_DAYS": "0"}
+    program = [FEED]
+    if code is not None:
+        # The copy first on the path, in the store's spawned process too.
+        env["PYTHONPATH"] = code
+        program = [sys.executable, "-m", "feeds"]
     log = open(folder / "collector.log", "wb")
     collector = subprocess.Popen(
-        [FEED, "collect-dnstap", "--socket", str(folder / "dnstap.sock"), "--endpoint", endpoint, *options],
-        cwd=ROOT,
+        [*program, "collect-dnstap", "--socket", str(folder / "dnstap.sock"), "--endpoint", endpoint, *options],
+        cwd=code or ROOT,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -11,8 +11,10 @@ import sys
 from dataclasses import dataclass, field
 
 import click
+import orjson
 
 from models.runtime.clock import now_ms
+from schemas import record_batch
 from schemas.datetimes import format_ms
 from schemas.records import RecordError, count_older, parse_record
 
@@ -137,6 +139,20 @@ def validate(
     if refused and rejects is not None:
         set_aside(rejects[0], rejects[1], refused)
     return records, wire, rejected
+
+
+def validate_text(body: bytes, received_ms: int, rejects: tuple[str, str] | None = None):
+    """`validate` for a batch given as the JSON text of its wire records: read the fast way
+    (schemas/record_batch.py, as POST /v2/ingest reads a body, ~4 against ~11 us a record)
+    when it holds no doubt, else record by record as `validate` does (a bad record is refused
+    and set aside alone, never its batch). The records the store takes, and the rejections by
+    field."""
+    decoded = record_batch.decode(body, ndjson=False)
+    records = None if decoded is None else record_batch.records(decoded, received_ms)
+    if records is not None:
+        return records, collections.Counter()
+    records, _, rejected = validate(orjson.loads(body), received_ms, rejects)
+    return records, rejected
 
 
 def rejects_name(source: str) -> str:

@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import logging
+import math
 import multiprocessing
 import os
 import re
@@ -27,6 +28,8 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol
 
+import orjson
+
 import models.engine.database
 import models.ingest.ingestion
 import models.ingest.losses
@@ -36,7 +39,7 @@ import schemas.record_times
 from models.ingest.imports import ProgressMoved, forget_progress, get_progress, save_progress
 from models.runtime.clock import now_ms
 
-from .common import rejects_name, set_aside, validate
+from .common import rejects_name, set_aside, validate, validate_text
 
 log = logging.getLogger(__name__)
 
@@ -381,9 +384,12 @@ class LiveSink:
         the collector's reading does not."""
         rejects = self.sink.rejects_path(self.source)
         if isinstance(self.sink, LocalSink):
+            # Handed over as JSON text: cheaper to make than a pickle, and the store's process
+            # then reads it as POST /v2/ingest reads a body (feeds.common.validate_text).
+            body = _json_text(batch)
             if self.store is None:
-                return _validate_and_store(batch, self.source, rejects)
-            return self.store.run(_validate_and_store, batch, self.source, rejects)
+                return _validate_and_store(body, self.source, rejects)
+            return self.store.run(_validate_and_store, body, self.source, rejects)
         records, wire, rejected = validate(batch, now_ms(), (rejects, self.source))
         # Spooled whatever the sender's state: on disk the records wait for the operator
         # to fix what the service refused, instead of filling memory.
@@ -469,11 +475,36 @@ def _follow_parent(parent: int) -> None:
             os._exit(0)
 
 
-def _validate_and_store(batch: list[dict], source: str = "", rejects: str | None = None) -> collections.Counter:
-    """Store the records of `batch` (wire records) the validator accepts; the rejections (set
-    aside in the bad-record file `rejects`)."""
+def _json_text(batch: list[dict]) -> bytes | list[dict]:
+    """The batch as JSON text, or as it is where JSON cannot say it as it is: a number that is
+    not finite (JSON has none: it would come back null, a value the validator takes) or a value
+    JSON has no form for, which the validator must see to refuse."""
+    try:
+        body = orjson.dumps(batch)
+    except orjson.JSONEncodeError:
+        return batch
+    return batch if b"null" in body and _not_finite(batch) else body
+
+
+def _not_finite(value) -> bool:
+    if value.__class__ is float:
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(map(_not_finite, value.values()))
+    if isinstance(value, list | tuple):
+        return any(map(_not_finite, value))
+    return False
+
+
+def _validate_and_store(batch: bytes | list[dict], source: str = "", rejects: str | None = None) -> collections.Counter:
+    """Store the records of `batch` (wire records, or their JSON text) the validator accepts;
+    the rejections (set aside in the bad-record file `rejects`)."""
     with _IN_HAND:
-        records, _, rejected = validate(batch, now_ms(), None if rejects is None else (rejects, source))
+        aside = None if rejects is None else (rejects, source)
+        if isinstance(batch, bytes):
+            records, rejected = validate_text(batch, now_ms(), aside)
+        else:
+            records, _, rejected = validate(batch, now_ms(), aside)
         if records:
             with models.engine.database.connection():
                 models.ingest.ingestion.store_records(records)

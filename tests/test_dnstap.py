@@ -3,6 +3,7 @@ arrive in the store, each exactly once, with the right fields, read back through
 
 import collections
 import ipaddress
+import json
 import os
 import re
 import signal
@@ -23,6 +24,7 @@ import dnstap_pb
 import fstrm
 import pytest
 
+from feeds.sinks import LiveSink, LocalSink, StoreProcess
 from schemas.datetimes import parse_datetime
 
 from support import helpers, processes, stores, unbound
@@ -516,6 +518,32 @@ def test_a_record_the_store_refuses_is_skipped_alone(folder, api, start_collecto
     assert sorted(record["question"] for record in wait_for(api, 2)) == ["a.example", "b.example"]
     assert collector.stop() == 0
     assert "2 records delivered" in collector.output() and "skipped 1 rejected (question)" in collector.output()
+
+
+def test_the_store_process_refuses_what_json_text_would_not_carry_as_it_came(folder, api):
+    """Batches reach the store's process as JSON text, read the fast way; a record whose value
+    JSON cannot say as it is (a number that is not finite would come back null, an integer past
+    64 bits has no form) or that the fast reading doubts (a NUL) is still refused alone and set
+    aside, the rest of its batch stored."""
+    rejects = str(folder / "rejected")
+    store = StoreProcess(api.database, 64 << 20, (None, None), 48, 300)
+    sink = LiveSink(LocalSink(rejects), "dnstap:lab", store)
+    now = int(time.time() * 1000)
+
+    def wire(name, **fields):
+        return {"timestamp": now, "endpointId": "lab", "clientId": "c1", "question": name, **fields}
+
+    bad = {"responseTimeMs": float("nan"), "action": 2**70, "question": "nul\x00.example"}
+    try:
+        for index, (name, value) in enumerate(bad.items()):
+            record = wire(f"bad{index}.example", **{name: value})
+            assert sink.deliver([wire(f"good{index}.example"), record]) == {name: 1}
+    finally:
+        store.close()
+    assert sorted(record["question"] for record in stored(api)) == [f"good{i}.example" for i in range(3)]
+    [path] = [os.path.join(rejects, name) for name in os.listdir(rejects)]
+    with open(path, encoding="utf-8") as refused:
+        assert [line["error"].split("'")[1] for line in map(json.loads, refused)] == list(bad)
 
 
 def test_the_store_process_fills_geography_from_the_operators_files(folder, api, start_collector, monkeypatch):
