@@ -156,6 +156,9 @@ def test_the_statistics_are_the_sql_stores(both):
         assert ch_statistics.count(clickhouse, filters) == statistics.count(filters), said
         assert ch_statistics.series(clickhouse, filters, HOUR_MS) == statistics.series(filters, HOUR_MS), said
         assert ch_statistics.availability(clickhouse, filters) == statistics.availability(filters), said
+        for column in ("question", "registrable_domain"):
+            expected = statistics.newly_seen(filters, column, 4)
+            assert ch_statistics.newly_seen(clickhouse, filters, column, 4) == expected, (said, column)
         for column, limit in ((None, 1), ("client", 2), ("cached", 3)):
             expected = statistics.latency(filters, column, limit)
             assert ch_statistics.latency(clickhouse, filters, column, limit) == _close(expected), (said, column)

@@ -127,3 +127,44 @@ def availability(connection, filters: Filters) -> tuple[int | None, int | None, 
 
 def _bucket() -> str:
     return "intDiv(toUnixTimestamp64Milli(ts), {bucket_ms:Int64}) * {bucket_ms:Int64}"
+
+
+def newly_seen(connection, filters: Filters, column: str, limit: int) -> list[tuple[str, int, int]]:
+    """The names (`column` question or registrable_domain) first seen in the window, newest
+    first, ties by name: (name, first seen ms, records in the window matching the filters). On
+    the endpoints the filters allow (over all of them when they name none), from names_seen; for
+    the clients they name, from those clients' records. A name a privacy setting dropped ('')
+    is none."""
+    start, end = filters.start_ms, filters.end_ms
+    if filters.values.get("client"):
+        named = {sql: filters.values[sql] for sql in ("endpoint", "client") if sql in filters.values}
+        scope = Filters(values=named, end_ms=end, endpoint_limit=filters.endpoint_limit)
+        where, params = condition(scope)
+        source = f"SELECT {column} AS name, min(ts) AS first FROM {_records(connection)} WHERE {where} GROUP BY name"
+    else:
+        allowed = _allowed_endpoints(filters)
+        if allowed is not None and not allowed:
+            return []
+        params = {"scopes": allowed if allowed is not None else [""]}
+        source = (
+            f"SELECT {column} AS name, min(first) AS first FROM {connection.target.database}.names_seen "
+            "WHERE endpoint IN {scopes:Array(String)} GROUP BY name"
+        )
+    found = connection.rows(
+        f"SELECT name, toUnixTimestamp64Milli(first) AS seen FROM ({source}) WHERE name != '' "
+        "AND seen >= {start:Int64} AND seen <= {end:Int64} ORDER BY seen DESC, name ASC LIMIT {most:UInt64}",
+        {**params, "start": start, "end": end, "most": limit},
+    )
+    if not found:
+        return []
+    counts = counts_of(connection, filters, column, [name for name, _ in found])
+    return [(name, first, counts.get(name, 0)) for name, first in found]
+
+
+def _allowed_endpoints(filters: Filters) -> list[str] | None:
+    """The endpoints the filters allow (None: every one)."""
+    allowed = None
+    for names in (filters.values.get("endpoint") or None, filters.endpoint_limit):
+        if names is not None:
+            allowed = set(names) if allowed is None else allowed & set(names)
+    return None if allowed is None else sorted(allowed)

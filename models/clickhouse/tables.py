@@ -77,19 +77,21 @@ def _tables() -> tuple[Table, ...]:
             "ORDER BY (endpoint, client)",
             filled_by="SELECT endpoint, client, max(ts) AS ts FROM {records} GROUP BY endpoint, client",
         ),
-        # A name's first and last sighting per endpoint, and ('') over all endpoints.
+        # A name's first and last sighting per endpoint, and ('') over all endpoints; with its
+        # registrable domain (a function of the name: no row more), for the domains' first-seen.
         Table(
             "names_seen",
             (
                 ("endpoint", "LowCardinality(String)"),
                 ("question", "String CODEC(ZSTD(1))"),
+                ("registrable_domain", "String CODEC(ZSTD(1))"),
                 ("first", earliest),
                 ("last", latest),
             ),
             "AggregatingMergeTree",
-            "ORDER BY (endpoint, question)",
-            filled_by="SELECT scope AS endpoint, question, min(ts) AS first, max(ts) AS last FROM {records} "
-            "ARRAY JOIN [endpoint, ''] AS scope GROUP BY scope, question",
+            "ORDER BY (endpoint, question, registrable_domain)",
+            filled_by="SELECT scope AS endpoint, question, registrable_domain, min(ts) AS first, max(ts) AS last "
+            "FROM {records} ARRAY JOIN [endpoint, ''] AS scope GROUP BY scope, question, registrable_domain",
         ),
     )
 
