@@ -11,8 +11,10 @@ import pytest
 
 from catalogue import GROUPABLE
 from models.clickhouse import activity, ingestion, numbers
+from models.clickhouse import clients as ch_clients
 from models.clickhouse import statistics as ch_statistics
 from models.clients.activity import page_records, records_after
+from models.clients.clients import list_clients
 from models.engine.database import connection as database_connection
 from models.engine.database import query
 from models.records.filters import SEARCH_MODES, Filters
@@ -181,3 +183,17 @@ def _close(rows):
     """Latency rows with their mean as ClickHouse's float sum makes it (the order of additions
     differs from the SQL store's by a rounding)."""
     return [row._replace(mean=pytest.approx(row.mean)) if row.mean is not None else row for row in rows]
+
+
+def test_the_clients_last_activity_is_the_sql_stores(both):
+    _, clickhouse, _ = both
+    selections = [
+        {},
+        {"endpoint": "home"},
+        {"client_ids": ["tv", "phone"]},
+        {"endpoint": "lab", "client_ids": ["printer"]},
+        {"endpoint_limit": frozenset({"office", "lab"})},
+        {"endpoint": "nowhere"},
+    ]
+    for selection in selections:
+        assert ch_clients.list_clients(clickhouse, **selection) == list_clients(**selection), selection

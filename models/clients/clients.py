@@ -25,10 +25,18 @@ def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=No
     A client's last activity is its newest stored record (None when it has none); an
     endpoint's counts all its records, selected clients or not, and its lost-record mark.
     """
+    names, entries = client_entries(endpoint, client_ids, endpoint_limit, freezing.newest_sql("c"))
+    last = endpoint_last_activity(names)
+    return {name: last[ident] for ident, name in names.items()}, entries  # in the listing's order
+
+
+def client_entries(endpoint, client_ids, endpoint_limit, newest: str = "NULL") -> tuple[dict, list]:
+    """The selected client entries as ClientRows (their last_ts the SQL `newest` of entry `c`),
+    ordered by endpoint name then client id, and their endpoints' names by id."""
     selection, params = client_selection([endpoint] if endpoint is not None else None, client_ids, endpoint_limit)
     order = db.obj.dialect.binary_order
     sql = (
-        f"SELECT e.id, {_ENTRY_COLUMNS}, {freezing.newest_sql('c')}"
+        f"SELECT e.id, {_ENTRY_COLUMNS}, {newest}"
         f" FROM client c JOIN endpoint e ON e.id = c.endpoint WHERE c.id IN ({selection})"
         f" ORDER BY {order('e.name')}, {order('c.client_id')}"
     )
@@ -36,8 +44,7 @@ def list_clients(endpoint: str | None = None, client_ids=None, endpoint_limit=No
     for endpoint_id, *row in query(sql, params):
         names[endpoint_id] = row[0]
         entries.append(ClientRow._make(row))
-    last = endpoint_last_activity(names)
-    return {name: last[ident] for ident, name in names.items()}, entries  # in the listing's order
+    return names, entries
 
 
 def endpoint_last_activity(endpoint_ids) -> dict[int, int | None]:
