@@ -3,6 +3,7 @@ same records stored in both, every page of the log read from each with the same 
 modes, windows, orders and pages, must be the same rows. The SQL store (SQLite and PostgreSQL,
 rows and frozen blocks) is the answer computed independently."""
 
+import contextlib
 import dataclasses
 import random
 from functools import partial
@@ -12,11 +13,14 @@ import pytest
 from catalogue import GROUPABLE
 from models.clickhouse import activity, ingestion, numbers
 from models.clickhouse import clients as ch_clients
+from models.clickhouse import deletion as ch_deletion
 from models.clickhouse import statistics as ch_statistics
+from models.clients import clients as sql_clients
+from models.clients import deletion as sql_deletion
 from models.clients.activity import page_records, records_after
 from models.clients.clients import list_clients
+from models.engine.database import bind, query
 from models.engine.database import connection as database_connection
-from models.engine.database import query
 from models.records.filters import SEARCH_MODES, Filters
 from models.runtime.clock import now_ms
 from models.statistics import statistics
@@ -197,3 +201,69 @@ def test_the_clients_last_activity_is_the_sql_stores(both):
     ]
     for selection in selections:
         assert ch_clients.list_clients(clickhouse, **selection) == list_clients(**selection), selection
+
+
+@contextlib.contextmanager
+def inside(app):
+    """The app's context, its database bound (two apps of a test each have their own)."""
+    with app.app_context():
+        bind(app.extensions["database"])
+        with database_connection():
+            yield
+
+
+def test_deletions_leave_what_the_sql_stores_leave(make_app, database, clickhouse, tmp_path):
+    """The same deletions, one after the other, on two stores holding the same records (each
+    with its own SQL database: the lost marks and client entries are theirs): the log, the
+    counts, the clients with their last activity and lost marks, and the names first seen stay
+    the SQL store's."""
+    sql_app = make_app(ANALYTICS_HOT_HOURS=2)
+    ch_app = make_app(ANALYTICS_HOT_HOURS=2, ANALYTICS_DATABASE=str(tmp_path / "beside.db"))
+    now = now_ms()
+    records = _records(now)
+    for start in range(0, len(records), 60):
+        batch = records[start : start + 60]
+        assert sql_app.test_client().post("/v2/ingest", json=batch, headers=AUTH).status_code == 200
+        with inside(ch_app):
+            ingestion.store_records(clickhouse, parse_records(batch, now))
+    deletions = [
+        ("records", {"endpoints": ["home"], "client_ids": ["tv"], "end_ms": now - 24 * HOUR_MS}),
+        ("records", {"endpoints": ["lab"], "end_ms": now - 48 * HOUR_MS}),
+        ("clients", {"endpoints": ["office"], "client_ids": ["phone"], "end_ms": now}),
+        ("clients", {"client_ids": ["printer"], "end_ms": now - 30 * HOUR_MS}),
+        ("records", {"endpoint_limit": frozenset({"office"}), "end_ms": now - 10 * HOUR_MS}),
+        ("records", {"end_ms": now - 60 * HOUR_MS}),
+        ("records", {"endpoints": ["home"]}),
+        ("clients", {"endpoints": ["nowhere"], "end_ms": now}),
+    ]
+    window = Filters(start_ms=now - 100 * HOUR_MS, end_ms=now)
+    for kind, selection in deletions:
+        with inside(sql_app):
+            if kind == "records":
+                expected = sql_deletion.delete_records(**selection)
+            else:
+                expected = sql_clients.delete_clients(**selection)
+            seen = _what_is_left(window, page_records, statistics.count, statistics.newly_seen, list_clients)
+        with inside(ch_app):
+            if kind == "records":
+                got = ch_deletion.delete_records(clickhouse, **selection)
+            else:
+                got = ch_deletion.delete_clients(clickhouse, **selection)
+            left = _what_is_left(
+                window,
+                partial(activity.page_records, clickhouse),
+                partial(ch_statistics.count, clickhouse),
+                partial(ch_statistics.newly_seen, clickhouse),
+                partial(ch_clients.list_clients, clickhouse),
+            )
+        assert got == expected, selection
+        assert left == seen, selection
+
+
+def _what_is_left(window, pages, count, newly_seen, clients):
+    return {
+        "pages": [pages(window, page, 50) for page in range(5)],
+        "count": count(window),
+        "new": [newly_seen(window, column, 20) for column in ("question", "registrable_domain")],
+        "clients": clients(),
+    }

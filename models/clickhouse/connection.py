@@ -166,8 +166,10 @@ def _text(value, quoted: bool) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, list):
         return "[" + ",".join(_text(item, quoted=True) for item in value) + "]"
+    if isinstance(value, tuple):
+        return "(" + ",".join(_text(item, quoted=True) for item in value) + ")"
     text = str(value).translate(_ESCAPES)
     return f"'{text}'" if quoted else text
 
