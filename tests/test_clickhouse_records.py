@@ -17,13 +17,15 @@ from models.clickhouse import deletion as ch_deletion
 from models.clickhouse import statistics as ch_statistics
 from models.clients import clients as sql_clients
 from models.clients import deletion as sql_deletion
-from models.clients.activity import page_records, records_after
+from models.clients.activity import ROW_FIELDS, iter_raw_batches, page_records, records_after
 from models.clients.clients import list_clients
 from models.engine.database import bind, query
 from models.engine.database import connection as database_connection
 from models.records.filters import SEARCH_MODES, Filters
+from models.records.names import value_texts
 from models.runtime.clock import now_ms
 from models.statistics import statistics
+from schemas.csv_format import CsvEncoder
 from schemas.records import parse_records
 
 from support.helpers import AUTH
@@ -267,3 +269,15 @@ def _what_is_left(window, pages, count, newly_seen, clients):
         "new": [newly_seen(window, column, 20) for column in ("question", "registrable_domain")],
         "clients": clients(),
     }
+
+
+def test_the_export_is_the_sql_stores(both):
+    _, clickhouse, now = both
+    for filters, said in _filters(now)[:12] + [(Filters(search="tracker", search_mode="includes"), "a search")]:
+        for descending in (True, False):
+            sql = CsvEncoder(ROW_FIELDS, value_texts)
+            expected = "".join(sql.lines(rows) for rows in iter_raw_batches(filters, descending, batch_size=40))
+            ch = CsvEncoder(ROW_FIELDS, activity.texts)
+            got = "".join(ch.lines(rows) for rows in activity.iter_batches(clickhouse, filters, descending, 40))
+            assert got == expected, (said, descending)
+            assert got.count("\r\n") == statistics.count(filters) if filters.start_ms else True

@@ -18,6 +18,8 @@ def _storage(column: str) -> str:
 
 # Strings ClickHouse keeps as '' for unknown, which a RecordRow holds as None (as the SQL store's).
 _STRINGS_AT = [i for i, column in enumerate(RecordRow._fields) if column != "id" and _storage(column) == TERM]
+# Numbers ClickHouse's JSON writes without a fraction when they have none (80.0 as 80).
+_NUMBERS_AT = [i for i, column in enumerate(RecordRow._fields) if column != "id" and _storage(column) == NUMBER]
 assert set(RecordRow._fields) <= set(RECORD_COLUMNS), "every column a row shows is a column of the records"
 
 
@@ -65,6 +67,32 @@ def page_records(connection, filters: Filters, page: int, page_size: int, descen
     return [_row(row) for row in rows]
 
 
+def iter_batches(connection, filters: Filters, descending: bool = True, batch_size: int = 5000):
+    """Every matching record as RecordRows (texts), a list per batch, memory flat: the window
+    walked by a (ts, id) cursor, a statement a batch, as models.clients.activity.iter_raw_batches
+    walks it (a record deleted before its step reads it is left out)."""
+    where, params = condition(filters)
+    order, past = ("DESC", "<") if descending else ("ASC", ">")
+    after = None
+    while True:
+        seek = f" AND (ts, id) {past} (fromUnixTimestamp64Milli({{at:Int64}}), {{at_id:UInt64}})" if after else ""
+        rows = connection.rows(
+            f"SELECT {_SELECTED} FROM {connection.target.database}.records WHERE {where}{seek} "
+            f"ORDER BY ts {order}, id {order} LIMIT {{page_size:UInt64}}",
+            {**params, "page_size": batch_size, **({"at": after[0], "at_id": after[1]} if after else {})},
+        )
+        yield [_row(row) for row in rows]
+        if len(rows) < batch_size:
+            return
+        after = (rows[-1][1], rows[-1][0])
+
+
+def texts(storage: str, values) -> dict:
+    """The text of each value a RecordRow of this store holds: the value itself (the export's
+    encoder asks the SQL store's rows for the texts of their ids)."""
+    return {value: value for value in values}
+
+
 def records_after(connection, filters: Filters, last_id: int, limit: int = 500, scan: int = 20_000):
     """Matching records among the numbers (last_id, last_id + scan], lowest first, and the
     number the next call starts after, as models.clients.activity.records_after: numbers are
@@ -87,4 +115,7 @@ def _row(values: tuple) -> RecordRow:
     for at in _STRINGS_AT:
         if values[at] == "":
             values[at] = None
+    for at in _NUMBERS_AT:
+        if values[at] is not None:
+            values[at] = float(values[at])
     return RecordRow(*values)
