@@ -7,7 +7,7 @@ then the log polled (every 10 ms) until the query is in it; prints the median, p
 largest delay per resolver and sink.
 
 .venv/bin/python bench/query_to_visible.py [--resolver unbound,bind,knot,dnsdist] [--samples 60]
-    [--sink local,url] [--pause 0.3]
+    [--sink local,url] [--pause 0.3] [--jitter 1]
 
 What is measured is what docs/feeding.md says: to try a resolver's setting, edit its quick start
 there and run this again. Needs Debian's unbound, bind9, knot-resolver and dnsdist
@@ -16,6 +16,7 @@ there and run this again. Needs Debian's unbound, bind9, knot-resolver and dnsdi
 
 import argparse
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -69,6 +70,12 @@ def main(argv=None) -> int:
     parser.add_argument("--samples", type=int, default=60, help="queries per resolver and sink")
     parser.add_argument("--sink", default="local,url", help="local, url or both, comma-separated")
     parser.add_argument("--pause", type=float, default=0.3, help="seconds between one query's arrival and the next")
+    parser.add_argument(
+        "--jitter",
+        type=float,
+        default=1.0,
+        help="up to this many seconds more, at random, added to each pause",
+    )
     parser.add_argument("--collector", default="", help="extra options for collect-dnstap, e.g. '--batch-delay 1'")
     parser.add_argument("--keep", action="store_true", help="keep the work folders")
     args = parser.parse_args(argv)
@@ -84,14 +91,15 @@ def main(argv=None) -> int:
     options = args.collector.split()
     load_before = os.getloadavg()[0]
     rows = [
-        (name, sink, run(name, sink, args.samples, args.pause, options, args.keep))
+        (name, sink, run(name, sink, args.samples, (args.pause, args.jitter), options, args.keep))
         for name in chosen
         for sink in args.sink.split(",")
     ]
     print(
         f"\n{os.cpu_count()} cores, load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {args.samples} queries per resolver and sink, "
-        f"one at a time, {args.pause:g} s apart; collector options: {args.collector or 'defaults'}\n"
+        f"one at a time, {args.pause:g} s + up to {args.jitter:g} s apart; "
+        f"collector options: {args.collector or 'defaults'}\n"
     )
     for name in chosen:
         print(f"- {name}: {found[name]}")
@@ -128,7 +136,7 @@ def connect(name: str, folder: Path):
     return resolver
 
 
-def run(name: str, sink: str, samples: int, pause: float, options: list, keep: bool) -> list[float]:
+def run(name: str, sink: str, samples: int, pause: tuple[float, float], options: list, keep: bool) -> list[float]:
     folder = Path(tempfile.mkdtemp(prefix=f"q2v-{name}-{sink}-"))
     folder.chmod(0o755)
     database = folder / "analytics.db"
@@ -156,7 +164,10 @@ def run(name: str, sink: str, samples: int, pause: float, options: list, keep: b
                 time.sleep(POLL_SECONDS)
             delays.append(time.monotonic() - answered)
             print(f"{name} {sink} {number + 1}/{samples}: {delays[-1]:.3f} s", flush=True)
-            time.sleep(pause)
+            # A fixed pause would lock the queries to one phase of a resolver's flush timer
+            # (libfstrm's ticks every second whatever arrives): the delay would be the same
+            # fraction of a second every time instead of its spread.
+            time.sleep(pause[0] + random.uniform(0, pause[1]))
         return delays
     finally:
         if resolver is not None:
