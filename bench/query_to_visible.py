@@ -7,7 +7,7 @@ then the log polled (every 10 ms) until the query is in it; prints the median, p
 largest delay per resolver and sink.
 
 .venv/bin/python bench/query_to_visible.py [--resolver unbound,bind,knot,dnsdist] [--samples 60]
-    [--sink local,url] [--pause 0.3] [--jitter 1]
+    [--sink local,url] [--pause 0.3] [--jitter 1] [--background 0]
 
 What is measured is what docs/feeding.md says: to try a resolver's setting, edit its quick start
 there and run this again. Needs Debian's unbound, bind9, knot-resolver and dnsdist
@@ -24,10 +24,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 from pathlib import Path
 
+import dns.exception
 from resolver_load import start_collector, wait_for
 from server import ROOT, Server
 
@@ -76,6 +78,12 @@ def main(argv=None) -> int:
         default=1.0,
         help="up to this many seconds more, at random, added to each pause",
     )
+    parser.add_argument(
+        "--background",
+        type=float,
+        default=0,
+        help="queries a second of other names asked meanwhile (a steady trickle, as a busy home network's)",
+    )
     parser.add_argument("--collector", default="", help="extra options for collect-dnstap, e.g. '--batch-delay 1'")
     parser.add_argument("--keep", action="store_true", help="keep the work folders")
     args = parser.parse_args(argv)
@@ -91,7 +99,7 @@ def main(argv=None) -> int:
     options = args.collector.split()
     load_before = os.getloadavg()[0]
     rows = [
-        (name, sink, run(name, sink, args.samples, (args.pause, args.jitter), options, args.keep))
+        (name, sink, run(name, sink, args.samples, (args.pause, args.jitter), args.background, options, args.keep))
         for name in chosen
         for sink in args.sink.split(",")
     ]
@@ -99,7 +107,7 @@ def main(argv=None) -> int:
         f"\n{os.cpu_count()} cores, load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {args.samples} queries per resolver and sink, "
         f"one at a time, {args.pause:g} s + up to {args.jitter:g} s apart; "
-        f"collector options: {args.collector or 'defaults'}\n"
+        f"{args.background:g} other queries a second meanwhile; collector options: {args.collector or 'defaults'}\n"
     )
     for name in chosen:
         print(f"- {name}: {found[name]}")
@@ -136,7 +144,20 @@ def connect(name: str, folder: Path):
     return resolver
 
 
-def run(name: str, sink: str, samples: int, pause: tuple[float, float], options: list, keep: bool) -> list[float]:
+def trickle(resolver, name: str, rate: float, stop: threading.Event) -> None:
+    """Other queries at `rate` a second, at random moments (a Poisson stream), until `stop`."""
+    number = 0
+    while not stop.wait(random.expovariate(rate)):
+        number += 1
+        try:
+            resolver.ask(f"b{number}-{secrets.token_hex(4)}.{RESOLVERS[name][1]}", "A", timeout=2)
+        except (OSError, dns.exception.DNSException):
+            pass  # a background query lost changes nothing measured
+
+
+def run(
+    name: str, sink: str, samples: int, pause: tuple[float, float], background: float, options: list, keep: bool
+) -> list[float]:
     folder = Path(tempfile.mkdtemp(prefix=f"q2v-{name}-{sink}-"))
     folder.chmod(0o755)
     database = folder / "analytics.db"
@@ -149,8 +170,11 @@ def run(name: str, sink: str, samples: int, pause: tuple[float, float], options:
         database = folder / "unused.db"
     collector, log = start_collector(folder, "visible", options, str(database))
     resolver = None
+    stop = threading.Event()
     try:
         resolver = connect(name, folder)
+        if background:
+            threading.Thread(target=trickle, args=(resolver, name, background, stop), daemon=True).start()
         start = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
         delays = []
         for number in range(samples):
@@ -170,6 +194,7 @@ def run(name: str, sink: str, samples: int, pause: tuple[float, float], options:
             time.sleep(pause[0] + random.uniform(0, pause[1]))
         return delays
     finally:
+        stop.set()
         if resolver is not None:
             resolver.stop()
         if collector.poll() is None:
