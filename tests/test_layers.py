@@ -163,6 +163,7 @@ ROOMS = (
     "clients",
     "delivery",
     "clickhouse",
+    "stores",
     "migrations",
 )
 
