@@ -92,7 +92,7 @@ class RecordStore(ABC):
     @abstractmethod
     def series(self, filters: Filters, interval_ms: int) -> dict[int, int]:
         """{bucket start: count} of the selected records per time bucket, each bucket's start a
-        multiple of `interval_ms` (empty buckets absent)."""
+        multiple of `interval_ms` (a bucket without records may be absent)."""
 
     @abstractmethod
     def top_series(self, filters: Filters, interval_ms: int, column: str, limit: int) -> tuple[list[str], dict]:
