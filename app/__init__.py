@@ -6,8 +6,8 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 import models.clickhouse.target
 import models.engine.database
 import models.migrations.run
-import models.records.freezing
 import models.runtime.config
+import models.stores.bound
 import schemas.geoip
 from models.runtime.clock import pin_request_now
 
@@ -25,9 +25,11 @@ class App(Flask):
 
     def app_context(self):
         # The store is one module-level binding. With several apps in one process (tests),
-        # each request, CLI command and background job binds its own app's database first.
+        # each request, CLI command and background job binds its own app's database and record store first.
         if "database" in self.extensions:
             models.engine.database.bind(self.extensions["database"])
+        if "records" in self.extensions:
+            models.stores.bound.bind(self.extensions["records"])
         return super().app_context()
 
 
@@ -51,7 +53,9 @@ def create_app(test_config=None) -> Flask:
         # The steps this start ran (`flask --app wsgi migrate` shows them).
         app.extensions["schema_steps"] = models.migrations.run.create_schema()
     schemas.geoip.configure(app.config["ANALYTICS_GEOIP_DB"] or None, app.config["ANALYTICS_ASN_DB"] or None)
-    models.records.freezing.configure(app.config)
+    app.extensions["records"] = models.stores.bound.for_settings(app.config)
+    models.stores.bound.bind(app.extensions["records"])
+    app.extensions["records"].configure(app.config)
 
     app.extensions["guards"] = guards.State()
     app.before_request(request_size.bound_url)  # first: like an over-long body, refused before it costs anything

@@ -17,7 +17,7 @@ from operator import itemgetter
 from flask import current_app, g, request
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-import models.clients.status
+import models.stores.bound
 from catalogue import FIELDS
 
 OTHER = "other"
@@ -101,7 +101,7 @@ def endpoint_labels(names: set) -> dict:
     limit = current_app.config["ANALYTICS_METRICS_ENDPOINTS"]
     labelled = _labelled_endpoints()
     if len(labelled) < limit and not names <= labelled:
-        labelled.update(models.clients.status.first_endpoints(limit))
+        labelled.update(models.stores.bound.records().first_endpoints(limit))
     return {name: name if name in labelled else OTHER for name in names}
 
 

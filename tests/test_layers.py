@@ -1,6 +1,7 @@
 """The layers' import rules and the store's vocabulary, read from the source (see docs/layout.md)."""
 
 import ast
+import importlib
 import inspect
 import pathlib
 
@@ -163,6 +164,7 @@ ROOMS = (
     "clients",
     "delivery",
     "clickhouse",
+    "stores",
     "migrations",
 )
 
@@ -341,4 +343,91 @@ def test_nothing_outside_the_engines_asks_which_engine_it_runs_on():
     ]
     assert len(outside) > 50
     found = {str(p.relative_to(ROOT)): hits for p in outside if (hits := _names_an_engine(p))}
+    assert found == {}
+
+
+# The record store's seam (docs/layout.md, "The record store's seam"): the app reaches records,
+# and what is derived from them, only through models.stores.bound.records().
+# Modules whose every function the app may need is an operation on records: app/ imports none.
+WHOLLY_BEHIND_THE_SEAM = {
+    "models.clients.activity",
+    "models.clients.deletion",
+    "models.clients.status",
+    "models.statistics.statistics",
+    "models.statistics.counting",
+    "models.records.freezing",
+    "models.records.names",
+    "models.privacy.unused_terms",
+}
+# Modules that hold record operations beside the small transactional data the app still calls
+# directly (what stays in ANALYTICS_DATABASE whichever store keeps the records): app/ names none
+# of their functions that SqlStore binds.
+PARTLY_BEHIND_THE_SEAM = {
+    "models.ingest.ingestion": "the feeds' batch keys (forget_batch_keys)",
+    "models.clients.clients": "a client's alias",
+    "models.privacy.rewrites": "the names of the rewrites' kinds",
+    "models.delivery.alerts": "alert rules, their marks, alerts and their deliveries",
+    "models.delivery.outputs": "outputs, their cursors and leases",
+}
+# What the wire needs of those modules besides their operations, re-exposed by the interface
+# (models.stores.interface) so that app/ takes it from there.
+REEXPOSED = {"ROW_FIELDS": "models.clients.activity", "AlreadyStored": "models.ingest.ingestion"}
+
+
+def _bound_functions() -> dict[str, tuple[str, str]]:
+    """{store operation: (module, function)} of every operation SqlStore binds to a function."""
+    from models.stores.interface import RecordStore
+    from models.stores.sql import SqlStore
+
+    found = {}
+    for name in RecordStore.__abstractmethods__:
+        bound = SqlStore.__dict__[name]
+        if isinstance(bound, staticmethod):
+            found[name] = (bound.__func__.__module__, bound.__func__.__name__)
+    return found
+
+
+def test_the_sql_store_implements_every_operation_as_the_interface_promises_it():
+    import models.stores.interface
+    from models.stores.interface import RecordStore
+    from models.stores.sql import SqlStore
+
+    assert len(RecordStore.__abstractmethods__) > 40
+    SqlStore()  # nothing abstract is left to stop it
+    undocumented = sorted(name for name in RecordStore.__abstractmethods__ if not getattr(RecordStore, name).__doc__)
+    assert undocumented == []
+    differ = {}
+    for name, (module, function) in _bound_functions().items():
+        promised = list(inspect.signature(getattr(RecordStore, name)).parameters.values())[1:]
+        bound = inspect.signature(getattr(importlib.import_module(module), function)).parameters.values()
+        if [(p.name, p.kind, p.default) for p in promised] != [(p.name, p.kind, p.default) for p in bound]:
+            differ[name] = f"{module}.{function}"
+    assert differ == {}
+    modules_bound = {module for module, _ in _bound_functions().values()}
+    assert modules_bound == WHOLLY_BEHIND_THE_SEAM | set(PARTLY_BEHIND_THE_SEAM)
+    for name, module in REEXPOSED.items():
+        assert getattr(models.stores.interface, name) is getattr(importlib.import_module(module), name)
+
+
+def _reached(path: pathlib.Path) -> list[tuple[int, str]]:
+    """(line, dotted name) of every module imported and every dotted name used in `path`."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found += [(node.lineno, f"{node.module}.{alias.name}") for alias in node.names]
+        elif isinstance(node, ast.Attribute):
+            found.append((node.lineno, ast.unparse(node)))
+    return found
+
+
+def test_the_app_reaches_records_only_through_the_record_store():
+    forbidden = {f"{module}.{function}" for module, function in _bound_functions().values()}
+    assert {"models.delivery.outputs.backlog", "models.ingest.ingestion.store_records"} <= forbidden
+    found = {}
+    for path in modules("app", "wsgi.py", "gunicorn.conf.py"):
+        for line, name in _reached(path):
+            if any(name == m or name.startswith(f"{m}.") for m in WHOLLY_BEHIND_THE_SEAM | forbidden):
+                found.setdefault(str(path.relative_to(ROOT)), []).append((line, name))
     assert found == {}

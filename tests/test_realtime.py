@@ -216,14 +216,13 @@ def test_a_closed_stream_frees_its_slot_at_once(tmp_path):
 
 
 def test_a_failed_start_gives_its_slot_back(app, client, monkeypatch):
-    import models.clients.activity
-
     app.config["ANALYTICS_MAX_STREAMS"] = 1
 
     def broken():
         raise RuntimeError("injected")
 
-    monkeypatch.setattr(models.clients.activity, "committed_top", broken)
+    # The app reads the stream's start from its record store (models/stores/).
+    monkeypatch.setattr(app.extensions["records"], "committed_top", broken)
     assert_error(open_stream(client, headers=AUTH)[0], 500)
     monkeypatch.undo()
     response, _ = open_stream(client, headers=AUTH)

@@ -2,14 +2,13 @@
 
 from flask import Response, current_app, request
 
-import models.clients.activity
-import models.clients.deletion
 import models.engine.database
-import models.records.names
 from app.audit import Read
 from app.auth import accepts_stream_token, endpoint_limit
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint, prebuilt
+from models.stores.bound import records
+from models.stores.interface import ROW_FIELDS
 from schemas.activity_log import (
     ActivityLogQuerySchema,
     CsvQuerySchema,
@@ -36,9 +35,7 @@ def list_records(query):
     """One page of the records in the window matching the filters."""
     filters = filters_from(query, endpoint_limit())
     read = Read("activity-log", filters, stream=False)
-    queries = models.clients.activity.page_records(
-        filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc"
-    )
+    queries = records().page_records(filters, query["page"], query["pageSize"], descending=query["sortOrder"] == "desc")
     response = prebuilt(
         {"meta": {"page": query["page"], "pageSize": query["pageSize"]}, "queries": query_data(queries)}
     )
@@ -62,7 +59,7 @@ def delete_records(query, body):
             "Deleting the records of every endpoint needs all=true (or an endpointId/clientId filter).",
         )
     entry = admin_actions.BatchedEntry("activity_log.delete", endpoints)
-    deleted = models.clients.deletion.delete_records(
+    deleted = records().delete_records(
         endpoints,
         client_ids,
         end_ms,
@@ -83,10 +80,10 @@ def export_csv(query):
     name = f"activity-log_{format_ms(filters.start_ms)}_{format_ms(filters.end_ms)}.csv".replace(":", "-")
 
     def lines():
-        encoder = CsvEncoder(models.clients.activity.ROW_FIELDS, models.records.names.value_texts)
+        encoder = CsvEncoder(ROW_FIELDS, records().value_texts)
         yield encoder.header()
         with models.engine.database.connection():
-            for rows in models.clients.activity.iter_raw_batches(filters, descending):
+            for rows in records().iter_raw_batches(filters, descending):
                 yield encoder.lines(rows)
 
     read = Read("activity-log/csv", filters, stream=True)

@@ -10,6 +10,7 @@ from app.extensions import Blueprint, prebuilt
 from app.jobs.alert_destinations import problem
 from models.engine.database import write_transaction
 from models.runtime.clock import now_ms, request_now_ms
+from models.stores.bound import records
 from schemas.alerts import (
     AlertHistorySchema,
     AlertQuerySchema,
@@ -50,7 +51,7 @@ def _checked(kind: str, body: dict) -> dict:
 def _remember_domains(rule):
     """A new-domain rule starts knowing the domains asked within its days (models.delivery.alerts.seed_domains)."""
     if rule.kind == "new-domain":
-        models.delivery.alerts.seed_domains(rule.id, rule.endpoints, now_ms() - rule.settings["days"] * DAY_MS)
+        records().seed_domains(rule.id, rule.endpoints, now_ms() - rule.settings["days"] * DAY_MS)
 
 
 def _rule_or_404(rule_id: int):

@@ -3,7 +3,7 @@
 import marshmallow as ma
 from flask import current_app
 
-import models.clients
+import models.clients.clients
 import models.engine.database
 from app.auth import endpoint_limit
 from app.errors import ApiError, ErrorCode
@@ -11,6 +11,7 @@ from app.extensions import Blueprint, prebuilt, validation_error
 from app.jobs import alerts
 from app.requests import json_body
 from models.runtime.clock import request_now_ms
+from models.stores.bound import records
 from schemas.clients import (
     AliasRequestSchema,
     ClientActivitySchema,
@@ -48,9 +49,7 @@ _ALIAS_BODY = {
 @blp.response(200, GetClientResponseSchema)
 def list_clients(query):
     """List endpoints and their clients, with last-activity times."""
-    endpoints, rows = models.clients.clients.list_clients(
-        query.get("endpointId"), query.get("clientId"), endpoint_limit()
-    )
+    endpoints, rows = records().list_clients(query.get("endpointId"), query.get("clientId"), endpoint_limit())
     return prebuilt(client_items(endpoints, rows))
 
 
@@ -67,7 +66,7 @@ def delete_clients(body):
         )
     end_ms, limit = body.get("endTime", request_now_ms()), endpoint_limit()
     entry = admin_actions.BatchedEntry("client.delete", endpoints)
-    purged = models.clients.clients.purge_records(
+    purged = records().purge_records(
         endpoints,
         client_ids,
         end_ms,
@@ -76,7 +75,7 @@ def delete_clients(body):
         after_batch=lambda so_far: entry({"deletedRecords": so_far}),
     )
     with models.engine.database.write_transaction():
-        deleted, left = models.clients.clients.delete_clients(endpoints, client_ids, end_ms, limit)
+        deleted, left = records().delete_clients(endpoints, client_ids, end_ms, limit)
         alerts.forget_clients(deleted)
         result = {
             "deletedCount": len(deleted),
@@ -127,7 +126,7 @@ def set_logging(body, endpointId, clientId):  # noqa: N803 (the API's names)
         if len(value) > 256:
             raise ApiError(ErrorCode.INVALID_PARAMETER, f"Invalid '{name}': 1 to 256 characters.")
     with models.engine.database.write_transaction():
-        entry, deleted = models.clients.clients.set_logged(endpointId, clientId, body["logged"])
+        entry, deleted = records().set_logged(endpointId, clientId, body["logged"])
         if not body["logged"]:
             alerts.forget_clients([(endpointId, clientId)])
         admin_actions.record("client.logging.set", {"logged": body["logged"], "deletedCount": deleted}, [endpointId])

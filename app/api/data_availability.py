@@ -2,13 +2,13 @@
 
 from flask import current_app
 
-import models.privacy
+import models.privacy.privacy
 import models.records.filters
-import models.statistics.statistics
 from app.auth import endpoint_limit
 from app.extensions import Blueprint
 from app.jobs.retention import horizon_ms, statistics_days, statistics_horizon_ms
 from models.runtime.clock import now_ms
+from models.stores.bound import records
 from schemas.privacy import privacy_spans
 from schemas.statistics import COLUMNS, DataAvailabilityQuerySchema, DataAvailabilitySchema
 
@@ -21,11 +21,9 @@ blp = Blueprint("data_availability", __name__, url_prefix="/v2/data-availability
 def data_availability(query):
     """The oldest and newest record, the retention, the record count and the columns; how far
     back statistics answer, and at what resolution each part of a window is answered."""
-    oldest, newest, total = models.statistics.statistics.availability(
-        models.records.filters.Filters(endpoint_limit=endpoint_limit())
-    )
+    oldest, newest, total = records().availability(models.records.filters.Filters(endpoint_limit=endpoint_limit()))
     now = now_ms()
-    since = models.statistics.statistics.statistics_start()
+    since = records().statistics_start()
     return {
         "startTime": oldest,
         "endTime": newest,

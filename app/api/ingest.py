@@ -3,8 +3,8 @@
 from flask import current_app, g, request
 
 import models.engine.database
-import models.ingest.ingestion
 import models.ingest.losses
+import models.stores.bound
 from app import metrics
 from app.auth import check_endpoints
 from app.errors import ApiError, ErrorCode
@@ -12,6 +12,7 @@ from app.extensions import Blueprint
 from app.jobs.retention import past_horizon
 from app.requests import parse_json
 from models.runtime.clock import now_ms
+from models.stores.interface import AlreadyStored
 from schemas import record_batch
 from schemas.losses import LossReportResponseSchema, LossReportSchema
 from schemas.records import QueryDataSchema, RecordError, parse_records
@@ -94,11 +95,11 @@ def _ingest():
     key = _idempotency_key()
     try:
         accepted = (
-            models.ingest.ingestion.store_records(records)
+            models.stores.bound.records().store_records(records)
             if key is None
-            else models.ingest.ingestion.store_once(records, key, now)
+            else models.stores.bound.records().store_once(records, key, now)
         )
-    except models.ingest.ingestion.AlreadyStored as stored:
+    except AlreadyStored as stored:
         return {"accepted": stored.accepted, "pastRetention": past}, 200, {"Idempotency-Replayed": "true"}
     metrics.count_stored(records, past)
     return {"accepted": accepted, "pastRetention": past}

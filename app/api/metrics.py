@@ -8,14 +8,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
-import models.clients.status
 import models.ingest.losses
-import models.statistics.counting
 from app import metrics as counters
 from app.auth import endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
 from app.strict import takes_no_query
 from models.runtime.clock import now_ms
+from models.stores.bound import records
 
 blp = Blueprint("metrics", __name__)
 
@@ -41,7 +40,7 @@ class _StoreFigures:
     """Figures read from the store at scrape time, so that every worker answers alike."""
 
     def collect(self):
-        database, wal = models.clients.status.database_sizes()
+        database, wal = records().database_sizes()
         yield GaugeMetricFamily("dns_analytics_database_size_bytes", "Size of the database on disk.", value=database)
         if wal is not None:
             yield GaugeMetricFamily("dns_analytics_wal_size_bytes", "Size of SQLite's write-ahead log.", value=wal)
@@ -50,7 +49,7 @@ class _StoreFigures:
             "Seconds since the newest record of each endpoint (its last activity).",
             labels=["endpoint"],
         )
-        names = dict(models.clients.status.endpoints_by_age())
+        names = dict(records().endpoints_by_age())
         labelled = set(counters.endpoint_labels(set(names)).values()) - {counters.OTHER}
         newest_by_label: dict[str, int] = {}
         for name, newest in names.items():
@@ -65,7 +64,7 @@ class _StoreFigures:
         yield GaugeMetricFamily(
             "dns_analytics_records_not_counted",
             "Records stored and not counted into the statistics yet (reads count them from the records).",
-            value=models.statistics.counting.not_counted(),
+            value=records().not_counted(),
         )
 
 

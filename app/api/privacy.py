@@ -2,13 +2,13 @@
 
 from flask import g
 
-import models.privacy
-import models.privacy.rewrites
+import models.privacy.privacy
 from app.auth import check_endpoints, endpoint_limit, requires
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint, prebuilt
 from models.engine.database import write_transaction
 from models.runtime.clock import now_ms
+from models.stores.bound import records
 from schemas.privacy import PrivacyListSchema, PrivacySettingsSchema, settings_items, settings_json
 
 from . import admin_actions
@@ -21,7 +21,7 @@ blp = Blueprint("privacy", __name__, url_prefix="/v2/privacy", description="What
 @requires("admin")
 def list_settings():
     """The settings in force: the operator's default and every endpoint's own."""
-    return prebuilt({"items": settings_items(models.privacy.rewrites.in_force(endpoint_limit()))})
+    return prebuilt({"items": settings_items(records().privacy_in_force(endpoint_limit()))})
 
 
 @blp.route("/<endpointId>", methods=["PUT"])
@@ -42,7 +42,7 @@ def change_settings(fields, endpointId):  # noqa: N803 (the API's name)
     if not fields:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "The body sets no field.")
     with write_transaction():
-        answer = settings_json(*models.privacy.rewrites.change(endpointId, fields, now_ms()))
+        answer = settings_json(*records().change_privacy(endpointId, fields, now_ms()))
         admin_actions.record(
             "privacy.set", answer, named=None if endpointId == models.privacy.privacy.DEFAULT else [endpointId]
         )

@@ -14,10 +14,10 @@ import time
 from flask import Response, current_app, g, request
 
 import models.access.keys
-import models.clients.activity
 import models.engine.database
 from app.audit import Read
 from app.requests import hung_up
+from models.stores.bound import records
 from schemas.records import query_data
 
 POLL_SECONDS = 0.25
@@ -37,8 +37,8 @@ def event_stream(filters, last_id: int | None, max_streams: int, per_key: int, b
     try:
         skipped = None
         if last_id is None:
-            last_id = models.clients.activity.committed_top()
-        elif last_id < (oldest := models.clients.activity.committed_top() - backlog):
+            last_id = records().committed_top()
+        elif last_id < (oldest := records().committed_top() - backlog):
             skipped, last_id = (last_id, oldest), oldest
         peer = request.environ.get("gunicorn.socket")
         read = Read("activity-log/realtime", filters, stream=True)
@@ -87,7 +87,7 @@ def _events(filters, last_id: int, peer: socket.socket | None, key_id: int | Non
                 if not models.access.keys.key_is_live(key_id):  # revoked meanwhile: the stream ends
                     yield "event: revoked\ndata: the API key of this stream was revoked\n\n"
                     return
-            rows, examined = models.clients.activity.records_after(filters, last_id)
+            rows, examined = records().records_after(filters, last_id)
             for row, record in zip(rows, query_data(rows), strict=True):
                 data = json.dumps(record, separators=(",", ":"))
                 yield f"id: {row.id}\ndata: {data}\n\n"

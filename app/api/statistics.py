@@ -1,11 +1,11 @@
 """The Statistics group: /v2/statistic/count, /timeseries, /trend, /latency and /first-seen."""
 
-import models.statistics.statistics
 from app.auth import endpoint_limit
 from app.errors import ApiError, ErrorCode
 from app.extensions import Blueprint
 from catalogue import FIELDS_BY_NAME
 from models.runtime.clock import request_now_ms
+from models.stores.bound import records
 from schemas.datetimes import MIN_MS
 from schemas.filters import filters_from
 from schemas.statistics import (
@@ -54,7 +54,7 @@ def count(query):
     return {
         "startTime": filters.start_ms,
         "endTime": filters.end_ms,
-        "count": models.statistics.statistics.count(filters),
+        "count": records().count(filters),
     }
 
 
@@ -65,7 +65,7 @@ def count_group(query, group):
     """Record counts per value of a column, the most (or least) frequent first."""
     column = _column(group)
     filters = filters_from(query, endpoint_limit())
-    top = models.statistics.statistics.top(filters, column, query["limit"], query["sortOrder"] == "desc")
+    top = records().top(filters, column, query["limit"], query["sortOrder"] == "desc")
     return {
         "startTime": filters.start_ms,
         "endTime": filters.end_ms,
@@ -79,7 +79,7 @@ def count_group(query, group):
 def latency(query):
     """Response times of the records in the window that have one: mean, median, p95, max."""
     filters = filters_from(query, endpoint_limit())
-    (row,) = models.statistics.statistics.latency(filters)
+    (row,) = records().latency(filters)
     return {"startTime": filters.start_ms, "endTime": filters.end_ms, **latency_summary(row)}
 
 
@@ -90,7 +90,7 @@ def latency_group(query, group):
     """Response times per value of a column, for the values with the most (or fewest) of them."""
     column = _column(group)
     filters = filters_from(query, endpoint_limit())
-    rows = models.statistics.statistics.latency(filters, column, query["limit"], query["sortOrder"] == "desc")
+    rows = records().latency(filters, column, query["limit"], query["sortOrder"] == "desc")
     return {
         "startTime": filters.start_ms,
         "endTime": filters.end_ms,
@@ -134,7 +134,7 @@ def _bucket_starts(start_ms: int, end_ms: int, interval_ms: int) -> range:
 @blp.response(200, TimeSeriesResponseSchema)
 def timeseries(query):
     """Record counts per time bucket over the window, empty buckets included."""
-    return _series(query, models.statistics.statistics.series, lambda found: found or 0)
+    return _series(query, records().series, lambda found: found or 0)
 
 
 @blp.route("/timeseries/<group>", methods=["GET"], parameters=_GROUP_PARAMETER)
@@ -146,7 +146,7 @@ def timeseries_group(query, group):
     values = []
 
     def count(filters, interval):
-        top, counts = models.statistics.statistics.top_series(filters, interval, column, query["groupLimit"])
+        top, counts = records().top_series(filters, interval, column, query["groupLimit"])
         values.extend(top)
         return counts
 
@@ -186,7 +186,7 @@ def first_seen(query, group):
     if start > end:
         raise ApiError(ErrorCode.INVALID_PARAMETER, "Invalid 'startTime': startTime is after endTime.")
     filters = filters_from({**query, "startTime": start, "endTime": end}, endpoint_limit())
-    found = models.statistics.statistics.newly_seen(filters, FIELDS_BY_NAME[group].sql, query["limit"])
+    found = records().newly_seen(filters, FIELDS_BY_NAME[group].sql, query["limit"])
     return {
         "startTime": start,
         "endTime": end,
@@ -214,7 +214,7 @@ def trend(query, group):
     baseline_filters = filters_from({**query, "startTime": baseline_start, "endTime": baseline_end}, endpoint_limit())
     trends = [
         {"value": value, "count": n, "baselineCount": before, "change": (n - before) / before if before else None}
-        for value, n, before in models.statistics.statistics.trend(filters, baseline_filters, column, query["limit"])
+        for value, n, before in records().trend(filters, baseline_filters, column, query["limit"])
     ]
     return {
         "startTime": start,

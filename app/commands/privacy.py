@@ -8,11 +8,11 @@ from flask.cli import AppGroup
 
 import models.access.admin_actions
 import models.engine.database
-import models.privacy
-import models.privacy.rewrites
+import models.privacy.privacy
 from app.jobs.privacy import run_privacy
 from app.jobs.retention import CLI_ACTOR
 from models.runtime.clock import now_ms
+from models.stores.bound import records
 from schemas.privacy import PrivacySettingsSchema, settings_items, settings_json
 
 privacy = AppGroup("privacy", help="Show and change what is kept of each endpoint's queries.")
@@ -29,7 +29,7 @@ def _line(endpoint: str, settings: dict) -> str:
 def show():
     """The settings in force: the default (_default) and every endpoint with its own."""
     with models.engine.database.connection():
-        items = settings_items(models.privacy.rewrites.in_force())
+        items = settings_items(records().privacy_in_force())
     for name, settings in items.items():
         click.echo(_line(name, settings))
 
@@ -79,7 +79,7 @@ def set_command(
     except ma.ValidationError as exc:  # the options' types check the same: kept for safety
         raise click.UsageError(str(exc.messages)) from None
     with models.engine.database.connection(), models.engine.database.write_transaction():
-        result, pending = models.privacy.rewrites.change(endpoint, fields, now_ms())
+        result, pending = records().change_privacy(endpoint, fields, now_ms())
         named = None if endpoint == models.privacy.privacy.DEFAULT else [endpoint]
         answer = settings_json(result, pending)
         metadata = {"path": {"endpointId": endpoint}, "body": body, "result": answer}

@@ -6,10 +6,10 @@ from flask import current_app
 from flask.cli import with_appcontext
 
 import models.access.admin_actions
-import models.clients.deletion
 import models.engine.database
 from app.jobs.retention import CLI_ACTOR, run_retention, statistics_days
 from models.runtime.clock import now_ms
+from models.stores.bound import records
 from schemas.datetimes import format_ms
 from schemas.record_times import latest_ms
 
@@ -41,7 +41,7 @@ def future_command(delete):
     their endpoint's and clients' last activity and keep feed-silent alerts from firing."""
     bound = latest_ms(now_ms())
     with models.engine.database.connection():
-        found = models.clients.deletion.future_records(bound)
+        found = records().future_records(bound)
         for endpoint, count, oldest, newest in found:
             click.echo(f"{endpoint}: {count} records from {format_ms(oldest)} to {format_ms(newest)}")
         total = sum(row[1] for row in found)
@@ -50,7 +50,7 @@ def future_command(delete):
             click.echo(f"{total} records are stamped after {format_ms(bound)}{hint}.")
             return
         with models.engine.database.write_transaction():
-            deleted = models.clients.deletion.delete_future(bound)
+            deleted = records().delete_future(bound)
             if deleted:
                 result = {"after": format_ms(bound), "result": {"deletedCount": deleted}}
                 endpoints = [row[0] for row in found]

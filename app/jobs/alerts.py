@@ -11,7 +11,7 @@ from flask import current_app
 import models.delivery.alerts
 import models.engine.database
 import models.runtime.config
-import models.statistics.statistics
+import models.stores.bound
 from app import metrics
 from models.records.filters import Filters
 from models.runtime.clock import now_ms
@@ -92,7 +92,7 @@ def _fire(rule, endpoint: str, subject: str, message: str, detail: dict, now: in
 def _feed_silent(rule, now: int, stopped) -> int:
     minutes = rule.settings["silentMinutes"]
     fired = 0
-    for endpoint, last in models.delivery.alerts.endpoint_activity(rule.endpoints).items():
+    for endpoint, last in models.stores.bound.records().endpoint_activity(rule.endpoints).items():
         since = rule.created if last is None else last  # never fed: silent since the rule began
         if now - since < minutes * MINUTE_MS:
             continue
@@ -136,7 +136,9 @@ def _judge_records(judge):
     def run(rule, now: int, stopped) -> int:
         fired = 0
         while not stopped():
-            records, upto = models.delivery.alerts.records_after(rule.endpoints, rule.client_ids, rule.cursor, BATCH)
+            records, upto = models.stores.bound.records().alert_records_after(
+                rule.endpoints, rule.client_ids, rule.cursor, BATCH
+            )
             if upto == rule.cursor:
                 break
             with models.engine.database.write_transaction():
@@ -223,7 +225,7 @@ def _client_share(rule, now: int, stopped) -> int:
     settings = rule.settings
     metric, threshold, window = settings["metric"], settings["threshold"], settings["windowMinutes"]
     over = []
-    for endpoint, client, total, nxdomain, blocked in models.delivery.alerts.client_counts(
+    for endpoint, client, total, nxdomain, blocked in models.stores.bound.records().client_counts(
         rule.endpoints, rule.client_ids, now - window * MINUTE_MS, now
     ):
         if metric == "rate":
@@ -258,7 +260,7 @@ def _far_above_baseline(rule, over: list, now: int) -> list:
     for endpoint in {endpoint for endpoint, *_ in over}:
         clients = [client for at, client, *_ in over if at == endpoint]
         window = Filters(values={"endpoint": [endpoint]}, start_ms=end - days * DAY_MS, end_ms=end - 1)
-        before = models.statistics.statistics.counts_of(window, "client", clients)
+        before = models.stores.bound.records().counts_of(window, "client", clients)
         for at, client, value, detail in over:
             baseline = before.get(client, 0) / (days * 1440)
             if at == endpoint and value > factor * baseline:

@@ -15,8 +15,7 @@ import time
 from gunicorn.dirty import DirtyApp
 
 import models.engine.database
-import models.records.freezing
-import models.statistics.counting
+from models.stores.bound import records
 
 POLL_SECONDS = 0.05
 # After a failed count (the database gone, a disk full): how long before trying again.
@@ -29,8 +28,8 @@ _worker = None  # see stop_with
 def count_behind(app):
     """A web worker's batches leave up to ANALYTICS_COUNT_BEHIND records waiting for the
     counting process (elsewhere none wait: every batch is counted as it is stored)."""
-    models.statistics.counting.behind_limit = app.config["ANALYTICS_COUNT_BEHIND"]
-    models.records.freezing.configure(app.config)
+    app.extensions["records"].set_behind_limit(app.config["ANALYTICS_COUNT_BEHIND"])
+    app.extensions["records"].configure(app.config)
 
 
 def start_background(app) -> threading.Thread:
@@ -85,7 +84,7 @@ def _loop(app):
         try:
             with app.app_context(), models.engine.database.connection():
                 # Records cross the hot horizon as time passes, counted or not lately.
-                if not models.statistics.counting.waiting() and not freeze_due():
+                if not records().waiting() and not freeze_due():
                     continue
                 # One process counts at a time (several services on one PostgreSQL schema, a
                 # restart's old and new pool): the others' counts would all be thrown away.
@@ -93,13 +92,13 @@ def _loop(app):
                     if not mine:
                         continue
                     counted = 0
-                    while found := models.statistics.counting.catch_up_aside():
+                    while found := records().catch_up_aside():
                         counted += found
                         if freeze_due():
                             break  # under steady ingest each catch-up finds more: freezing waited for a pause
                     if freeze_due():  # what the counts let go of, past the hot horizon
                         looked = time.monotonic()
-                        models.statistics.counting.freeze_a_look(counted > 0)
+                        records().freeze_a_look(counted > 0)
         except Exception:
             log.exception("counting the stored records into the rollups failed; retrying")
             time.sleep(RETRY_SECONDS)

@@ -9,8 +9,8 @@ import time
 import models.access.admin_actions
 import models.engine.database
 import models.privacy.rewrites
-import models.privacy.unused_terms
 from models.runtime.clock import now_ms
+from models.stores.bound import records
 
 JOB = "privacy"
 # A run stops starting batches after this long (the lease outlives it); the next run goes on.
@@ -26,7 +26,7 @@ def run_privacy(actor: dict, now: int | None = None, seconds: float = RUN_SECOND
     Needs a connection."""
     now = now_ms() if now is None else now
     with models.engine.database.write_transaction():
-        models.privacy.rewrites.plan_ages(now)
+        records().plan_ages(now)
     stop = time.monotonic() + seconds
     went_through = []  # records of the tasks finished: their client entries were made coarser too
 
@@ -40,11 +40,11 @@ def run_privacy(actor: dict, now: int | None = None, seconds: float = RUN_SECOND
     deadline = lambda: time.monotonic() > stop  # noqa: E731
     # What the rewrites overwrite or free is zeroed in the file, not left in its free space.
     with models.engine.database.secure_deletes():
-        rewritten = models.privacy.rewrites.run(deadline, finished)
+        rewritten = records().run_rewrites(deadline, finished)
         if rewritten:
             log.info("privacy: rewrote %d stored records to stricter settings", rewritten)
         # The strings the rewrites and clients marked not logged left unused.
-        examined, deleted = models.privacy.unused_terms.clean(deadline)
+        examined, deleted = records().clean_unused_terms(deadline)
     if deleted:
         log.info("privacy: deleted %d stored strings nothing refers to any more", deleted)
     if (rewritten or examined or any(went_through)) and not models.engine.database.erase_old_versions():

@@ -14,11 +14,11 @@ from flask import current_app
 
 import models.access.access_log
 import models.access.admin_actions
-import models.clients.deletion
 import models.engine.database
 import models.ingest.ingestion
 import models.runtime.config
 import models.schema.jobs
+import models.stores.bound
 from app import metrics
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
@@ -90,7 +90,7 @@ def run_retention(actor: dict, now: int | None = None) -> int:
         elif entry is not None:
             models.access.admin_actions.update_metadata(entry, result)
 
-    deleted = models.clients.deletion.delete_records(
+    deleted = models.stores.bound.records().delete_records(
         end_ms=cutoff - 1,
         batch_size=current_app.config["ANALYTICS_DELETE_BATCH"],
         after_batch=log_batch,
@@ -98,7 +98,7 @@ def run_retention(actor: dict, now: int | None = None) -> int:
     )
     expired_statistics = 0
     if statistics_cutoff is not None:
-        expired_statistics = models.clients.deletion.expire_statistics(statistics_cutoff)
+        expired_statistics = models.stores.bound.records().expire_statistics(statistics_cutoff)
         if expired_statistics:
             with models.engine.database.write_transaction():
                 log_batch(deleted, expired_statistics)

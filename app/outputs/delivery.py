@@ -24,6 +24,7 @@ import time
 import models.access.admin_actions
 import models.delivery.outputs
 import models.engine.database
+import models.stores.bound
 from app import metrics
 from models.runtime.clock import now_ms
 from schemas.siem import encode, shaped
@@ -132,7 +133,7 @@ class Delivery:
             if output is None or output.paused or not self._keep_lease(output):
                 return False
             output = self._bound_backlog(output)
-            rows, examined = models.delivery.outputs.pending(output, output.options.get("batchSize", 500))
+            rows, examined = models.stores.bound.records().pending(output, output.options.get("batchSize", 500))
         if rows:
             records = shaped(rows, output.shape)
             try:
@@ -192,9 +193,9 @@ class Delivery:
             return output
         self.backlog_checked = time.monotonic()
         limit = self.app.config["ANALYTICS_OUTPUT_BACKLOG"]
-        if models.delivery.outputs.backlog(output, limit + 1) <= limit:
+        if models.stores.bound.records().backlog(output, limit + 1) <= limit:
             return output
-        point = models.delivery.outputs.skip_point(output, limit)
+        point = models.stores.bound.records().skip_point(output, limit)
         if point is None:
             return output
         cursor, count = point

@@ -6,6 +6,7 @@ from urllib.parse import unquote, urlsplit
 
 import models.delivery.outputs
 from models.runtime.clock import now_ms
+from models.stores.bound import records
 from schemas.outputs import output_options, settings_of, shown_url
 
 
@@ -23,7 +24,7 @@ def create(data: dict, endpoint_limit=None) -> models.delivery.outputs.OutputRow
     endpointIds forwards the records of the key's endpoints, not every endpoint's."""
     name = data.get("name") or shown_url(data["url"])
     _check(data, name, None)
-    start_after = models.delivery.outputs.newest_id() if data["start"] == "now" else 0
+    start_after = records().newest_id() if data["start"] == "now" else 0
     output = models.delivery.outputs.create(
         name,
         data["kind"],
@@ -81,4 +82,4 @@ def _endpoints(data: dict, endpoint_limit):
 
 def with_backlog(output: models.delivery.outputs.OutputRow, limit: int) -> dict:
     """The output with its backlog (counted up to `limit` + 1), as schemas.outputs.OutputSchema dumps it."""
-    return {**output._asdict(), "backlog": models.delivery.outputs.backlog(output, limit + 1), "backlogLimit": limit}
+    return {**output._asdict(), "backlog": records().backlog(output, limit + 1), "backlogLimit": limit}
