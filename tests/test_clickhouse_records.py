@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import random
 from functools import partial
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,11 +15,16 @@ from catalogue import GROUPABLE
 from models.clickhouse import activity, ingestion, numbers
 from models.clickhouse import clients as ch_clients
 from models.clickhouse import deletion as ch_deletion
+from models.clickhouse import delivery as ch_delivery
 from models.clickhouse import statistics as ch_statistics
+from models.clickhouse import status as ch_status
 from models.clients import clients as sql_clients
 from models.clients import deletion as sql_deletion
+from models.clients import status as sql_status
 from models.clients.activity import ROW_FIELDS, iter_raw_batches, page_records, records_after
 from models.clients.clients import list_clients
+from models.delivery import alerts as sql_alerts
+from models.delivery import outputs as sql_outputs
 from models.engine.database import bind, query
 from models.engine.database import connection as database_connection
 from models.records.filters import SEARCH_MODES, Filters
@@ -281,3 +287,57 @@ def test_the_export_is_the_sql_stores(both):
             got = "".join(ch.lines(rows) for rows in activity.iter_batches(clickhouse, filters, descending, 40))
             assert got == expected, (said, descending)
             assert got.count("\r\n") == statistics.count(filters) if filters.start_ms else True
+
+
+def test_what_alerts_outputs_and_metrics_read_is_the_sql_stores(both):
+    _, clickhouse, now = both
+    names = ["home", "lab"]
+    made = _records(now)
+    for clients in (None, ["tv", "laptop"]):
+        # Every record of the scope, by its number (the order both stores stored them in). The
+        # SQL store's alerts read only the records stored as rows (one frozen as it arrived, past
+        # the hot horizon, is never seen): ClickHouse's see them all.
+        truth = [
+            i + 1
+            for i, r in enumerate(made)
+            if r["endpointId"] in names and r["clientId"] in (clients or names + [r["clientId"]])
+        ]
+        for limit in (7, 100):
+            seen = {"sql": [], "ch": []}
+            after = {"sql": 0, "ch": 0}
+            while after["ch"] < 240:
+                got, upto = ch_delivery.alert_records_after(clickhouse, names, clients, after["ch"], limit)
+                assert upto > after["ch"]
+                seen["ch"] += got
+                after["ch"] = upto
+            while True:  # (to its last row: the numbers after it may all be frozen)
+                expected, upto = sql_alerts.records_after(names, clients, after["sql"], limit)
+                seen["sql"] += expected
+                if upto == after["sql"]:
+                    break
+                after["sql"] = upto
+            assert [row.id for row in seen["ch"]] == truth, (clients, limit)
+            assert set(seen["sql"]) <= set(seen["ch"]) and seen["sql"], (clients, limit)
+        # (Windows inside the hot horizon: the SQL store counts only the records kept as rows.)
+        for start in (now - 100 * 60_000, now - 40 * 60_000):
+            expected = sorted(sql_alerts.client_counts(names, clients, start, now))
+            assert sorted(ch_delivery.client_counts(clickhouse, names, clients, start, now)) == expected
+    everywhere = ["home", "lab", "office", "nowhere"]
+    assert ch_delivery.endpoint_activity(clickhouse, everywhere) == sql_alerts.endpoint_activity(everywhere)
+    assert ch_status.endpoints_by_age(clickhouse) == sql_status.endpoints_by_age()
+    for since in (now - 100 * HOUR_MS, now - 2 * HOUR_MS):
+        sql_alerts.seed_domains(1, names, since)
+        ch_delivery.seed_domains(clickhouse, 2, names, since)
+        marks = query("SELECT rule, subject, ts FROM alert_mark ORDER BY subject").fetchall()
+        assert [row[1:] for row in marks if row[0] == 2] == [row[1:] for row in marks if row[0] == 1]
+    assert ch_delivery.newest_id() == sql_outputs.newest_id() == 240
+    for endpoints in (None, ["office"]):
+        for cursor in (0, 100, 239, 240):
+            output = SimpleNamespace(endpoints=endpoints, cursor=cursor)
+            assert ch_delivery.pending(clickhouse, output, 9) == sql_outputs.pending(output, 9) or endpoints
+            for at_most in (5, 1000):
+                assert ch_delivery.backlog(clickhouse, output, at_most) == sql_outputs.backlog(output, at_most)
+            for keep in (0, 10, 500):
+                assert ch_delivery.skip_point(clickhouse, output, keep) == sql_outputs.skip_point(output, keep)
+    sizes, log = ch_status.database_sizes(clickhouse)
+    assert sizes > sql_status.database_sizes()[0]

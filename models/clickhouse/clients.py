@@ -27,19 +27,27 @@ def list_clients(connection, endpoint: str | None = None, client_ids=None, endpo
         )
     }
     entries = [entry._replace(last_ts=newest.get((entry.endpoint, entry.client_id))) for entry in entries]
-    last = dict(
+    last = endpoint_last_activity(connection, names)
+    activity = {name: last[ident] for ident, name in names.items()}
+    return activity, entries
+
+
+def endpoint_last_activity(connection, names: dict[int, str]) -> dict[int, int | None]:
+    """max(newest stored record, lost mark) per endpoint id, of endpoints {id: name}."""
+    if not names:
+        return {}
+    newest = dict(
         connection.rows(
-            f"SELECT endpoint, toUnixTimestamp64Milli(max(ts)) FROM {table} "
+            f"SELECT endpoint, toUnixTimestamp64Milli(max(ts)) FROM {connection.target.database}.last_activity "
             "WHERE endpoint IN {endpoints:Array(String)} GROUP BY endpoint",
-            {"endpoints": endpoints},
+            {"endpoints": sorted(set(names.values()))},
         )
     )
     marks = {}
-    ids = list(names)
-    for part in chunks(ids, 500):
+    for part in chunks(list(names), 500):
         marks.update(query(f"SELECT id, lost_mark FROM endpoint WHERE id IN ({placeholders(len(part))})", part))
-    activity = {}
+    found = {}
     for ident, name in names.items():
-        times = [t for t in (marks.get(ident), last.get(name)) if t is not None]
-        activity[name] = max(times) if times else None
-    return activity, entries
+        times = [t for t in (marks.get(ident), newest.get(name)) if t is not None]
+        found[ident] = max(times) if times else None
+    return found
