@@ -10,6 +10,7 @@ are held at once.
 """
 
 import bisect
+import json
 import re
 from collections import Counter
 from operator import itemgetter
@@ -57,11 +58,12 @@ def runs(
     condition, params = block_condition(endpoint_ids, start_ms, end_ms)
     order = "DESC" if descending else "ASC"
     if hint:
-        columns = ", ".join(_FILTERS[column] for column in hint)
-        found = query(
-            f"SELECT hour, n, id, {columns} FROM record_block WHERE {condition} ORDER BY hour {order}", params
-        )
-        wanted = [blocks.Wanted(values) for values in hint.values()]
+        tested = [column for column in hint if column != "question"]
+        if "question" in hint:  # the blocks holding the names, exactly: no filter to test
+            condition, params = _holding_questions(hint["question"], start_ms, end_ms, condition, params)
+        columns = "".join(f", {_FILTERS[column]}" for column in tested)
+        found = query(f"SELECT hour, n, id{columns} FROM record_block WHERE {condition} ORDER BY hour {order}", params)
+        wanted = [blocks.Wanted(hint[column]) for column in tested]
         chosen = (
             (hour, n, ident)
             for hour, n, ident, *filters in found
@@ -84,6 +86,25 @@ def runs(
     if run is not None:
         made.append(_run(run, endpoint_ids, hint))
     return made
+
+
+def _holding_questions(questions, start_ms, end_ms, condition: str, params: list) -> tuple[str, list]:
+    """`condition` (SQL on record_block) narrowed to the blocks that hold one of the names
+    `questions` (term ids) by block_question: each name's rows of the window's hours are a range
+    of its key."""
+    hours, bounds = "", []
+    if start_ms is not None:
+        hours += " AND q.hour >= ?"
+        bounds.append(start_ms // HOUR_MS)
+    if end_ms is not None:
+        hours += " AND q.hour <= ?"
+        bounds.append(end_ms // HOUR_MS)
+    names = db.obj.dialect.json_array_rows("?", "m")
+    holding = (
+        "id IN (SELECT q.block FROM block_question q WHERE q.question IN"
+        f" (SELECT CAST(m.value AS BIGINT) FROM {names}){hours})"
+    )
+    return f"{holding} AND {condition}", [json.dumps(list(questions)), *bounds, *params]
 
 
 def newest_hour(endpoint_ids, start_ms, end_ms, descending: bool) -> int | None:

@@ -18,7 +18,7 @@ from catalogue import CLIENT, ENDPOINT, FIELDS, NUMBER, TERM, TIME
 from models.engine.database import db
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -415,6 +415,21 @@ class RecordBlock(BaseModel):
         )
 
 
+class BlockQuestion(BaseModel):
+    """Which blocks hold each question name: a row per name a block holds (written as it is
+    frozen, gone with it: models/records/freezing.py). A search after a few names reads the
+    blocks that hold them from here, exactly and in hour order, instead of testing the question
+    filter of every block of its window (docs/record-store.md, "Choosing the blocks")."""
+
+    question = BigIntegerField()
+    hour = BigIntegerField()  # the block's: a window's postings are a range of each name's
+    block = BigIntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("question", "hour", "block")
+        without_rowid = True
+
+
 class IngestBatch(BaseModel):
     """Batches stored under an idempotency key (by the API key that sent them), with what
     their answer was, so that a batch sent again is answered without being stored again."""
@@ -460,6 +475,7 @@ TABLES = (
     Endpoint,
     Client,
     RecordBlock,
+    BlockQuestion,
     Term,
     TermCandidate,
     TermDomain,
