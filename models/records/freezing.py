@@ -138,7 +138,8 @@ def index_frozen() -> int:
 def _block(endpoint: int, hour: int, part: list) -> tuple:
     ids, times = [row[0] for row in part], [row[_TS] for row in part]
     bounds = (min(times), max(times), min(ids), max(ids))  # `part` may be in a block's order
-    filters = (blocks.bloom(row[_CLIENT] for row in part), blocks.bloom(row[_QUESTION] for row in part))
+    # No question filter (empty: the column is NOT NULL): block_question says which names it holds.
+    filters = (blocks.bloom(row[_CLIENT] for row in part), b"")
     return (endpoint, hour, *bounds, len(part), *filters, blocks.pack(part))
 
 

@@ -22,8 +22,6 @@ from models.records.blocks import COLUMNS, HOUR_MS, block_condition
 
 STAGING = "record_staging"
 _TS = COLUMNS.index("ts")
-# The record_block column holding the Bloom filter of each record column a hint may name.
-_FILTERS = {"client": "client_filter", "question": "question_filter"}
 THAWED = "record_thawed"
 # A read unpacks a first run of about FIRST_RECORDS records, then runs twice as long each time,
 # up to CHUNK_RECORDS: a page from the newest frozen hour unpacks little.
@@ -49,7 +47,8 @@ def runs(
     records of `endpoint_ids` (None: every endpoint) in [start_ms, end_ms], newest first if
     `descending`; None: every such block of those hours. Runs grow from FIRST_RECORDS records to
     `largest` (an hour is never split). `hint`: {"client" or "question": ids}, one of which
-    every record wanted holds: blocks whose filters hold none are left out. `count`: the first
+    every record wanted holds: blocks holding none are left out (block_question for names, exactly;
+    the client filters for clients). `count`: the first
     runs only (the blocks past them are not read)."""
     if hint and not all(hint.values()):
         return []  # a value looked for that no record holds
@@ -58,17 +57,14 @@ def runs(
     condition, params = block_condition(endpoint_ids, start_ms, end_ms)
     order = "DESC" if descending else "ASC"
     if hint:
-        tested = [column for column in hint if column != "question"]
         if "question" in hint:  # the blocks holding the names, exactly: no filter to test
             condition, params = _holding_questions(hint["question"], start_ms, end_ms, condition, params)
-        columns = "".join(f", {_FILTERS[column]}" for column in tested)
-        found = query(f"SELECT hour, n, id{columns} FROM record_block WHERE {condition} ORDER BY hour {order}", params)
-        wanted = [blocks.Wanted(hint[column]) for column in tested]
-        chosen = (
-            (hour, n, ident)
-            for hour, n, ident, *filters in found
-            if all(want.may_be_in(f) for f, want in zip(filters, wanted, strict=True))
+        clients = blocks.Wanted(hint["client"]) if "client" in hint else None
+        filters = "NULL" if clients is None else "client_filter"
+        found = query(
+            f"SELECT hour, n, id, {filters} FROM record_block WHERE {condition} ORDER BY hour {order}", params
         )
+        chosen = ((hour, n, ident) for hour, n, ident, held in found if clients is None or clients.may_be_in(held))
     else:
         chosen = query(
             f"SELECT hour, SUM(n), NULL FROM record_block WHERE {condition} GROUP BY hour ORDER BY hour {order}",

@@ -402,8 +402,8 @@ class RecordBlock(BaseModel):
     first_id = BigIntegerField()
     last_id = BigIntegerField()
     n = IntegerField()
-    client_filter = BlobField()  # Bloom filters of its records' client entries and names (blocks.bloom)
-    question_filter = BlobField()
+    client_filter = BlobField()  # a Bloom filter of its records' client entries (blocks.bloom)
+    question_filter = BlobField()  # of its names up to version 14; empty since: see BlockQuestion
     data = BlobField()
 
     class Meta:
