@@ -130,7 +130,7 @@ def index_frozen() -> int:
         postings = []
         for ident, hour, data in found:
             postings += _postings(ident, hour, blocks.Inflated(data, {_QUESTION}).column(_QUESTION))
-        insert_rows(_POSTINGS, 3, postings)
+        insert_rows(_POSTINGS, 3, postings, " ON CONFLICT DO NOTHING")  # a block noted already stays
         done, after = done + len(found), found[-1][0]
     return done
 
