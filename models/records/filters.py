@@ -137,9 +137,12 @@ class Resolved:
             self.pattern = compile_pattern(self._source)
             if not inline:
                 matched = _matching_terms(self._source)
-                if self.negated:  # the few names left, if few: the hint's too
-                    self._hinted = _names_except(matched)
-                self._add(*_pattern_condition(matched, self.negated, alias, self._hinted if self.negated else None))
+                # The names left, if few (the hint's too), where NOT IN would parse many; a
+                # negated pattern matching few leaves many names (the count is not worth it).
+                rest = None
+                if self.negated and len(matched) > _HINTED_NAMES:
+                    self._hinted = rest = _names_except(matched)
+                self._add(*_pattern_condition(matched, self.negated, alias, rest))
         self._endpoint_ids = ...
         self._stored: dict[str, list] = {}
 
