@@ -15,6 +15,7 @@ from support.helpers import AUTH, clients, ingest, record
 
 OLD_DAY = "2024-05-01"
 HOUR, DAY = 3_600_000, 86_400_000
+_QUESTION = blocks.COLUMNS.index("question")
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2030-01-01T00:00:00Z"
 
 
@@ -218,6 +219,42 @@ def test_a_busy_hour_is_shared_out_by_client_and_read_whole(client, database):
     deleted = client.delete("/v2/client", json={"endpointIds": ["ep1"], "clientIds": ["c5"]}, headers=AUTH)
     assert deleted.json["deletedCount"] == 1
     assert frozen(database) == 550 and client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 550
+
+
+def names_in_blocks(database) -> set:
+    """(question, hour, block) of every name each block holds, read from the blocks' data."""
+    held = set()
+    for ident, hour, data in stores.run_sql(database, "SELECT id, hour, data FROM record_block"):
+        held |= {(question, hour, ident) for (question,) in blocks.unpack(bytes(data), only={_QUESTION})}
+    return held
+
+
+def postings(database) -> set:
+    return set(stores.run_sql(database, "SELECT question, hour, block FROM block_question"))
+
+
+def test_the_blocks_a_name_is_in_are_kept_as_blocks_are_made_packed_again_and_melted(client, database):
+    # A search reads the blocks holding its names from block_question alone, with no filter
+    # behind it: a block missing there would be a record missing from the search.
+    busy = [
+        record("ep1", f"c{i % 12}", f"{OLD_DAY}T10:{i // 10:02d}:{i % 10:02d}Z", f"n{i % 40}.example")
+        for i in range(600)
+    ]
+    ingest(client, *busy, *[record("ep2", "c1", f"{OLD_DAY}T1{h}:00:00Z", "lone.example") for h in range(3)])
+    ingest(client, record("ep1", "c0", f"{OLD_DAY}T10:30:30Z", "late.example"))  # a block of its own
+    assert frozen(database) == 604
+    made = postings(database)
+    assert made == names_in_blocks(database) and len(made) == 3 * 40 + 3 + 1
+
+    deleted = client.delete("/v2/client", json={"endpointIds": ["ep1"], "clientIds": ["c5"]}, headers=AUTH)
+    assert deleted.json["deletedCount"] == 1, "its share of the hour packed again without it"
+    unlogged = client.put("/v2/client/logging/ep2/c1", json={"logged": False}, headers=AUTH)
+    assert unlogged.status_code == 200, unlogged.json
+    assert frozen(database) == 551 and postings(database) == names_in_blocks(database) != made
+
+    assert log(client, "&searchQuestion=late.example&searchQuestionMode=apex") == ["late.example"]
+    assert log(client, "&question[]=n5.example&question[]=lone.example") == ["n5.example"] * 10
+    assert log(client, "&searchQuestion=n17.&searchQuestionMode=startsWith&clientId[]=c5") == []
 
 
 def test_counts_of_clients_frozen_records_follow_the_window_to_the_millisecond(client, database):

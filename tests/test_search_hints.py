@@ -82,6 +82,23 @@ def test_every_mode_pages_as_the_like_search_did(client, database, stored, text,
     assert counted.json["count"] == len(expected), (stored, text, mode)
 
 
+def test_an_excludes_matching_most_names_finds_the_records_of_the_few_it_leaves(client, database):
+    # Past 1,000 names matched, the records are read as those of the names left (question IN).
+    now = int(time.time() * 1000)
+    ingest(
+        client,
+        *[record(question=f"n{i}.example", timestamp=stamp(now - 60_000 - i)) for i in range(1_005)],
+        record(question="wpad", timestamp=stamp(now - 30_000)),
+        record(question="localhost", timestamp=stamp(now - 20_000)),
+        record(question="wpad", timestamp="2024-05-01T10:00:00Z"),  # frozen
+    )
+    search = urllib.parse.urlencode({"startTime": START, "searchQuestion": ".", "searchQuestionMode": "excludes"})
+    response = client.get(f"/v2/activity-log?{search}", headers=AUTH)
+    assert response.status_code == 200, response.json
+    assert [row["question"] for row in response.json["queries"]] == ["localhost", "wpad", "wpad"]
+    assert client.get(f"/v2/statistic/count?{search}", headers=AUTH).json["count"] == 3
+
+
 def test_a_search_that_matches_little_reads_only_the_blocks_its_names_may_be_in(client, database):
     hours = [f"2024-05-01T{hour:02d}:10:00Z" for hour in range(8, 14)]
     ingest(client, record(question="wpad", timestamp=hours[0]))

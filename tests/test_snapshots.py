@@ -41,10 +41,11 @@ def store(app, client, monkeypatch):
 def between_statements(monkeypatch, app, action):
     """Run `action` (in a thread of its own, on a connection of its own, to its commit) right
     after the read picks its frozen blocks the first time, before it reads the rows."""
-    original, done = models.records.thawing.runs, []
+    original, done = models.records.thawing.each_run, []
 
-    def runs(*args, **kwargs):
+    def each_run(*args, **kwargs):
         found = original(*args, **kwargs)
+        first = next(found, None)  # runs are picked as they are read: the first one is now
         if not done:
             done.append(True)
             failed = []
@@ -60,9 +61,12 @@ def between_statements(monkeypatch, app, action):
             thread.start()
             thread.join(60)
             assert not failed, failed
-        return found
+        if first is not None:
+            yield first
+            yield from found
 
-    monkeypatch.setattr(models.records.thawing, "runs", runs)
+    # runs() gives each_run's runs as a list: patched here, both are.
+    monkeypatch.setattr(models.records.thawing, "each_run", each_run)
     return done
 
 

@@ -257,12 +257,16 @@ def _fetch(resolved: Resolved, window: tuple, descending: bool, after, limit: in
         rows = _fetch_from("record r", near, near_params, descending, after, limit, offset)
         if len(rows) == limit:
             return rows
-    runs = thawing.runs(endpoint_ids, *window, descending, resolved.hint())
+    # Lazy: the blocks past the run that fills the page are never chosen.
+    runs = thawing.each_run(endpoint_ids, *window, descending, resolved.hint())
     thawing.start_thawed()
-    for i, run in enumerate(runs):
+    following = next(runs, None)
+    while following is not None:
+        run = following
         thawing.stage(run)
         thawing.keep(condition, params)
-        if i == len(runs) - 1:
+        following = next(runs, None)
+        if following is None:
             break
         # Every record past this bound is a row now, stored or thawed: enough of them is the answer.
         bounded = (max(start or 0, thawing.run_start_ms(run)), end) if descending else (start, thawing.run_end_ms(run))

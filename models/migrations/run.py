@@ -4,7 +4,7 @@ start at once): a new one made, an older one walked up a numbered step at a time
 
 from models.engine.database import db, query, retry_locked, write_transaction
 from models.migrations import reconcile, steps
-from models.schema.tables import SCHEMA_VERSION, NameSeen, Rollup
+from models.schema.tables import SCHEMA_VERSION, BlockQuestion, NameSeen, Rollup
 
 
 class NewerDatabase(RuntimeError):
@@ -40,7 +40,8 @@ def pending() -> tuple[int, list[int]]:
 def create_schema() -> list[int]:
     """Run the steps due (see steps.due) and the reconciliation every start makes; the steps
     run. Safe when several processes start at once."""
-    Rollup._meta.without_rowid = NameSeen._meta.without_rowid = db.obj.dialect.clustered_keys
+    for model in (Rollup, NameSeen, BlockQuestion):
+        model._meta.without_rowid = db.obj.dialect.clustered_keys
 
     def create():
         with write_transaction():  # also keeps two processes from migrating at once

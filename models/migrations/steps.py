@@ -1,4 +1,4 @@
-"""The schema's history, one module a version (v01_... to v14_...): each says what its version
+"""The schema's history, one module a version (v01_... to v15_...): each says what its version
 changed, and its `up()` brings a database of the version before to it."""
 
 from models.migrations import (
@@ -16,6 +16,7 @@ from models.migrations import (
     v12_first_seen,
     v13_outputs,
     v14_record_blocks,
+    v15_block_questions,
 )
 from models.schema.tables import SCHEMA_VERSION
 
@@ -36,6 +37,7 @@ STEPS = {
         v12_first_seen,
         v13_outputs,
         v14_record_blocks,
+        v15_block_questions,
     )
 }
 assert sorted(STEPS) == list(range(1, SCHEMA_VERSION + 1)), "a step a version, none missing"

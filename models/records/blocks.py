@@ -238,7 +238,7 @@ def block_condition(endpoint_ids: list | None, start_ms: int | None, end_ms: int
 
 def bloom(values) -> bytes:
     """A Bloom filter of the integers `values` (None left out): about 10 bits a value and 3
-    probes, about 1 % false positives. A read looking for a few clients or names unpacks only
+    probes, about 1 % false positives. A read looking for a few clients unpacks only
     the blocks whose filters may hold one (see models/records/thawing.py)."""
     distinct = {value for value in values if value is not None}
     size = max(8, (10 * len(distinct) + 7) // 8)

@@ -131,12 +131,18 @@ class Resolved:
         # (`inline`), against each new record's name.
         self.pattern = self._source = None
         self.negated = False
+        self._hinted = ...
         if filters.search:
             self._source, self.negated = name_pattern(filters.search, filters.search_mode)
             self.pattern = compile_pattern(self._source)
             if not inline:
-                self._add(*_pattern_condition(self._source, self.negated, alias))
-        self._hinted = ...
+                matched = _matching_terms(self._source)
+                # The names left, if few (the hint's too), where NOT IN would parse many; a
+                # negated pattern matching few leaves many names (the count is not worth it).
+                rest = None
+                if self.negated and len(matched) > _HINTED_NAMES:
+                    self._hinted = rest = _names_except(matched)
+                self._add(*_pattern_condition(matched, self.negated, alias, rest))
         self._endpoint_ids = ...
         self._stored: dict[str, list] = {}
 
@@ -288,10 +294,13 @@ def _nocase(char: str) -> str:
     return _escaped(char)
 
 
-def _pattern_condition(source: str, negated: bool, alias: str) -> tuple[str, list]:
-    """The records whose question is a stored name matching the pattern `source` (not matching
-    it, if `negated`)."""
-    matched = _matching_terms(source)
+def _pattern_condition(matched: list[int], negated: bool, alias: str, rest: list | None) -> tuple[str, list]:
+    """The records whose question is among the term ids `matched`, a pattern's (not among them,
+    if `negated`). `rest`: the names not matched, when few (_names_except): the same records,
+    which the index on names finds, where NOT IN tested every record of the window against
+    every name matched."""
+    if negated and rest is not None:
+        matched, negated = rest, False
     if not matched:
         return ("1 = 1" if negated else "0 = 1"), []
     rows = db.obj.dialect.json_array_rows("?", "m")

@@ -15,7 +15,7 @@ again later.
 import itertools
 from operator import itemgetter
 
-from models.engine.database import db, insert_rows, query
+from models.engine.database import db, delete_keyed, insert_rows, query
 from models.engine.sql import chunks, placeholders
 from models.records import blocks
 from models.records.blocks import COLUMNS, HOUR_MS, block_condition
@@ -44,8 +44,9 @@ _TS = COLUMNS.index("ts")
 _ENDPOINT = COLUMNS.index("endpoint")
 _BLOCK = (
     "INSERT INTO record_block (endpoint, hour, first_ts, last_ts, first_id, last_id, n, client_filter,"
-    " question_filter, data)"
+    " question_filter, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id"
 )
+_POSTINGS = "INSERT INTO block_question (question, hour, block)"
 _CLIENT, _QUESTION = COLUMNS.index("client"), COLUMNS.index("question")
 
 
@@ -92,7 +93,7 @@ def _store(rows: list, hour: int) -> None:
     hour of more than CLIENT_SHARE records is shared out by client entry (id modulo the
     shares): a read after a few clients then unpacks about CLIENT_SHARE records of its hour,
     not every one of them."""
-    made = []
+    postings = []
     for endpoint, group in itertools.groupby(rows, key=itemgetter(_ENDPOINT)):
         parts = [list(group)]
         shares = -(-len(parts[0]) // CLIENT_SHARE)
@@ -102,29 +103,59 @@ def _store(rows: list, hour: int) -> None:
                 parts[row[_CLIENT] % shares].append(row)
         for part in parts:
             for start in range(0, len(part), BLOCK_RECORDS):
-                made.append(_block(endpoint, hour, part[start : start + BLOCK_RECORDS]))
-    insert_rows(_BLOCK, 10, made)
+                made = part[start : start + BLOCK_RECORDS]
+                (ident,) = query(_BLOCK, _block(endpoint, hour, made)).fetchone()
+                postings += _postings(ident, hour, (row[_QUESTION] for row in made))
+    insert_rows(_POSTINGS, 3, postings)
+
+
+def _postings(ident: int, hour: int, questions) -> list[tuple]:
+    """The block_question rows of block `ident` of `hour` holding the names `questions`."""
+    return [(question, hour, ident) for question in set(questions)]
+
+
+def _forget(ident: int, hour: int, rows: list) -> None:
+    """Delete the block_question rows of block `ident` of `hour`, holding `rows`, about to go."""
+    keys = _postings(ident, hour, (row[_QUESTION] for row in rows))
+    delete_keyed("block_question", ("question", "hour", "block"), keys)
+
+
+def index_frozen() -> int:
+    """Write the block_question rows of every block (of a database frozen before they were
+    kept, schema version 14); how many blocks."""
+    done, after = 0, 0
+    while found := query(
+        "SELECT id, hour, data FROM record_block WHERE id > ? ORDER BY id LIMIT 500", [after]
+    ).fetchall():
+        postings = []
+        for ident, hour, data in found:
+            postings += _postings(ident, hour, blocks.Inflated(data, {_QUESTION}).column(_QUESTION))
+        insert_rows(_POSTINGS, 3, postings, " ON CONFLICT DO NOTHING")  # a block noted already stays
+        done, after = done + len(found), found[-1][0]
+    return done
 
 
 def _block(endpoint: int, hour: int, part: list) -> tuple:
     ids, times = [row[0] for row in part], [row[_TS] for row in part]
     bounds = (min(times), max(times), min(ids), max(ids))  # `part` may be in a block's order
-    filters = (blocks.bloom(row[_CLIENT] for row in part), blocks.bloom(row[_QUESTION] for row in part))
+    # No question filter (empty: the column is NOT NULL): block_question says which names it holds.
+    filters = (blocks.bloom(row[_CLIENT] for row in part), b"")
     return (endpoint, hour, *bounds, len(part), *filters, blocks.pack(part))
 
 
 def melt(condition: str, params: list) -> int:
     """Unpack the blocks matching `condition` (SQL on record_block) back into rows; how many
     records. Call inside the write transaction of the change that needs them as rows."""
-    found = query(f"SELECT id, data FROM record_block WHERE {condition}", params).fetchall()
+    found = query(f"SELECT id, hour, data FROM record_block WHERE {condition}", params).fetchall()
     if not found:
         return 0
     melted = 0
-    for _, data in found:
+    for ident, hour, data in found:
         rows = blocks.unpack(data)
         insert_rows(f"INSERT INTO record ({', '.join(COLUMNS)})", len(COLUMNS), rows)
+        _forget(ident, hour, rows)
         melted += len(rows)
-    for part in chunks([ident for ident, _ in found], 500):
+    for part in chunks([ident for ident, _, _ in found], 500):
         query(f"DELETE FROM record_block WHERE id IN ({placeholders(len(part))})", part)
     return melted
 
@@ -155,6 +186,7 @@ def rewrite(block_ids: list[int], gone: set[int]) -> None:
             kept = [row for row in rows if row[0] not in gone]
             if len(kept) < len(rows):
                 query("DELETE FROM record_block WHERE id = ?", [ident])
+                _forget(ident, hour, rows)
                 if kept:
                     _store(kept, hour)
 

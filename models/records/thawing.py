@@ -10,6 +10,8 @@ are held at once.
 """
 
 import bisect
+import itertools
+import json
 import re
 from collections import Counter
 from operator import itemgetter
@@ -21,8 +23,6 @@ from models.records.blocks import COLUMNS, HOUR_MS, block_condition
 
 STAGING = "record_staging"
 _TS = COLUMNS.index("ts")
-# The record_block column holding the Bloom filter of each record column a hint may name.
-_FILTERS = {"client": "client_filter", "question": "question_filter"}
 THAWED = "record_thawed"
 # A read unpacks a first run of about FIRST_RECORDS records, then runs twice as long each time,
 # up to CHUNK_RECORDS: a page from the newest frozen hour unpacks little.
@@ -44,46 +44,82 @@ def runs(
     largest: int = CHUNK_RECORDS,
     count: int | None = None,
 ) -> list[tuple]:
+    """The runs `each_run` gives, as a list; `count`: the first runs only (the blocks past them
+    are not read)."""
+    return list(itertools.islice(each_run(endpoint_ids, start_ms, end_ms, descending, hint, largest), count))
+
+
+def each_run(endpoint_ids, start_ms, end_ms, descending: bool, hint: dict | None = None, largest: int = CHUNK_RECORDS):
     """(first hour, last hour, block ids or None) of each run of the blocks that may hold
     records of `endpoint_ids` (None: every endpoint) in [start_ms, end_ms], newest first if
     `descending`; None: every such block of those hours. Runs grow from FIRST_RECORDS records to
     `largest` (an hour is never split). `hint`: {"client" or "question": ids}, one of which
-    every record wanted holds: blocks whose filters hold none are left out. `count`: the first
-    runs only (the blocks past them are not read)."""
+    every record wanted holds: blocks holding none are left out (block_question for names,
+    exactly; the client filters for clients). Lazy: a reader that stops early (a page filled)
+    has not chosen the blocks past it."""
     if hint and not all(hint.values()):
-        return []  # a value looked for that no record holds
+        return  # a value looked for that no record holds
     if hint and "client" in hint:  # a client entry's records are all of its endpoint
         endpoint_ids = _endpoints_of(hint["client"], endpoint_ids)
     condition, params = block_condition(endpoint_ids, start_ms, end_ms)
     order = "DESC" if descending else "ASC"
     if hint:
-        columns = ", ".join(_FILTERS[column] for column in hint)
-        found = query(
-            f"SELECT hour, n, id, {columns} FROM record_block WHERE {condition} ORDER BY hour {order}", params
-        )
-        wanted = [blocks.Wanted(values) for values in hint.values()]
-        chosen = (
-            (hour, n, ident)
-            for hour, n, ident, *filters in found
-            if all(want.may_be_in(f) for f, want in zip(filters, wanted, strict=True))
-        )
+        clients = blocks.Wanted(hint["client"]) if "client" in hint else None
+        filters = "NULL" if clients is None else "client_filter"
+        if "question" in hint:  # the blocks holding the names, exactly: no filter to test
+            found = _holding_questions(filters, hint["question"], endpoint_ids, start_ms, end_ms, descending)
+        else:
+            found = query(
+                f"SELECT hour, n, id, {filters} FROM record_block WHERE {condition} ORDER BY hour {order}", params
+            )
+        chosen = ((hour, n, ident) for hour, n, ident, held in found if clients is None or clients.may_be_in(held))
     else:
         chosen = query(
             f"SELECT hour, SUM(n), NULL FROM record_block WHERE {condition} GROUP BY hour ORDER BY hour {order}",
             params,
         )
-    made, run, held, size = [], None, 0, min(FIRST_RECORDS, largest)
+    run, held, size = None, 0, min(FIRST_RECORDS, largest)
     for hour, n, ident in chosen:
         if run is not None and hour != run[-1] and held + n > size:
-            made.append(_run(run, endpoint_ids, hint))
-            if len(made) == count:
-                return made
+            yield _run(run, endpoint_ids, hint)
             run, held, size = None, 0, min(2 * size, largest)
         run = [ident, hour] if run is None else [*run, ident, hour]
         held += n
     if run is not None:
-        made.append(_run(run, endpoint_ids, hint))
-    return made
+        yield _run(run, endpoint_ids, hint)
+
+
+# The hours of blocks the first statement choosing blocks by name reads, from the window's
+# newest (oldest) end; each next one reads twice as many. A common name is in most blocks: a
+# page of it is filled from the first hours, whose block_question rows are all that is read.
+FIRST_HOURS = 4
+
+
+def _holding_questions(filters: str, questions, endpoint_ids, start_ms, end_ms, descending: bool):
+    """(hour, n, id, `filters`) of the blocks of the window that hold one of the names
+    `questions` (term ids), in hour order, by block_question (each name's rows of some hours are
+    a range of its key; the blocks are then read by id, not the window's every block tested), in
+    spans of hours from the window's end."""
+    # The window's hours that have blocks (each bound read from the hour index alone).
+    low = query("SELECT MIN(hour) FROM record_block").fetchone()[0]
+    high = query("SELECT MAX(hour) FROM record_block").fetchone()[0]
+    if low is None:
+        return
+    low = low if start_ms is None else max(low, start_ms // HOUR_MS)
+    high = high if end_ms is None else min(high, end_ms // HOUR_MS)
+    condition, params = block_condition(endpoint_ids, start_ms, end_ms)
+    names = json.dumps(list(questions))
+    rows = db.obj.dialect.json_array_rows("?", "m")
+    select = (
+        f"SELECT hour, n, id, {filters} FROM (SELECT DISTINCT q.block FROM block_question q WHERE q.question IN"
+        f" (SELECT CAST(m.value AS BIGINT) FROM {rows}) AND q.hour >= ? AND q.hour <= ?) h"
+        f" JOIN record_block ON id = h.block WHERE {condition} ORDER BY hour {'DESC' if descending else 'ASC'}"
+    )
+    span = FIRST_HOURS
+    while low <= high:
+        first, last = (max(low, high - span + 1), high) if descending else (low, min(high, low + span - 1))
+        yield from query(select, [names, first, last, *params])
+        low, high, span = (low, first - 1, 2 * span) if descending else (last + 1, high, 2 * span)
 
 
 def newest_hour(endpoint_ids, start_ms, end_ms, descending: bool) -> int | None:
@@ -333,7 +369,7 @@ def edge(endpoint_ids, start_ms, end_ms, condition: str, params: list, newest: b
     (SQL on alias r); None when none does. Runs are read from that end until one matches."""
     aggregate = "MAX(r.ts)" if newest else "MIN(r.ts)"
     only = named(condition)
-    for run in runs(endpoint_ids, start_ms, end_ms, newest, hint):
+    for run in each_run(endpoint_ids, start_ms, end_ms, newest, hint):
         stage(run, only)
         found = query(f"SELECT {aggregate} FROM {STAGING} r WHERE {condition}", params).fetchone()[0]
         if found is not None:

@@ -18,7 +18,7 @@ from catalogue import CLIENT, ENDPOINT, FIELDS, NUMBER, TERM, TIME
 from models.engine.database import db
 
 # Bumped when the schema changes; start-up migrates older databases forward.
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 # The client metadata fields a record can carry; each is stored with the timestamp of the
 # record it came from, so the newest record wins field by field whatever the ingest order.
@@ -370,6 +370,10 @@ class _RecordMeta:
         (("client", "ts", "question"), False),
         (("endpoint", "ts"), False),  # an endpoint's last activity; endpoint filters
         (("ts",), False),  # the time window; retention
+        # A search's few names in the hours kept as rows: without it a rare search tested every
+        # record of those 48 hours, several times a page (docs/record-store.md, "Choosing the
+        # blocks"). Added to an existing database at start-up, as the tables are.
+        (("question", "ts"), False),
     )
 
 
@@ -402,8 +406,8 @@ class RecordBlock(BaseModel):
     first_id = BigIntegerField()
     last_id = BigIntegerField()
     n = IntegerField()
-    client_filter = BlobField()  # Bloom filters of its records' client entries and names (blocks.bloom)
-    question_filter = BlobField()
+    client_filter = BlobField()  # a Bloom filter of its records' client entries (blocks.bloom)
+    question_filter = BlobField()  # of its names up to version 14; empty since: see BlockQuestion
     data = BlobField()
 
     class Meta:
@@ -413,6 +417,21 @@ class RecordBlock(BaseModel):
             (("hour", "endpoint", "n", "first_ts", "last_ts"), False),
             (("last_id", "first_id"), False),
         )
+
+
+class BlockQuestion(BaseModel):
+    """Which blocks hold each question name: a row per name a block holds (written as it is
+    frozen, gone with it: models/records/freezing.py). A search after a few names reads the
+    blocks that hold them from here, exactly and in hour order, instead of testing the question
+    filter of every block of its window (docs/record-store.md, "Choosing the blocks")."""
+
+    question = BigIntegerField()
+    hour = BigIntegerField()  # the block's: a window's postings are a range of each name's
+    block = BigIntegerField()
+
+    class Meta:
+        primary_key = CompositeKey("question", "hour", "block")
+        without_rowid = True
 
 
 class IngestBatch(BaseModel):
@@ -460,6 +479,7 @@ TABLES = (
     Endpoint,
     Client,
     RecordBlock,
+    BlockQuestion,
     Term,
     TermCandidate,
     TermDomain,
