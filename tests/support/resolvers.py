@@ -117,6 +117,7 @@ class Resolver:
     """A resolver process: started with its command line, stopped with SIGTERM."""
 
     program: Program
+    quick_start: str  # its quick start's name in docs/feeding.md
 
     def __init__(self, folder: pathlib.Path, socket_path, *, user: str | None = None, lines: str | None = None):
         """`user`: started as root, run as that user and its group alone (as Debian's units
@@ -143,8 +144,6 @@ class Resolver:
         tried = self.log_path.read_bytes()[said:].decode(errors="replace")
         self.program.UNAVAILABLE = f"it did not start, even without its dnstap lines ({why}): {tried[-800:]}"
         pytest.skip(self.program.banner())
-
-    quick_start: str  # its quick start's name in docs/feeding.md
 
     def command(self, lines: str) -> list[str]:
         """Its command line, with its configuration written: the suite's own, and `lines`."""
