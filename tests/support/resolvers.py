@@ -4,7 +4,9 @@ unprivileged on a free loopback port, serving a few local names and sending dnst
 collector's socket.
 
 Each program is a `Program` (UNAVAILABLE and banner(), as the suite's other real programs): one
-that is missing or does not start skips its tests, and the run says so in red.
+that is missing, or does not start even with the suite's own configuration (its lines left
+out), skips its tests, and the run says so in red; one that starts without its lines but not
+with them fails the test with its own output (`refused`).
 """
 
 import pathlib
@@ -14,6 +16,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 
 import dns.exception
 import dns.flags
@@ -49,6 +52,19 @@ def documented_lines(resolver: str, socket_path) -> str:
     lines = heredoc.group(2) if heredoc else block
     assert DOCS_SOCKET in lines
     return lines.replace(DOCS_SOCKET, str(socket_path))
+
+
+def refused(name: str, lines: str, why: str, output: str, starts_without: Callable[[], bool]) -> None:
+    """A resolver did not start with `lines` in its configuration (`why`: it exited, or the
+    time ran out): the test fails, with the resolver's `output`, when `starts_without()` (the
+    same configuration without them) starts it, for the lines are at fault then, not the
+    program; otherwise the caller skips."""
+    if starts_without():
+        pytest.fail(
+            f"{name} did not start with its dnstap lines ({why}), and starts without them:\n{lines.rstrip()}\n"
+            f"--- what {name} said ---\n{output[-1500:]}",
+            pytrace=False,
+        )
 
 
 class Program:
@@ -101,46 +117,75 @@ class Resolver:
     """A resolver process: started with its command line, stopped with SIGTERM."""
 
     program: Program
+    quick_start: str  # its quick start's name in docs/feeding.md
 
-    def __init__(self, folder: pathlib.Path, socket_path, *, user: str | None = None):
+    def __init__(self, folder: pathlib.Path, socket_path, *, user: str | None = None, lines: str | None = None):
         """`user`: started as root, run as that user and its group alone (as Debian's units
-        run it), owning the folder and the files it is given there."""
+        run it), owning the folder and the files it is given there. `lines`: its dnstap lines
+        (docs/feeding.md's quick start, for `socket_path`, unless given)."""
         servers.refuse_in_fast_lane(self.program.name)
         self.binary = self.program.require()
-        self.folder = folder
+        self.folder, self.user = folder, user
         self.port = free_port()
         self.log_path = folder / f"{self.program.binary}.log"
         self.log = open(self.log_path, "ab")
-        before = set(folder.iterdir())
-        command = self.command(socket_path)
-        if user:
-            for path in {folder, *(set(folder.iterdir()) - before)}:
-                shutil.chown(path, user, user)
-        self.process = subprocess.Popen(
+        if lines is None:
+            lines = documented_lines(self.quick_start, socket_path)
+        said = self.log_path.stat().st_size
+        self.process = self._launch(lines)
+        if self._answering():
+            return
+        why = self._gone()
+        output = self.log_path.read_bytes()[said:].decode(errors="replace")
+        try:
+            refused(self.program.name, lines, why, output, lambda: self._starts_with(""))
+        finally:
+            self.stop()
+        tried = self.log_path.read_bytes()[said:].decode(errors="replace")
+        self.program.UNAVAILABLE = f"it did not start, even without its dnstap lines ({why}): {tried[-800:]}"
+        pytest.skip(self.program.banner())
+
+    def command(self, lines: str) -> list[str]:
+        """Its command line, with its configuration written: the suite's own, and `lines`."""
+        raise NotImplementedError
+
+    def _launch(self, lines: str) -> subprocess.Popen:
+        before = set(self.folder.iterdir())
+        command = self.command(lines)
+        if self.user:
+            for path in {self.folder, *(set(self.folder.iterdir()) - before)}:
+                shutil.chown(path, self.user, self.user)
+        return subprocess.Popen(
             command,
-            cwd=folder,
+            cwd=self.folder,
             stdout=self.log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            user=user,
-            group=user,
-            extra_groups=[] if user else None,
+            user=self.user,
+            group=self.user,
+            extra_groups=[] if self.user else None,
         )
-        self._wait_answering()
 
-    def command(self, socket_path) -> list[str]:
-        raise NotImplementedError
-
-    def _wait_answering(self):
+    def _answering(self) -> bool:
         """Until it answers on its port (over TCP: a UDP probe would be logged as a query,
         and the tests count what is logged; a TCP connection alone is not)."""
-        if processes.started(
+        return processes.started(
             self.process, lambda: processes.listening(self.port, timeout=0.5), timeout=20, interval=0.1
-        ):
-            return
-        self.stop()
-        self.program.UNAVAILABLE = f"it did not start: {self.log_path.read_text()[-800:]}"
-        pytest.skip(self.program.banner())
+        )
+
+    def _gone(self) -> str:
+        """Why it is not answering (it exited, or the time ran out), once stopped."""
+        status = self.process.poll()
+        processes.stop(self.process)
+        return f"exit status {status}" if status is not None else "not answering after 20 s"
+
+    def _starts_with(self, lines: str) -> bool:
+        """Whether it starts with `lines` instead (stopped again at once)."""
+        self.process = self._launch(lines)
+        try:
+            return self._answering()
+        finally:
+            processes.stop(self.process)
 
     def ask(self, name, rdtype, *, recursion=True, tcp=False, timeout=5.0) -> dns.message.Message:
         query = dns.message.make_query(name, rdtype)
@@ -158,8 +203,9 @@ class Bind(Resolver):
     """`named -g` serving home.example from a zone file, recursion for nobody else."""
 
     program = BIND
+    quick_start = "bind"
 
-    def command(self, socket_path):
+    def command(self, lines):
         zone = self.folder / "home.example.zone"
         records = "\n".join(f"{name}. 300 IN {rdtype} {ip}" for (name, rdtype), ips in ADDRESSES.items() for ip in ips)
         zone.write_text(
@@ -168,7 +214,6 @@ class Bind(Resolver):
             "home.example. IN NS ns.home.example.\n"
             "ns.home.example. IN A 127.0.0.1\n" + records + "\n"
         )
-        documented = documented_lines("bind", socket_path)
         conf = self.folder / "named.conf"
         conf.write_text(
             f"""options {{
@@ -179,7 +224,7 @@ class Bind(Resolver):
     recursion no;
     allow-query {{ any; }};
     dnssec-validation no;
-{documented}
+{lines}
 }};
 zone "home.example" {{ type primary; file "{zone}"; }};
 """
@@ -191,13 +236,14 @@ class Knot(Resolver):
     """`kresd` with hints for home.example's names; nothing leaves the machine."""
 
     program = KNOT
+    quick_start = "knot"
 
-    def command(self, socket_path):
+    def command(self, lines):
         hints = "\n".join(f"hints.set('{name} {ip}')" for (name, _), ips in ADDRESSES.items() for ip in ips)
         conf = self.folder / "kresd.conf"
         conf.write_text(
             f"""net.listen('127.0.0.1', {self.port}, {{ kind = 'dns' }})
-{documented_lines("knot", socket_path)}
+{lines}
 modules.load('hints > iterate')
 hints.use_nodata(true)
 {hints}
@@ -216,19 +262,20 @@ class Dnsdist(Resolver):
     cache, answering one name itself."""
 
     program = DNSDIST
+    quick_start = "dnsdist"
 
     def __init__(self, folder, socket_path, **how):
         self.upstream = Upstream()
         super().__init__(folder, socket_path, **how)
 
-    def command(self, socket_path):
+    def command(self, lines):
         conf = self.folder / "dnsdist.conf"
         conf.write_text(
             f"""setLocal('127.0.0.1:{self.port}')
 newServer({{ address = '127.0.0.1:{self.upstream.port}' }}):setUp()
 getPool(''):setCache(newPacketCache(1000))
 addAction(QNameRule('self.home.example'), SpoofAction({{'192.0.2.9'}}))
-{documented_lines("dnsdist", socket_path)}
+{lines}
 """
         )
         return [self.binary, "--supervised", "--disable-syslog", "-C", str(conf)]

@@ -14,6 +14,7 @@ import dns.query
 import pytest
 
 from support import processes, servers
+from support.resolvers import refused
 from support.servers import free_port
 
 UNAVAILABLE = None  # why Unbound cannot be used, once known
@@ -97,13 +98,18 @@ class Unbound:
     dnstap-log-client-query-messages: {"yes" if log_queries else "no"}
     dnstap-log-client-response-messages: yes
 """
-        self.conf.write_text(
-            f"""server:
+        self.dnstap = dnstap
+        self.conf.write_text(self._configuration(dnstap))
+        self.process = None
+        self.start()
+
+    def _configuration(self, dnstap: str) -> str:
+        return f"""server:
     interface: 127.0.0.1@{self.port}
     do-daemonize: no
     username: "{USER}"
     chroot: ""
-    directory: "{folder}"
+    directory: "{self.folder}"
     pidfile: ""
     use-syslog: no
     logfile: ""
@@ -116,23 +122,48 @@ class Unbound:
 remote-control:
     control-enable: no
 """
-        )
-        self.process = None
-        self.start()
 
     def start(self):
+        """Unbound with its configuration; not starting, a failure of its dnstap lines when it
+        starts without them (`resolvers.refused`), else Unbound is unavailable here."""
         global UNAVAILABLE
         self.log = open(self.log_path, "ab")
+        said = self.log_path.stat().st_size
+        if self._launch(self.conf):
+            return
+        why = self._gone()
+        output = self.log_path.read_bytes()[said:].decode(errors="replace")
+        probe = self.folder / "unbound-without-dnstap.conf"
+        probe.write_text(self._configuration(""))
+        try:
+            refused("Unbound", self.dnstap, why, output, lambda: self._starts_with(probe))
+        finally:
+            self.log.close()
+        tried = self.log_path.read_bytes()[said:].decode(errors="replace")
+        UNAVAILABLE = f"Unbound did not start, even without its dnstap lines ({why}): {tried[-800:]}"
+        pytest.skip(banner())
+
+    def _launch(self, conf) -> bool:
+        """Whether `unbound -d -c CONF` started."""
         starts = self._starts()
         self.process = subprocess.Popen(
-            [_binary(), "-d", "-c", str(self.conf)], stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
+            [_binary(), "-d", "-c", str(conf)], stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True
         )
         # Not a probe query: it would be logged, and the tests count what is logged.
-        if processes.started(self.process, lambda: self._starts() > starts, timeout=15):
-            return
-        self.stop()
-        UNAVAILABLE = f"Unbound did not start: {self.log_path.read_text()[-800:]}"
-        pytest.skip(banner())
+        return processes.started(self.process, lambda: self._starts() > starts, timeout=15)
+
+    def _gone(self) -> str:
+        """Why it did not start (it exited, or the time ran out), once stopped."""
+        status = self.process.poll()
+        processes.stop(self.process, timeout=10)
+        return f"exit status {status}" if status is not None else "not started after 15 s"
+
+    def _starts_with(self, conf) -> bool:
+        """Whether it starts with CONF instead (stopped again at once)."""
+        try:
+            return self._launch(conf)
+        finally:
+            processes.stop(self.process, timeout=10)
 
     def _starts(self) -> int:
         return self.log_path.read_text().count("start of service") if self.log_path.exists() else 0
