@@ -59,9 +59,11 @@ class Host:
 def _host() -> Host:
     meta = click.get_current_context().meta
     if HOST not in meta:
-        meta[HOST] = Host(
-            models.runtime.config.read(), models.runtime.config.INSTANCE_PATH, open_store=_open_local_store
-        )
+        try:
+            settings = models.runtime.config.read()
+        except RuntimeError as refusal:  # a bad setting, an unreadable settings file: one line
+            raise click.ClickException(str(refusal)) from None
+        meta[HOST] = Host(settings, models.runtime.config.INSTANCE_PATH, open_store=_open_local_store)
         # Every feed validates its records (with --url too, before they are spooled).
         schemas.record_times.configure(meta[HOST].settings)
     return meta[HOST]

@@ -1,10 +1,16 @@
 """Configuration: environment over instance/config.py over defaults; database URLs."""
 
+import os
 import pathlib
+import subprocess
+import sys
+
+import pytest
 
 import models.runtime.config
 
 from support.helpers import AUTH, ingest, record
+from support.servers import ROOT
 
 
 def test_environment_overrides_instance_config(make_app, tmp_path, monkeypatch):
@@ -60,3 +66,33 @@ def test_the_instance_folder_is_the_projects_own_unless_told(make_app, database)
     root = pathlib.Path(__file__).resolve().parent.parent
     assert make_app(INSTANCE_PATH=None).instance_path == str(root / "instance")
     assert models.runtime.config.read()["ANALYTICS_DATABASE"].startswith(str(root / "instance"))
+
+
+def test_a_settings_file_its_reader_may_not_read_is_named(tmp_path):
+    """The key file scripts/serve writes is its owner's alone: read by another user (the quick
+    starts' collector runs as one), the settings name the file and what to do (a feed says it in
+    one line: feeds/cli.py), not a traceback of the open."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root, to read as another user")
+    instance = tmp_path / "instance"
+    instance.mkdir()
+    (instance / "config.py").write_text('ANALYTICS_API_KEY = "secret"\n')
+    os.chmod(instance / "config.py", 0o600)
+    program = (
+        "from models.runtime import config\n"
+        "try:\n"
+        f"    config.read({str(instance)!r})\n"
+        "except RuntimeError as refusal:\n"
+        "    print(refusal)\n"
+    )
+    ran = subprocess.run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c", program],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ran.stdout.strip() == (
+        f"cannot read {instance / 'config.py'} (Permission denied): it holds this installation's settings; "
+        "run as a user who may read it, or give the settings as ANALYTICS_* environment variables"
+    ), ran.stderr

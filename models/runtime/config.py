@@ -132,6 +132,11 @@ def _instance_file(path: str) -> dict:
             source = handle.read()
     except FileNotFoundError:
         return {}
+    except OSError as exc:  # e.g. the file of the key scripts/serve made, read by another user
+        raise RuntimeError(
+            f"cannot read {path} ({exc.strerror}): it holds this installation's settings; run as a user "
+            "who may read it, or give the settings as ANALYTICS_* environment variables"
+        ) from None
     namespace = {"__file__": path}
     exec(compile(source, path, "exec"), namespace)  # noqa: S102 - the operator's own settings file
     return {name: value for name, value in namespace.items() if name.isupper()}
