@@ -1,7 +1,7 @@
 """Reading records back from ClickHouse as the log's rows: the filters as a ClickHouse condition,
 and a page of the log (the same rows, in the same order, as models.clients.activity's)."""
 
-from catalogue import BOOLEAN, INTEGER, NUMBER, READ_FIELDS, TERM
+from catalogue import BOOLEAN, FIELDS_BY_SQL, INTEGER, NUMBER, TERM
 from models.clickhouse import numbers
 from models.clickhouse.tables import RECORD_COLUMNS
 from models.clients.activity import RecordRow
@@ -12,14 +12,14 @@ _PARAMETER_TYPES = {INTEGER: "Array(Int64)", NUMBER: "Array(Float64)", BOOLEAN: 
 _SELECTED = ", ".join("toUnixTimestamp64Milli(ts)" if column == "ts" else column for column in RecordRow._fields)
 
 
-def _storage(column: str) -> str:
-    return next(field.storage for field in READ_FIELDS if field.sql == column)
-
-
 # Strings ClickHouse keeps as '' for unknown, which a RecordRow holds as None (as the SQL store's).
-_STRINGS_AT = [i for i, column in enumerate(RecordRow._fields) if column != "id" and _storage(column) == TERM]
+_STRINGS_AT = [
+    i for i, column in enumerate(RecordRow._fields) if column != "id" and FIELDS_BY_SQL[column].storage == TERM
+]
 # Numbers ClickHouse's JSON writes without a fraction when they have none (80.0 as 80).
-_NUMBERS_AT = [i for i, column in enumerate(RecordRow._fields) if column != "id" and _storage(column) == NUMBER]
+_NUMBERS_AT = [
+    i for i, column in enumerate(RecordRow._fields) if column != "id" and FIELDS_BY_SQL[column].storage == NUMBER
+]
 assert set(RecordRow._fields) <= set(RECORD_COLUMNS), "every column a row shows is a column of the records"
 
 
@@ -34,7 +34,7 @@ def condition(filters: Filters) -> tuple[str, dict]:
         params["end"] = filters.end_ms
     for i, (column, values) in enumerate(sorted(filters.values.items())):
         if values:
-            kind = _PARAMETER_TYPES.get(_storage(column), "Array(String)")
+            kind = _PARAMETER_TYPES.get(FIELDS_BY_SQL[column].storage, "Array(String)")
             parts.append(f"{column} IN {{v{i}:{kind}}}")
             params[f"v{i}"] = list(values)
     if filters.endpoint_limit is not None:

@@ -65,8 +65,8 @@ class InProcess(Connection):
         self._closed = False
 
     def rows(self, sql, params=None):
-        result = self._session.query(sql, "JSONCompact", params=_texts(params))
-        return [tuple(row) for row in json.loads(result.bytes())["data"]] if result.bytes() else []
+        text = self._session.query(sql, "JSONCompact", params=_texts(params)).bytes()
+        return [tuple(row) for row in json.loads(text)["data"]] if text else []
 
     def command(self, sql, params=None):
         self._session.query(sql, "Null", params=_texts(params))

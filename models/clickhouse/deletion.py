@@ -126,8 +126,9 @@ def _names_seen_again(connection, scope: list[str] | None, end_ms: int | None) -
         "HAVING toUnixTimestamp64Milli(min(first)) <= {end:Int64}"
     )
     pairs = [tuple(row) for row in connection.rows(forgotten, params)]
-    everywhere = f"SELECT question FROM {seen} WHERE endpoint = '' GROUP BY question HAVING " + (
-        "toUnixTimestamp64Milli(min(first)) <= {end:Int64}"
+    everywhere = (
+        f"SELECT question FROM {seen} WHERE endpoint = '' GROUP BY question "
+        "HAVING toUnixTimestamp64Milli(min(first)) <= {end:Int64}"
     )
     names = [row[0] for row in connection.rows(everywhere, params)]
     if pairs:

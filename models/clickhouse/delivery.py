@@ -5,9 +5,9 @@ endpoints' last activity, the domains a new rule already knows, an output's back
 from models.clickhouse import activity, numbers
 from models.clickhouse.clients import endpoint_last_activity
 from models.delivery.alerts import SeenRecord
+from models.delivery.outputs import filters_of
 from models.engine.database import query, write_transaction
 from models.engine.sql import placeholders
-from models.records.filters import Filters
 
 
 def endpoint_activity(connection, names: list) -> dict[str, int | None]:
@@ -76,10 +76,6 @@ def seed_domains(connection, rule_id: int, names: list, since_ms: int) -> None:
             )
 
 
-def _filters(output) -> Filters:
-    return Filters(values={"endpoint": output.endpoints} if output.endpoints is not None else {})
-
-
 def newest_id() -> int:
     """The number an output that starts "now" starts after."""
     return numbers.top()
@@ -88,12 +84,12 @@ def newest_id() -> int:
 def pending(connection, output, limit: int) -> tuple[list, int]:
     """The output's next records after its cursor, lowest number first, and the number its
     cursor may move to once they are accepted (past other endpoints' records too)."""
-    return activity.records_after(connection, _filters(output), output.cursor, limit=limit)
+    return activity.records_after(connection, filters_of(output), output.cursor, limit=limit)
 
 
 def backlog(connection, output, at_most: int) -> int:
     """How many of the output's records are stored after its cursor, counted up to `at_most`."""
-    where, params = activity.condition(_filters(output))
+    where, params = activity.condition(filters_of(output))
     return connection.rows(
         f"SELECT count() FROM (SELECT 1 FROM {connection.target.database}.records WHERE id > {{cursor:UInt64}} "
         f"AND id <= {{top:UInt64}} AND {where} LIMIT {{most:UInt64}})",
@@ -104,7 +100,7 @@ def backlog(connection, output, at_most: int) -> int:
 def skip_point(connection, output, keep: int) -> tuple[int, int] | None:
     """Where the cursor would go for only the output's newest `keep` records to remain, and how
     many records it would pass; None when no more than `keep` wait."""
-    where, params = activity.condition(_filters(output))
+    where, params = activity.condition(filters_of(output))
     records = f"{connection.target.database}.records"
     scope = {**params, "cursor": output.cursor, "top": numbers.top()}
     found = connection.rows(

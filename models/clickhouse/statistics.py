@@ -6,7 +6,7 @@ past the records' horizon (and of clients not logged) come with the counts table
 
 from catalogue import BOOLEAN, FIELDS_BY_SQL, INTEGER, NUMBER
 from models.clickhouse.activity import condition
-from models.records.filters import Filters
+from models.records.filters import Filters, allowed_endpoints
 from models.statistics.statistics import LatencyRow
 
 
@@ -142,7 +142,7 @@ def newly_seen(connection, filters: Filters, column: str, limit: int) -> list[tu
         where, params = condition(scope)
         source = f"SELECT {column} AS name, min(ts) AS first FROM {_records(connection)} WHERE {where} GROUP BY name"
     else:
-        allowed = _allowed_endpoints(filters)
+        allowed = allowed_endpoints(filters)
         if allowed is not None and not allowed:
             return []
         params = {"scopes": allowed if allowed is not None else [""]}
@@ -159,12 +159,3 @@ def newly_seen(connection, filters: Filters, column: str, limit: int) -> list[tu
         return []
     counts = counts_of(connection, filters, column, [name for name, _ in found])
     return [(name, first, counts.get(name, 0)) for name, first in found]
-
-
-def _allowed_endpoints(filters: Filters) -> list[str] | None:
-    """The endpoints the filters allow (None: every one)."""
-    allowed = None
-    for names in (filters.values.get("endpoint") or None, filters.endpoint_limit):
-        if names is not None:
-            allowed = set(names) if allowed is None else allowed & set(names)
-    return None if allowed is None else sorted(allowed)

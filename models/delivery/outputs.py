@@ -143,7 +143,8 @@ def release_all(holder: str, now: int):
         )
 
 
-def _filters(output: OutputRow) -> Filters:
+def filters_of(output: OutputRow) -> Filters:
+    """The filters of the records an output sends: its endpoints (None: every one)."""
     return Filters(values={"endpoint": output.endpoints} if output.endpoints is not None else {})
 
 
@@ -151,7 +152,7 @@ def pending(output: OutputRow, limit: int) -> tuple[list, int]:
     """The output's next records after its cursor, oldest id first (models.clients.activity's rows),
     and the id its cursor may move to once they are accepted (it may pass ids of other
     endpoints' records)."""
-    return activity.records_after(_filters(output), output.cursor, limit=limit)
+    return activity.records_after(filters_of(output), output.cursor, limit=limit)
 
 
 def advance(output_id: int, old_cursor: int, new_cursor: int, sent: int, now: int) -> bool:
@@ -178,7 +179,7 @@ def note_failure(output_id: int, error: str, now: int):
 
 def backlog(output: OutputRow, at_most: int) -> int:
     """How many of the output's records are stored after its cursor, counted up to `at_most`."""
-    condition, params = Resolved(_filters(output), inline=True).where()
+    condition, params = Resolved(filters_of(output), inline=True).where()
     source = _source(output.cursor, condition, params)
     return query(
         f"SELECT COUNT(*) FROM (SELECT 1 FROM {source} WHERE r.id > ? AND {condition} LIMIT ?) t",
@@ -198,7 +199,7 @@ def skip_point(output: OutputRow, keep: int) -> tuple[int, int] | None:
     """Where the cursor would go for only the output's newest `keep` records to remain, and how
     many records it would pass: (new cursor, skipped), or None when no more than `keep` wait.
     Reads only, so that counting a long backlog holds no write lock (ingest does not wait)."""
-    condition, params = Resolved(_filters(output), inline=True).where()
+    condition, params = Resolved(filters_of(output), inline=True).where()
     source = _source(output.cursor, condition, params)
     found = query(
         f"SELECT r.id FROM {source} WHERE r.id > ? AND {condition} ORDER BY r.id DESC LIMIT 1 OFFSET ?",

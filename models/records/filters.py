@@ -202,13 +202,19 @@ class Resolved:
     def endpoint_ids(self) -> list[int] | None:
         """The ids of the endpoints these filters allow (None: all)."""
         if self._endpoint_ids is ...:
-            allowed = None
-            for names in (self.filters.values.get("endpoint") or None, self.filters.endpoint_limit):
-                if names is not None:
-                    found = set(stored_ids(FIELDS_BY_SQL["endpoint"], list(names)))
-                    allowed = found if allowed is None else allowed & found
-            self._endpoint_ids = None if allowed is None else sorted(allowed)
+            allowed = allowed_endpoints(self.filters)
+            self._endpoint_ids = None if allowed is None else sorted(stored_ids(FIELDS_BY_SQL["endpoint"], allowed))
         return self._endpoint_ids
+
+
+def allowed_endpoints(filters: Filters) -> list[str] | None:
+    """The names of the endpoints the filters allow: those they name, within the key's limit
+    (None: every one)."""
+    allowed = None
+    for names in (filters.values.get("endpoint") or None, filters.endpoint_limit):
+        if names is not None:
+            allowed = set(names) if allowed is None else allowed & set(names)
+    return None if allowed is None else sorted(allowed)
 
 
 def lookup(column, values: list) -> tuple[str, list]:
