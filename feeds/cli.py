@@ -22,8 +22,8 @@ import models.clickhouse.target
 import models.engine.database
 import models.migrations.run
 import models.migrations.steps
-import models.records.freezing
 import models.runtime.config
+import models.stores.bound
 import schemas.geoip
 import schemas.record_times
 from models.runtime.clock import now_ms
@@ -71,7 +71,7 @@ def _host() -> Host:
 
 def _open_local_store():
     settings = _bind_local_store()
-    models.records.freezing.configure(settings)  # a feed's batches freeze what passed the hot horizon
+    models.stores.bound.records().configure(settings)  # a feed's batches freeze what passed the hot horizon
     with models.engine.database.connection(), _refusing_a_newer_database():
         models.migrations.run.create_schema()
     # The local store enriches what it stores (models/ingest/enrichment.py); a feed pushing with --url
@@ -80,13 +80,15 @@ def _open_local_store():
 
 
 def _bind_local_store() -> dict:
-    """Bind models.engine.database.db to the installation's store, running nothing; its settings."""
+    """Bind models.engine.database.db and the record store to the installation's, running
+    nothing; its settings."""
     settings = _host().settings
     try:
-        models.clickhouse.target.from_settings(settings)
+        store = models.stores.bound.for_settings(settings)
     except models.clickhouse.target.BadTarget as refusal:
         raise click.ClickException(str(refusal)) from None
     models.engine.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
+    models.stores.bound.bind(store)
     return settings
 
 
@@ -367,6 +369,7 @@ def collect_dnstap_command(
     settings = _host().settings
     store = StoreProcess(
         settings["ANALYTICS_DATABASE"],
+        settings["ANALYTICS_RECORD_STORE"],
         settings["ANALYTICS_WAL_LIMIT_MB"] << 20,
         _geoip_paths(settings),
         settings["ANALYTICS_HOT_HOURS"],

@@ -33,7 +33,7 @@ import orjson
 import models.engine.database
 import models.ingest.ingestion
 import models.ingest.losses
-import models.records.freezing
+import models.stores.bound
 import schemas.geoip
 import schemas.record_times
 from models.ingest.imports import ProgressMoved, forget_progress, get_progress, save_progress
@@ -97,7 +97,7 @@ class LocalSink:
 
         try:
             if records:
-                models.ingest.ingestion.store_records(records, in_transaction=save)
+                models.stores.bound.records().store_records(records, in_transaction=save)
             else:
                 with models.engine.database.write_transaction():
                     save()
@@ -412,8 +412,10 @@ class StoreProcess:
     committed); it ignores SIGTERM, SIGINT and SIGHUP, so a stop is the feed's to carry out, and
     ends by itself once the feed is gone (see _follow_parent), killed outright too."""
 
-    def __init__(self, database: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int):
-        self._settings = (database, wal_limit, geoip, hot_hours, future_tolerance)
+    def __init__(
+        self, database: str, record_store: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int
+    ):
+        self._settings = (database, record_store, wal_limit, geoip, hot_hours, future_tolerance)
         self._pool = None
 
     def run(self, function, *args):
@@ -443,17 +445,18 @@ PARENT_POLL_SECONDS = 0.2
 
 
 def _open_store(
-    parent: int, database: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int
+    parent: int, database: str, record_store: str, wal_limit: int, geoip: tuple, hot_hours: int, future_tolerance: int
 ) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
     models.engine.database.open_database(database, wal_limit)
+    models.stores.bound.bind(models.stores.bound.for_settings({"ANALYTICS_RECORD_STORE": record_store}))
     # A spawned process starts with none of its parent's settings: the records it stores get
     # their geography from the operator's files here (models/ingest/enrichment.py), and what it
     # stores is frozen past the operator's hot horizon; records further in the future than the
     # operator's tolerance are refused.
     schemas.geoip.configure(*geoip)
-    models.records.freezing.configure({"ANALYTICS_HOT_HOURS": hot_hours})
+    models.stores.bound.records().configure({"ANALYTICS_HOT_HOURS": hot_hours})
     schemas.record_times.configure({"ANALYTICS_FUTURE_TOLERANCE_SECONDS": future_tolerance})
     threading.Thread(target=_follow_parent, args=(parent,), name="follow-parent", daemon=True).start()
 
@@ -507,7 +510,7 @@ def _validate_and_store(batch: bytes | list[dict], source: str = "", rejects: st
             records, _, rejected = validate(batch, now_ms(), aside)
         if records:
             with models.engine.database.connection():
-                models.ingest.ingestion.store_records(records)
+                models.stores.bound.records().store_records(records)
     return rejected
 
 

@@ -50,6 +50,9 @@ NAMES = [
     "example.co.uk",
 ]
 
+# The ClickHouse store held to the SQL one: the `engine` is the SQL store's (chDB is the other side).
+pytestmark = pytest.mark.sql_store
+
 
 def _records(now_ms: int, count: int = 240) -> list[dict]:
     rng = random.Random(45)

@@ -19,6 +19,9 @@ from support.servers import ROOT, free_port, refuse_in_fast_lane
 
 REFUSAL = "ANALYTICS_RECORD_STORE: the ClickHouse record store is not complete in this release"
 
+# The ClickHouse store held to the SQL one: the `engine` is the SQL store's (chDB is the other side).
+pytestmark = pytest.mark.sql_store
+
 
 def test_a_setting_names_a_server_or_a_folder():
     assert parse("clickhouse://reader:s%40cret@ch.example:9000/dns?cluster=farm") == Target(
@@ -27,6 +30,7 @@ def test_a_setting_names_a_server_or_a_folder():
     assert parse("clickhouses://ch.example/dns") == Target(database="dns", host="ch.example", port=8443, secure=True)
     assert parse("clickhouse://ch.example") == Target(database="default", host="ch.example")
     assert parse("chdb:///var/lib/dns//records/") == Target(database="analytics", folder="/var/lib/dns/records")
+    assert parse("chdb:///srv/ch?database=lab") == Target(database="lab", folder="/srv/ch")
     # What a message shows of a server leaves its password out.
     assert str(parse("clickhouse://u:pw@h:1/d")) == "clickhouse://u@h:1/d"
 
@@ -37,6 +41,8 @@ def test_a_setting_names_a_server_or_a_folder():
         ("chdb://records", "chdb:// takes a folder, not a host ('records'): write chdb:///ABSOLUTE/FOLDER"),
         ("chdb:///", "chdb:// needs an absolute folder, not '/'"),
         ("chdb:///srv/ch?cluster=farm", "?cluster= is for a ClickHouse server; chDB is one process"),
+        ("chdb:///srv/ch?shards=2", "unknown option 'shards' (the one option is ?database=NAME)"),
+        ("chdb:///srv/ch?database=a-b", "the database 'a-b' is not a plain name"),
         ("clickhouse:///dns", "a ClickHouse server needs a host"),
         ("clickhouse://h/dns?shards=2", "unknown option 'shards' (the one option is ?cluster=NAME)"),
         ("clickhouse://h/dns-1", "the database 'dns-1' is not a plain name"),

@@ -135,8 +135,8 @@ def set_logging(body, endpointId, clientId):  # noqa: N803 (the API's names)
 
 def _change_alias(endpoint: str, client_id: str, alias: str) -> dict:
     with models.engine.database.write_transaction():
-        entry = models.clients.clients.set_alias(endpoint, client_id, alias)
-        if entry is None:
+        if not models.clients.clients.set_alias(endpoint, client_id, alias):
             raise ApiError(ErrorCode.CLIENT_NOT_FOUND, "No such client for this endpoint.")
+        (entry,) = records().list_clients(endpoint, [client_id])[1]
         admin_actions.record("client.alias.set" if alias else "client.alias.clear", {"alias": alias}, [endpoint])
     return prebuilt(client_activity(entry))

@@ -10,6 +10,7 @@ from werkzeug.exceptions import InternalServerError
 import models.engine.database
 from app.errors import ApiError, ErrorCode, error_response
 from app.requests import hung_up
+from models.stores.bound import records
 
 # Reads whose answers stream: each of their queries is a short batch, bounded by its size.
 STREAMED = {"activity_log.export_csv", "activity_log.stream"}
@@ -21,6 +22,7 @@ def init_app(app):
     # Every database error: on PostgreSQL a statement after a cancelled one in the same
     # transaction fails with an InternalError, not an OperationalError.
     app.register_error_handler(DatabaseError, _stopped)
+    app.register_error_handler(models.engine.database.QueryStopped, _stopped)
 
 
 def _start():
@@ -29,16 +31,21 @@ def _start():
         return  # (a pooled connection comes without a limit: see models.engine.database.connection and _end)
     peer = request.environ.get("gunicorn.socket")
     models.engine.database.limit_queries(seconds, (lambda: hung_up(peer)) if peer is not None else None)
+    records().limit_reads(seconds)
     g.budget = time.monotonic()
 
 
 def _end(exc):
-    if "budget" in g and not models.engine.database.db.is_closed():
+    if "budget" not in g:
+        return
+    records().limit_reads(None)
+    if not models.engine.database.db.is_closed():
         models.engine.database.limit_queries(None)
 
 
-def _stopped(error: DatabaseError):
-    if not models.engine.database.is_stopped_query(error):
+def _stopped(error: Exception):
+    stopped = isinstance(error, models.engine.database.QueryStopped) or models.engine.database.is_stopped_query(error)
+    if not stopped:
         current_app.logger.error("database error in %s %s", request.method, request.path, exc_info=error)
         return error_response(InternalServerError())
     seconds = current_app.config["ANALYTICS_QUERY_SECONDS"]

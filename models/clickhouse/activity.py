@@ -24,8 +24,10 @@ assert set(RecordRow._fields) <= set(RECORD_COLUMNS), "every column a row shows 
 
 
 def condition(filters: Filters) -> tuple[str, dict]:
-    """(a ClickHouse condition on the records, its parameters) for `filters`."""
-    parts, params = [], {}
+    """(a ClickHouse condition on the records, its parameters) for `filters`: of the records
+    committed (numbered up to the counter's top: a batch is in ClickHouse a moment before its
+    transaction commits, and one whose transaction failed is erased after)."""
+    parts, params = ["id <= {committed:UInt64}"], {"committed": numbers.top()}
     if filters.start_ms is not None:
         parts.append("ts >= fromUnixTimestamp64Milli({start:Int64})")
         params["start"] = filters.start_ms
@@ -44,7 +46,7 @@ def condition(filters: Filters) -> tuple[str, dict]:
         search, named = _search(filters.search, filters.search_mode)
         parts.append(search)
         params.update(named)
-    return " AND ".join(parts) or "1", params
+    return " AND ".join(parts), params
 
 
 def _search(text: str, mode: str) -> tuple[str, dict]:

@@ -6,13 +6,16 @@ Times go in as epoch milliseconds, for columns the caller names: a server takes 
 as its ticks, while chDB's JSON input reads a number as seconds, so it is handed the seconds as
 a decimal text."""
 
+import copy
 import fcntl
 import json
 import os
 import threading
+import uuid
 from abc import ABC, abstractmethod
 
 from models.clickhouse.target import Target
+from models.engine.database import QueryStopped
 
 # The file in a chDB folder that a process holds while it has the folder open (ClickHouse's own
 # lock, `status`, only says "another server instance"): it names the process.
@@ -63,9 +66,25 @@ class InProcess(Connection):
             os.close(self._lock)
             raise
         self._closed = False
+        self._owner = True
+        self._others: dict[Target, InProcess] = {}
+
+    def on_database(self, target: Target) -> "InProcess":
+        """This folder's connection for another database in it (the session shared; closing it
+        leaves the folder open)."""
+        other = self._others.get(target)
+        if other is None:
+            other = copy.copy(self)
+            other.target, other._owner = target, False
+            self._others[target] = other
+        return other
 
     def rows(self, sql, params=None):
-        text = self._session.query(sql, "JSONCompact", params=_texts(params)).bytes()
+        try:
+            text = self._session.query(_limited(sql), "JSONCompact", params=_texts(params)).bytes()
+        except Exception as exc:
+            _stopped(exc)
+            raise
         return [tuple(row) for row in json.loads(text)["data"]] if text else []
 
     def command(self, sql, params=None):
@@ -83,17 +102,17 @@ class InProcess(Connection):
                     if row[i] is not None:
                         row[i] = f"{row[i] // 1000}.{row[i] % 1000:03d}"
             lines.append(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
-        named = [f"{name} = {{{name}:String}}" for name in _deduplicating(token)] if token else []
-        settings = f" SETTINGS {', '.join(named)}" if named else ""
+        named = [f"{name} = {{{name}:String}}" for name in _deduplicating(token)]
+        settings = f" SETTINGS {', '.join(named)}"
         self._session.query(
             f"INSERT INTO {table} ({', '.join(columns)}){settings} FORMAT JSONCompactEachRow\n" + "\n".join(lines),
             "Null",
-            params=_texts(_deduplicating(token) if token else {}),
+            params=_texts(_deduplicating(token)),
         )
 
     def close(self):
         global _open_here
-        if not self._closed:
+        if self._owner and not self._closed:
             self._closed = True
             self._session.close()
             os.close(self._lock)
@@ -131,7 +150,12 @@ class Server(Connection):
         return client
 
     def rows(self, sql, params=None):
-        return [tuple(row) for row in self._client().query(sql, parameters=params or {}).result_rows]
+        try:
+            found = self._client().query(_limited(sql), parameters=params or {}).result_rows
+        except Exception as exc:
+            _stopped(exc)
+            raise
+        return [tuple(row) for row in found]
 
     def command(self, sql, params=None):
         self._client().command(sql, parameters=params or {})
@@ -139,7 +163,7 @@ class Server(Connection):
     def insert(self, table, columns, rows, times=(), token=None):
         if not rows:
             return
-        settings = _deduplicating(token) if token else None
+        settings = _deduplicating(token)
         self._client().insert(table, rows, column_names=list(columns), settings=settings)
 
     def close(self):
@@ -174,8 +198,13 @@ def _text(value, quoted: bool) -> str:
     return f"'{text}'" if quoted else text
 
 
-def _deduplicating(token: str) -> dict:
-    """The settings of an insert stored once under `token`, its views fed once too."""
+def _deduplicating(token: str | None) -> dict:
+    """The settings of an insert stored once under `token`, its views fed once too. Without a
+    token, one of the insert's own: a table would otherwise drop a block equal to one it took
+    lately (a batch erased and stored again under the same numbers: numbers.take)."""
+    if token is None:
+        # (`insert_deduplicate = 0` would say so, but chDB's inserts do not obey it.)
+        token = uuid.uuid4().hex
     return {"insert_deduplication_token": token, "deduplicate_blocks_in_dependent_materialized_views": "1"}
 
 
@@ -190,8 +219,10 @@ def connect(target: Target) -> Connection:
     if not target.in_process:
         return Server(target)
     if _open_here is not None:
-        if _open_here.target.folder == target.folder:
+        if _open_here.target == target:
             return _open_here
+        if _open_here.target.folder == target.folder:
+            return _open_here.on_database(target)
         raise FolderInUse(
             f"ANALYTICS_RECORD_STORE: this process has chdb://{_open_here.target.folder} open, and chDB "
             f"opens one folder a process: close it before opening chdb://{target.folder}"
@@ -218,3 +249,25 @@ def _hold(folder: str) -> int:
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd
+
+
+# This thread's time budget for reads (limit_reads), in seconds; None: none.
+_budget = threading.local()
+# ClickHouse's error for a query past max_execution_time (TIMEOUT_EXCEEDED).
+_TIMEOUT_EXCEEDED = "Code: 159."
+
+
+def limit_reads(seconds: float | None) -> None:
+    """Stop this thread's SELECTs past `seconds` with QueryStopped (None: lift the limit)."""
+    _budget.seconds = seconds
+
+
+def _limited(sql: str) -> str:
+    seconds = getattr(_budget, "seconds", None)
+    return sql if seconds is None else f"{sql} SETTINGS max_execution_time = {float(seconds)!r}"
+
+
+def _stopped(error: Exception) -> None:
+    """Raise QueryStopped for a read ClickHouse stopped at its time budget."""
+    if _TIMEOUT_EXCEEDED in str(error):
+        raise QueryStopped(str(error)) from error

@@ -5,7 +5,7 @@ writers' turn per batch (docs/clickhouse.md)."""
 from functools import partial
 
 from catalogue import FIELDS, TERM
-from models.clickhouse import numbers
+from models.clickhouse import numbers, unstored
 from models.clickhouse.tables import RECORD_COLUMNS, TIME_COLUMNS
 from models.engine.database import write_transaction
 from models.ingest import enrichment
@@ -21,17 +21,18 @@ _STRINGS_AT = [i for i, field in enumerate(FIELDS) if field.storage == TERM]
 assert RECORD_COLUMNS == ("id", *(field.sql for field in FIELDS), "registrable_domain"), "a record's row order"
 
 
-def store_records(connection, records: list[tuple], in_transaction=None, first=None, token: str | None = None) -> int:
+def store_records(connection, records: list[tuple], in_transaction=None, first=None) -> int:
     """Store new records all or nothing, as models.ingest.ingestion.store_records does (the same
     records, enrichment, privacy, client entries, `in_transaction` and `first`), the records
-    into `connection`'s ClickHouse. `token`: the batch's key, so that a batch sent again after
-    ClickHouse took it but before its transaction committed is stored once."""
+    into `connection`'s ClickHouse. A batch's records are visible once its transaction commits
+    (reads stop at the counter: activity.condition); a failure before then erases them again,
+    and a process that died in between leaves them to the next writer to erase (numbers.take)."""
     if not records:
         return 0
-    return privacy.storing(partial(_store, connection, token), enrichment.enriched, records, in_transaction, first)
+    return privacy.storing(partial(_store, connection), enrichment.enriched, records, in_transaction, first)
 
 
-def _store(connection, token, records: list[tuple], in_transaction, first) -> int:
+def _store(connection, records: list[tuple], in_transaction, first) -> int:
     columns = list(zip(*(values for values, _ in records), strict=True))
     client_keys = list(zip(columns[_ENDPOINT], columns[_CLIENT], strict=True))
     metadata = newest_metadata(records, client_keys, columns[_TS])
@@ -48,9 +49,12 @@ def _store(connection, token, records: list[tuple], in_transaction, first) -> in
                 if row[at + 1] is None:
                     row[at + 1] = ""
             rows.append(row)
-        connection.insert(
-            f"{connection.target.database}.records", RECORD_COLUMNS, rows, times=TIME_COLUMNS, token=token
-        )
-        if in_transaction is not None:
-            in_transaction()
+        connection.insert(f"{connection.target.database}.records", RECORD_COLUMNS, rows, times=TIME_COLUMNS)
+        try:
+            if in_transaction is not None:
+                in_transaction()
+        except BaseException:
+            # The transaction rolls back, and the batch with it: in ClickHouse too.
+            unstored.erase(connection, "id >= {first:UInt64}", {"first": start})
+            raise
     return len(records)

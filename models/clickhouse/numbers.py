@@ -2,6 +2,7 @@
 counter in ANALYTICS_DATABASE, in the writers' turn, so that a reader by number after a cursor
 never sees a lower number commit later."""
 
+from models.clickhouse import unstored
 from models.schema import settings
 
 _COUNTER = "clickhouse_numbered_through"
@@ -9,17 +10,13 @@ _COUNTER = "clickhouse_numbered_through"
 
 def take(connection, count: int) -> int:
     """The first of `count` new numbers, the counter moved past them. Call inside the write
-    transaction that stores them: a batch whose insert reached ClickHouse but whose transaction
-    did not commit left numbers above the counter, so the counter is first raised to the highest
-    number ClickHouse holds."""
-    counted = int(settings.read(_COUNTER) or 0)
-    held = connection.rows(
-        f"SELECT max(id) FROM {connection.target.database}.records WHERE id > {{counted:UInt64}}",
-        {"counted": counted},
-    )
-    first = max(counted, held[0][0] if held and held[0][0] is not None else 0) + 1
-    settings.write(_COUNTER, str(first + count - 1))
-    return first
+    transaction that stores them. Records above the counter are a batch ClickHouse took whose
+    transaction never committed (a process that died in between): they were never stored, and
+    are erased before their numbers are handed out again."""
+    counted = top()
+    unstored.erase(connection, "id > {counted:UInt64}", {"counted": counted})
+    settings.write(_COUNTER, str(counted + count))
+    return counted + 1
 
 
 def top() -> int:

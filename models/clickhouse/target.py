@@ -64,18 +64,22 @@ def parse(text: str) -> Target:
     """The Target `text` names; BadTarget saying what is wrong and what to write instead."""
     parts = urlsplit(text)
     options = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(options) - {"cluster"})
+    if parts.scheme == "chdb" and "cluster" in options:
+        raise BadTarget("ANALYTICS_RECORD_STORE: ?cluster= is for a ClickHouse server; chDB is one process")
+    # chDB's one folder may hold several stores (the tests keep one a test), each a database.
+    allowed = {"chdb": "database"}.get(parts.scheme, "cluster")
+    unknown = sorted(set(options) - {allowed})
     if unknown:
-        raise BadTarget(f"ANALYTICS_RECORD_STORE: unknown option {unknown[0]!r} (the one option is ?cluster=NAME)")
-    cluster = options.get("cluster", [None])[-1]
+        raise BadTarget(f"ANALYTICS_RECORD_STORE: unknown option {unknown[0]!r} (the one option is ?{allowed}=NAME)")
     if parts.scheme == "chdb":
-        return _in_process(parts, cluster)
+        return _in_process(parts, options.get("database", [None])[-1])
+    cluster = options.get("cluster", [None])[-1]
     if parts.scheme in ("clickhouse", "clickhouses"):
         return _server(parts, cluster)
     raise BadTarget(f"ANALYTICS_RECORD_STORE: {parts.scheme or text!r} is not a ClickHouse: use {_EXAMPLES}")
 
 
-def _in_process(parts, cluster) -> Target:
+def _in_process(parts, database) -> Target:
     if parts.netloc:
         raise BadTarget(
             f"ANALYTICS_RECORD_STORE: chdb:// takes a folder, not a host ({parts.netloc!r}): "
@@ -84,9 +88,9 @@ def _in_process(parts, cluster) -> Target:
     folder = unquote(parts.path)
     if not os.path.isabs(folder) or folder == "/":
         raise BadTarget(f"ANALYTICS_RECORD_STORE: chdb:// needs an absolute folder, not {folder!r}")
-    if cluster is not None:
-        raise BadTarget("ANALYTICS_RECORD_STORE: ?cluster= is for a ClickHouse server; chDB is one process")
-    return Target(database="analytics", folder=os.path.normpath(folder))
+    database = database or "analytics"
+    _plain("database", database)
+    return Target(database=database, folder=os.path.normpath(folder))
 
 
 def _server(parts, cluster) -> Target:
@@ -94,11 +98,8 @@ def _server(parts, cluster) -> Target:
         raise BadTarget(f"ANALYTICS_RECORD_STORE: a ClickHouse server needs a host: {_EXAMPLES}")
     database = unquote(parts.path.strip("/")) or "default"
     for what, name in (("database", database), ("cluster", cluster)):
-        if name is not None and not _NAME.match(name):
-            raise BadTarget(
-                f"ANALYTICS_RECORD_STORE: the {what} {name!r} is not a plain name (letters, digits, _, "
-                "not starting with a digit)"
-            )
+        if name is not None:
+            _plain(what, name)
     try:
         port = parts.port or (8443 if parts.scheme == "clickhouses" else 8123)
     except ValueError as exc:
@@ -112,3 +113,11 @@ def _server(parts, cluster) -> Target:
         secure=parts.scheme == "clickhouses",
         cluster=cluster or None,
     )
+
+
+def _plain(what: str, name: str) -> None:
+    if not _NAME.match(name):
+        raise BadTarget(
+            f"ANALYTICS_RECORD_STORE: the {what} {name!r} is not a plain name (letters, digits, _, "
+            "not starting with a digit)"
+        )

@@ -69,16 +69,15 @@ def get_client(endpoint: str, client_id: str) -> ClientRow | None:
     return entries[0] if entries else None
 
 
-def set_alias(endpoint: str, client_id: str, alias: str) -> dict | None:
-    """Set (or with "" clear) a client's alias; the updated entry, None if unknown."""
+def set_alias(endpoint: str, client_id: str, alias: str) -> bool:
+    """Set (or with "" clear) a client's alias; whether the client has an entry. Its entry with
+    its last activity is the record store's to read (list_clients)."""
     with write_transaction():
         cursor = query(
             "UPDATE client SET alias = ? WHERE client_id = ? AND endpoint = (SELECT id FROM endpoint WHERE name = ?)",
             (alias, client_id, endpoint),
         )
-        if cursor.rowcount == 0:
-            return None
-        return get_client(endpoint, client_id)
+        return cursor.rowcount > 0
 
 
 def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, int]:

@@ -206,6 +206,11 @@ def connection():
             db.close()
 
 
+class QueryStopped(Exception):
+    """A read of a record store outside this database (ClickHouse) stopped past its time budget
+    (RecordStore.limit_reads), as limit_queries stops this database's."""
+
+
 def limit_queries(seconds: float | None, stop=None):
     """Stop the statements of this connection past `seconds` from now, or once `stop()` is
     true (None: lift the limit). The statement stopped fails with QueryStopped."""

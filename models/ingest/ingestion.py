@@ -105,10 +105,11 @@ class AlreadyStored(Exception):
         self.accepted = accepted
 
 
-def store_once(records: list[tuple], key: str, now_ms: int) -> int:
-    """store_records, remembering `key` in the same transaction; AlreadyStored (and nothing
-    written) when a batch with this key was stored before. The key is looked at first, under
-    the write lock: a replay costs one lookup, and two at once cannot both store."""
+def store_once(records: list[tuple], key: str, now_ms: int, store=None) -> int:
+    """store_records (or `store`, a store's own with its arguments), remembering `key` in the
+    same transaction; AlreadyStored (and nothing written) when a batch with this key was stored
+    before. The key is looked at first, under the write lock: a replay costs one lookup, and two
+    at once cannot both store."""
 
     def not_yet():
         row = query("SELECT accepted FROM ingest_batch WHERE key = ?", [key]).fetchone()
@@ -123,7 +124,7 @@ def store_once(records: list[tuple], key: str, now_ms: int) -> int:
             not_yet()
             remember()
         return 0
-    return store_records(records, in_transaction=remember, first=not_yet)
+    return (store or store_records)(records, in_transaction=remember, first=not_yet)
 
 
 def forget_batch_keys(before_ms: int) -> int:

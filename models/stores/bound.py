@@ -1,6 +1,8 @@
 """The record store in use for this process: chosen from the settings and bound where the app
 binds its database (app/__init__.py), then reached by `records()`."""
 
+from models.clickhouse.target import from_settings
+from models.stores.clickhouse import ClickHouseStore
 from models.stores.interface import RecordStore
 from models.stores.sql import SqlStore
 
@@ -8,9 +10,10 @@ _store: RecordStore | None = None
 
 
 def for_settings(settings) -> RecordStore:
-    """The store the settings name. Always the SQL store until the ClickHouse one is whole
-    (ANALYTICS_RECORD_STORE is refused before this: models/clickhouse/target.py)."""
-    return SqlStore()
+    """The store the settings name: ClickHouse's when ANALYTICS_RECORD_STORE names one, else the
+    SQL store (the records in ANALYTICS_DATABASE)."""
+    target = from_settings(settings)
+    return SqlStore() if target is None else ClickHouseStore(target)
 
 
 def bind(store: RecordStore) -> None:

@@ -194,6 +194,12 @@ class RecordStore(ABC):
         """Drop the statistics of whole periods that ended before `before_ms`; how many rows
         (or parts) of statistics went."""
 
+    @abstractmethod
+    def limit_reads(self, seconds: float | None) -> None:
+        """Stop this thread's reads of the store that run past `seconds` from their start with
+        models.engine.database.QueryStopped (None: lift the limit). Reads of ANALYTICS_DATABASE
+        are limited by models.engine.database.limit_queries."""
+
     # Status for the metrics
 
     @abstractmethod

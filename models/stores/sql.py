@@ -13,7 +13,9 @@ from models.stores.interface import RecordStore
 
 class SqlStore(RecordStore):
     store_records = staticmethod(ingestion.store_records)
-    store_once = staticmethod(ingestion.store_once)
+
+    def store_once(self, records: list[tuple], key: str, now_ms: int) -> int:
+        return ingestion.store_once(records, key, now_ms)
 
     page_records = staticmethod(activity.page_records)
     iter_raw_batches = staticmethod(activity.iter_raw_batches)
@@ -40,6 +42,9 @@ class SqlStore(RecordStore):
     future_records = staticmethod(deletion.future_records)
     delete_future = staticmethod(deletion.delete_future)
     expire_statistics = staticmethod(deletion.expire_statistics)
+
+    def limit_reads(self, seconds: float | None) -> None:
+        pass  # its reads are ANALYTICS_DATABASE's, under models.engine.database.limit_queries
 
     database_sizes = staticmethod(status.database_sizes)
     endpoints_by_age = staticmethod(status.endpoints_by_age)

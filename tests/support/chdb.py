@@ -2,6 +2,11 @@
 which the test command installs): the record store's ClickHouse tests run on it. Where it cannot
 be imported (a platform with no wheel), those tests skip and the run says so in red."""
 
+import atexit
+import shutil
+import tempfile
+import uuid
+
 import pytest
 
 UNAVAILABLE = None  # why chDB cannot run here, if it cannot
@@ -32,3 +37,32 @@ def needed():
 
 def banner() -> str:
     return f"chDB UNAVAILABLE - every ClickHouse record-store test SKIPPED: {UNAVAILABLE}"
+
+
+# chDB opens one folder a process (models/clickhouse/connection.py): a test process keeps one
+# for its whole run, each test's stores a database of their own in it.
+_folder = None
+
+
+def folder() -> str:
+    """This process's chDB folder, made at first use and removed when the process ends."""
+    global _folder
+    if _folder is None:
+        _folder = tempfile.mkdtemp(prefix="analytics-chdb-")
+        atexit.register(shutil.rmtree, _folder, True)
+    return _folder
+
+
+def new_store() -> str:
+    """An ANALYTICS_RECORD_STORE value naming a new, empty database in this process's folder."""
+    needed()
+    return f"chdb://{folder()}?database=t{uuid.uuid4().hex}"
+
+
+def drop(store: str) -> None:
+    """Drop the database a store made by new_store() (or a Target) has in the folder."""
+    from models.clickhouse import connection
+    from models.clickhouse.target import Target, parse
+
+    target = store if isinstance(store, Target) else parse(store)
+    connection.connect(target).command(f"DROP DATABASE IF EXISTS {target.database} SYNC")

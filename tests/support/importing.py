@@ -9,7 +9,7 @@ import json
 import sqlite3
 import struct
 
-import models.ingest.ingestion
+import models.stores.bound
 
 from support import stores
 from support.helpers import AUTH
@@ -176,7 +176,8 @@ def write_log(path, *entries, mode="w"):
 def crash_in_third_batch(monkeypatch):
     """Make the third batch an import stores die inside its transaction, after its position was
     saved (a power cut at the worst moment): it must roll back whole."""
-    real_store = models.ingest.ingestion.store_records
+    in_use = models.stores.bound.records()
+    real_store = in_use.store_records
     calls = []
 
     def store(records, in_transaction=None):
@@ -190,4 +191,4 @@ def crash_in_third_batch(monkeypatch):
 
         return real_store(records, save_then_crash)
 
-    monkeypatch.setattr(models.ingest.ingestion, "store_records", store)
+    monkeypatch.setattr(in_use, "store_records", store)

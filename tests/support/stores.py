@@ -40,10 +40,23 @@ def scalar(database: str, statement: str, params=()):
     return run_sql(database, statement, params)[0][0]
 
 
+# The record store (ANALYTICS_RECORD_STORE) of each database the tests' `clickhouse` engine made
+# (tests/conftest.py): an app made on one of them keeps its records there.
+RECORD_STORES: dict[str, str] = {}
+
+
 def on_records(database: str, statement: str, params=()) -> list[tuple]:
     """Run `statement`, whose `{records}` stands for every stored record (rows of the record
-    table, and the frozen ones unpacked from their blocks: models/records/freezing.py); its rows."""
+    table, and the frozen ones unpacked from their blocks: models/records/freezing.py); its rows.
+    Where ClickHouse keeps the database's records, it runs there, on its records table."""
     from models.records import blocks
+
+    if database in RECORD_STORES:
+        from models.clickhouse import connection
+        from models.clickhouse.target import parse
+
+        target = parse(RECORD_STORES[database])
+        return connection.connect(target).rows(statement.format(records=f"{target.database}.records"))
 
     columns = ", ".join(blocks.COLUMNS)
     create = f"CREATE TEMP TABLE every_record AS SELECT {columns} FROM record"
