@@ -79,6 +79,26 @@ def delete_clients(connection, endpoints=None, client_ids=None, end_ms: int = 0,
     return gone, deleted
 
 
+def delete_to_anonymous(connection, endpoint: str, client_id: str) -> int:
+    """Delete a client's records, leaving their counts only in the statistics that name no
+    client (as models.clients.deletion.delete_to_anonymous); how many."""
+    return _delete(connection, _Selection([endpoint], [client_id], anonymous=True))
+
+
+def expire_statistics(connection, before_ms: int) -> int:
+    """Drop the statistics of whole days that ended before `before_ms`, and forget the names
+    last asked before it (asked again, they are new), as models.clients.deletion's; how many
+    rows of counts went."""
+    seen = f"{connection.target.database}.names_seen"
+    with write_transaction():
+        connection.command(
+            f"DELETE FROM {seen} WHERE (endpoint, question) IN (SELECT endpoint, question FROM {seen} "
+            "GROUP BY endpoint, question HAVING max(last) < fromUnixTimestamp64Milli({before:Int64}))",
+            {"before": before_ms},
+        )
+        return counts.expire(connection, before_ms)
+
+
 def _selected(endpoints, client_ids, endpoint_limit) -> list:
     """The client entries (ClientRow) a deletion selects, as client_selection does."""
     if not endpoints:

@@ -5,7 +5,7 @@ writers' turn per batch (docs/clickhouse.md)."""
 from functools import partial
 
 from catalogue import FIELDS, TERM
-from models.clickhouse import numbers
+from models.clickhouse import counts, numbers
 from models.clickhouse.tables import RECORD_COLUMNS, TIME_COLUMNS
 from models.engine.database import write_transaction
 from models.ingest import enrichment
@@ -28,7 +28,10 @@ def store_records(connection, records: list[tuple], in_transaction=None, first=N
     ClickHouse took it but before its transaction committed is stored once."""
     if not records:
         return 0
-    return privacy.storing(partial(_store, connection, token), enrichment.enriched, records, in_transaction, first)
+    anonymous = partial(counts.add_anonymous, connection)
+    return privacy.storing(
+        partial(_store, connection, token), enrichment.enriched, records, in_transaction, first, anonymous
+    )
 
 
 def _store(connection, token, records: list[tuple], in_transaction, first) -> int:
