@@ -227,7 +227,7 @@ def test_a_cluster_gets_replicated_tables_behind_distributed_ones():
         assert "non_replicated_deduplication_window" not in local
         assert (
             f"CREATE TABLE IF NOT EXISTS dns.{table.name} ON CLUSTER farm AS dns.{table.name}_local "
-            f"ENGINE = Distributed(farm, dns, {table.name}_local, cityHash64(endpoint, client))"
+            f"ENGINE = Distributed(farm, dns, {table.name}_local, {table.sharding})"
         ) in made
         if table.filled_by:
             view = next(s for s in made if f"VIEW IF NOT EXISTS dns.{table.name}_view " in s)

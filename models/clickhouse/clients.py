@@ -1,9 +1,11 @@
 """Client entries with their last activity from ClickHouse: the entries (aliases, metadata) are
 the SQL database's, the times of their newest records ClickHouse's `last_activity`."""
 
-from models.clients.clients import client_entries
-from models.engine.database import query, snapshot
+from models.clickhouse import deletion
+from models.clients.clients import clear_metadata, client_entries, mark_logged
+from models.engine.database import query, snapshot, write_transaction
 from models.engine.sql import chunks, placeholders
+from models.privacy import privacy
 
 
 @snapshot()
@@ -51,3 +53,23 @@ def endpoint_last_activity(connection, names: dict[int, str]) -> dict[int, int |
         times = [t for t in (marks.get(ident), newest.get(name)) if t is not None]
         found[ident] = max(times) if times else None
     return found
+
+
+def set_logged(connection, endpoint: str, client_id: str, logged: bool) -> tuple:
+    """As models.clients.clients.set_logged: (the entry, made with its endpoint when the client
+    has not been seen yet; how many stored records went). Marked not logged, its records go
+    (their counts left in the statistics that name no client, or, where the endpoint's privacy
+    counts no such client, in none) and its entry's metadata (but the alias). The mark commits
+    first, so that a batch stored meanwhile stores none of its records."""
+    with write_transaction():
+        endpoint_id = mark_logged(endpoint, client_id, logged)
+    deleted = 0
+    if not logged:
+        if privacy.effective(privacy.settings(), endpoint)["unlogged_clients"] == privacy.COUNTED:
+            deleted = deletion.delete_to_anonymous(connection, endpoint, client_id)
+        else:
+            deleted = deletion.delete_records(connection, [endpoint], [client_id])
+        with write_transaction():
+            clear_metadata(endpoint_id, client_id)
+    _, entries = list_clients(connection, endpoint, [client_id])
+    return entries[0], deleted

@@ -4,9 +4,11 @@ bind themselves; rows come back as tuples.
 
 Times go in as epoch milliseconds, for columns the caller names: a server takes a DateTime64(3)
 as its ticks, while chDB's JSON input reads a number as seconds, so it is handed the seconds as
-a decimal text."""
+a decimal text. Days (a Date32) go in as days since 1970: a server's client takes dates, chDB's
+JSON their text."""
 
 import copy
+import datetime
 import fcntl
 import json
 import os
@@ -41,10 +43,13 @@ class Connection(ABC):
         """Run a statement that returns nothing (DDL, ALTER, DELETE)."""
 
     @abstractmethod
-    def insert(self, table: str, columns: tuple[str, ...], rows: list, times=(), token: str | None = None) -> None:
+    def insert(
+        self, table: str, columns: tuple[str, ...], rows: list, times=(), token: str | None = None, days=()
+    ) -> None:
         """Insert `rows` (tuples in `columns`' order) into `table` as one block: all or none.
-        `times`: the columns holding epoch milliseconds for a DateTime64(3). `token`: the
-        block's deduplication token, so that the same insert sent again is stored once."""
+        `times`: the columns holding epoch milliseconds for a DateTime64(3); `days`: those
+        holding days since 1970 for a Date32. `token`: the block's deduplication token, so that
+        the same insert sent again is stored once."""
 
     @abstractmethod
     def close(self) -> None:
@@ -90,17 +95,20 @@ class InProcess(Connection):
     def command(self, sql, params=None):
         self._session.query(sql, "Null", params=_texts(params))
 
-    def insert(self, table, columns, rows, times=(), token=None):
+    def insert(self, table, columns, rows, times=(), token=None, days=()):
         if not rows:
             return
         at = [columns.index(column) for column in times]
+        dated = [columns.index(column) for column in days]
         lines = []
         for row in rows:
-            if at:
+            if at or dated:
                 row = list(row)
                 for i in at:
                     if row[i] is not None:
                         row[i] = f"{row[i] // 1000}.{row[i] % 1000:03d}"
+                for i in dated:
+                    row[i] = _date(row[i]).isoformat()
             lines.append(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
         named = [f"{name} = {{{name}:String}}" for name in _deduplicating(token)]
         settings = f" SETTINGS {', '.join(named)}"
@@ -160,9 +168,12 @@ class Server(Connection):
     def command(self, sql, params=None):
         self._client().command(sql, parameters=params or {})
 
-    def insert(self, table, columns, rows, times=(), token=None):
+    def insert(self, table, columns, rows, times=(), token=None, days=()):
         if not rows:
             return
+        dated = [columns.index(column) for column in days]
+        if dated:
+            rows = [[_date(value) if i in dated else value for i, value in enumerate(row)] for row in rows]
         settings = _deduplicating(token)
         self._client().insert(table, rows, column_names=list(columns), settings=settings)
 
@@ -198,10 +209,14 @@ def _text(value, quoted: bool) -> str:
     return f"'{text}'" if quoted else text
 
 
+def _date(days: int) -> datetime.date:
+    return datetime.date(1970, 1, 1) + datetime.timedelta(days=days)
+
+
 def _deduplicating(token: str | None) -> dict:
     """The settings of an insert stored once under `token`, its views fed once too. Without a
     token, one of the insert's own: a table would otherwise drop a block equal to one it took
-    lately (a batch erased and stored again under the same numbers: numbers.take)."""
+    lately (a batch erased and stored again under the same numbers: ingestion.py)."""
     if token is None:
         # (`insert_deduplicate = 0` would say so, but chDB's inserts do not obey it.)
         token = uuid.uuid4().hex

@@ -10,20 +10,43 @@ marks raised and the records in place, and run again deletes them. The records c
 numbered up to the counter when the first turn began: one stored in between is not the
 deletion's."""
 
-from models.clickhouse import numbers
+import dataclasses
+import datetime
+import hashlib
+import json
+
+from models.clickhouse import counts, numbers
+from models.clickhouse.dims import ANONYMOUS, DAY_MS, DIMS
 from models.clients.clients import client_entries
 from models.clients.deletion import raise_lost_marks
 from models.engine.database import query, write_transaction
 from models.engine.sql import chunks
+from models.schema import settings
 from models.schema.endpoints import endpoint_ids
 
+_PAIRS = "(endpoint, client) IN {pairs:Array(Tuple(String, String))}"
+# {deletion's key: the highest record number it takes} of the deletions begun and not finished.
+_BEGUN = "clickhouse_deletions_begun"
 
-def delete_records(connection, endpoints=None, client_ids=None, end_ms=None, endpoint_limit=None, after_batch=None):
+
+def delete_records(
+    connection,
+    endpoints=None,
+    client_ids=None,
+    end_ms=None,
+    batch_size=None,
+    endpoint_limit=None,
+    after_batch=None,
+    expire=False,
+):
     """Delete the records of the selected clients (everyone's when neither filter is given) up
     to `end_ms` (inclusive; None: all) and raise their endpoints' lost marks to match; how many.
-    `after_batch(deleted)` runs in the transaction that ends the deletion. ClickHouse deletes a
-    whole selection in one mutation, which holds no batch being stored back for long."""
-    return _delete(connection, endpoints, client_ids, end_ms, endpoint_limit, after_batch)
+    Their counts leave the statistics, and what the selection still has there past the records'
+    horizon (as models.clients.deletion.delete_records); records that `expire` leave the
+    statistics as they are. `after_batch(deleted)` runs in the transaction that ends the
+    deletion. ClickHouse deletes a whole selection in one mutation, which holds no batch being
+    stored back for long (`batch_size` is the SQL store's)."""
+    return _delete(connection, _Selection(endpoints, client_ids, end_ms, endpoint_limit, expire), after_batch)
 
 
 def delete_clients(connection, endpoints=None, client_ids=None, end_ms: int = 0, endpoint_limit=None):
@@ -52,8 +75,28 @@ def delete_clients(connection, endpoints=None, client_ids=None, end_ms: int = 0,
                 [value for pair in part for value in pair],
             )
 
-    deleted = _delete(connection, endpoints, client_ids, end_ms, endpoint_limit, without_records)
+    deleted = _delete(connection, _Selection(endpoints, client_ids, end_ms, endpoint_limit), without_records)
     return gone, deleted
+
+
+def delete_to_anonymous(connection, endpoint: str, client_id: str) -> int:
+    """Delete a client's records, leaving their counts only in the statistics that name no
+    client (as models.clients.deletion.delete_to_anonymous); how many."""
+    return _delete(connection, _Selection([endpoint], [client_id], anonymous=True))
+
+
+def expire_statistics(connection, before_ms: int) -> int:
+    """Drop the statistics of whole days that ended before `before_ms`, and forget the names
+    last asked before it (asked again, they are new), as models.clients.deletion's; how many
+    rows of counts went."""
+    seen = f"{connection.target.database}.names_seen"
+    with write_transaction():
+        connection.command(
+            f"DELETE FROM {seen} WHERE (endpoint, question) IN (SELECT endpoint, question FROM {seen} "
+            "GROUP BY endpoint, question HAVING max(last) < fromUnixTimestamp64Milli({before:Int64}))",
+            {"before": before_ms},
+        )
+        return counts.expire(connection, before_ms)
 
 
 def _selected(endpoints, client_ids, endpoint_limit) -> list:
@@ -63,42 +106,151 @@ def _selected(endpoints, client_ids, endpoint_limit) -> list:
     return [entry for endpoint in endpoints for entry in client_entries(endpoint, client_ids, endpoint_limit)[1]]
 
 
-def _delete(connection, endpoints, client_ids, end_ms, endpoint_limit, then=None) -> int:
-    database = connection.target.database
+@dataclasses.dataclass(frozen=True)
+class _Selection:
+    """What a deletion deletes. `anonymous`: a client no longer logged, whose counts that name
+    no client stay (models.clients.deletion.delete_to_anonymous)."""
+
+    endpoints: list | None = None
+    client_ids: list | None = None
+    end_ms: int | None = None
+    endpoint_limit: frozenset | None = None
+    expire: bool = False
+    anonymous: bool = False
+
+    @property
+    def key(self) -> str:
+        limit = None if self.endpoint_limit is None else sorted(self.endpoint_limit)
+        chosen = [sorted(self.endpoints or []), sorted(self.client_ids or []), self.end_ms, limit]
+        return json.dumps([*chosen, self.expire, self.anonymous])
+
+    @property
+    def whole(self) -> bool:
+        """Everyone's records: retention drops whole days at once."""
+        return not (self.endpoints or self.client_ids or self.endpoint_limit is not None)
+
+    def scope(self) -> list[str] | None:
+        """The endpoints whose records a deletion of whole endpoints' records takes (None:
+        everyone's)."""
+        if not (self.endpoints or self.endpoint_limit is not None):
+            return None
+        names = set(self.endpoints or self.endpoint_limit)
+        return sorted(names & set(self.endpoint_limit) if self.endpoints and self.endpoint_limit is not None else names)
+
+
+def _delete(connection, selection: _Selection, then=None) -> int:
+    """Delete the records `selection` chooses among those numbered up to the counter when it
+    began; a deletion begun before and cut short (its mark left in ANALYTICS_DATABASE) is
+    finished with the numbers it began with, so that its counts, taken away under a token of
+    those, are not taken twice, and then run again for the records stored since."""
     with write_transaction():
-        where, params = ["id <= {top:UInt64}"], {"top": numbers.top()}
-        if endpoints or client_ids or endpoint_limit is not None:
-            where.append("(endpoint, client) IN {pairs:Array(Tuple(String, String))}")
-            chosen = _selected(endpoints, client_ids, endpoint_limit)
-            params["pairs"] = sorted({(entry.endpoint, entry.client_id) for entry in chosen})
-        if end_ms is not None:
-            where.append("ts <= fromUnixTimestamp64Milli({end:Int64})")
-            params["end"] = end_ms
-        condition = " AND ".join(where)
-        marks = []
-        if params.get("pairs", True):
+        begun = json.loads(settings.read(_BEGUN) or "{}")
+        resumed = selection.key in begun
+        top = begun.get(selection.key) or numbers.top()
+        begun[selection.key] = top
+        settings.write(_BEGUN, json.dumps(begun))
+    if not resumed:
+        return _run(connection, selection, top, then)
+    finished = _run(connection, selection, top)
+    more = None if then is None else (lambda deleted: then(finished + deleted))
+    return finished + _delete(connection, selection, more)
+
+
+def _run(connection, selection: _Selection, top: int, then=None) -> int:
+    database = connection.target.database
+    where, params = [], {}
+    if not (selection.expire and selection.whole):  # (retention takes whole days, whatever their numbers)
+        where.append("id <= {top:UInt64}")
+        params["top"] = top
+    pairs = None
+    if not selection.whole:
+        chosen = _selected(selection.endpoints, selection.client_ids, selection.endpoint_limit)
+        pairs = sorted({(entry.endpoint, entry.client_id) for entry in chosen})
+        where.append(_PAIRS)
+        params["pairs"] = pairs
+    if selection.end_ms is not None:
+        where.append("ts <= fromUnixTimestamp64Milli({end:Int64})")
+        params["end"] = selection.end_ms
+    condition = " AND ".join(where) or "1"
+    forgotten = None if selection.expire else _forgotten(selection, pairs)
+    marks = []
+    with write_transaction():
+        if pairs is None or pairs:
             marks = connection.rows(
                 f"SELECT endpoint, toUnixTimestamp64Milli(max(ts)), count() FROM {database}.records "
                 f"WHERE {condition} GROUP BY endpoint",
                 params,
             )
         if marks:
+            if not selection.expire:  # (ClickHouse keeps no counts that expire with the records)
+                dims = tuple(dim for dim in DIMS if dim not in ANONYMOUS) if selection.anonymous else DIMS
+                token = hashlib.sha256(f"deletion {selection.key} {top}".encode()).hexdigest()
+                counts.take_away(connection, condition, params, forgotten, token, dims)
             ids = endpoint_ids([name for name, _, _ in marks])
             raise_lost_marks({ids[name]: newest for name, newest, _ in marks})
     with write_transaction():
         if marks:
+            if selection.expire and selection.whole and selection.end_ms is not None:
+                first = (selection.end_ms + 1) // DAY_MS * DAY_MS
+                counts.drop_partitions(
+                    connection, "records", "toDate32(partition) < toDate32({first:Date32})", {"first": _date(first)}
+                )
             connection.command(f"DELETE FROM {database}.records WHERE {condition}", params)
-            _last_activity_again(connection, [where[1]] if "pairs" in params else [], params)
-        if not client_ids:  # a deletion of whole endpoints' records (or everyone's) forgets first times
-            scope = None
-            if endpoints or endpoint_limit is not None:
-                names = set(endpoints or endpoint_limit)
-                scope = sorted(names & set(endpoint_limit) if endpoints and endpoint_limit is not None else names)
-            _names_seen_again(connection, scope, end_ms)
+            if selection.expire and selection.whole:
+                _last_activity_gone(connection, selection.end_ms)
+            else:
+                _last_activity_again(connection, [_PAIRS] if pairs else [], params)
+        if forgotten is not None:
+            counts.forget(connection, forgotten)
+        if not selection.client_ids and not selection.expire:
+            # a deletion of whole endpoints' records (or everyone's) forgets first times
+            _names_seen_again(connection, selection.scope(), selection.end_ms)
+        begun = json.loads(settings.read(_BEGUN) or "{}")
+        begun.pop(selection.key, None)
+        settings.write(_BEGUN, json.dumps(begun))
         deleted = sum(n for _, _, n in marks)
         if then is not None:
             then(deleted)
     return deleted
+
+
+def _forgotten(selection: _Selection, pairs) -> counts.Forgotten | None:
+    """What the selection's deletion takes out of the counts whatever records are left, as
+    models.statistics.rollups.forget: a client's counts that name it, whole endpoints' counts,
+    or everyone's, of the days wholly up to its end."""
+    if selection.client_ids:
+        if not pairs:
+            return None
+        return counts.Forgotten(
+            tuple(dim for dim in DIMS if "client" in dim.columns),
+            selection.end_ms,
+            "(endpoint, value) IN {forgotten_pairs:Array(Tuple(String, String))}",
+            {"forgotten_pairs": pairs},
+        )
+    scope = selection.scope()
+    if scope is not None:
+        return counts.Forgotten(
+            tuple(dim for dim in DIMS if dim.per_endpoint),
+            selection.end_ms,
+            "endpoint IN {forgotten_scope:Array(String)}",
+            {"forgotten_scope": scope},
+        )
+    return counts.Forgotten(DIMS, selection.end_ms, "1", {})
+
+
+def _date(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).date().isoformat()
+
+
+def _last_activity_gone(connection, end_ms: int) -> None:
+    """After everyone's records up to `end_ms` went: the clients whose newest record was among
+    them have none (the others' newest stays)."""
+    table = f"{connection.target.database}.last_activity"
+    connection.command(
+        f"DELETE FROM {table} WHERE (endpoint, client) IN (SELECT endpoint, client FROM {table} "
+        "GROUP BY endpoint, client HAVING max(ts) <= fromUnixTimestamp64Milli({end:Int64}))",
+        {"end": end_ms},
+    )
 
 
 def _last_activity_again(connection, selection: list[str], params: dict) -> None:

@@ -5,7 +5,7 @@ writers' turn per batch (docs/clickhouse.md)."""
 from functools import partial
 
 from catalogue import FIELDS, TERM
-from models.clickhouse import numbers, unstored
+from models.clickhouse import counts, numbers, unstored
 from models.clickhouse.tables import RECORD_COLUMNS, TIME_COLUMNS
 from models.engine.database import write_transaction
 from models.ingest import enrichment
@@ -26,10 +26,11 @@ def store_records(connection, records: list[tuple], in_transaction=None, first=N
     records, enrichment, privacy, client entries, `in_transaction` and `first`), the records
     into `connection`'s ClickHouse. A batch's records are visible once its transaction commits
     (reads stop at the counter: activity.condition); a failure before then erases them again,
-    and a process that died in between leaves them to the next writer to erase (numbers.take)."""
+    and a process that died in between leaves them to the next writer to erase."""
     if not records:
         return 0
-    return privacy.storing(partial(_store, connection), enrichment.enriched, records, in_transaction, first)
+    anonymous = partial(counts.add_anonymous, connection)
+    return privacy.storing(partial(_store, connection), enrichment.enriched, records, in_transaction, first, anonymous)
 
 
 def _store(connection, records: list[tuple], in_transaction, first) -> int:
@@ -41,7 +42,11 @@ def _store(connection, records: list[tuple], in_transaction, first) -> int:
             first()
         endpoints = endpoint_ids(set(columns[_ENDPOINT]))
         upsert_clients(metadata, endpoints)
-        start = numbers.take(connection, len(records))
+        # Records above the counter are a batch ClickHouse took whose transaction never committed
+        # (its process died in between): never stored, they are erased before their numbers are
+        # handed out again.
+        unstored.erase(connection, "id > {counted:UInt64}", {"counted": numbers.top()})
+        start = numbers.take(len(records))
         rows = []
         for i, (values, _) in enumerate(records):
             row = [start + i, *values, registrable_domain(values[_QUESTION])]

@@ -1,11 +1,13 @@
 """The statistics read from ClickHouse: counts, top lists, time series, trends, response times
 and what the records span, the same answers as models.statistics.statistics gives over the same
-records. Read from the records themselves, which ClickHouse aggregates at scan speed; the counts
-past the records' horizon (and of clients not logged) come with the counts table
-(docs/clickhouse.md "The plan", step 4)."""
+records. The window's whole days from the counts table where the SQL store reads its daily
+rollups (so past the records' horizon, and for the clients not logged, the answers are the
+same), the rest from the records themselves, which ClickHouse aggregates at scan speed
+(models/clickhouse/counts.py)."""
 
-from catalogue import BOOLEAN, FIELDS_BY_SQL, INTEGER, NUMBER
+from models.clickhouse import counts
 from models.clickhouse.activity import condition
+from models.clickhouse.dims import value_text
 from models.records.filters import Filters, allowed_endpoints
 from models.statistics.statistics import LatencyRow
 
@@ -14,33 +16,16 @@ def _records(connection) -> str:
     return f"{connection.target.database}.records"
 
 
-def value_text(column: str) -> str:
-    """The SQL of a column's value as the statistics name it: text, "" for unknown, booleans
-    "true" and "false", numbers in Python's str() form."""
-    storage = FIELDS_BY_SQL[column].storage
-    if storage == BOOLEAN:
-        return f"if({column} IS NULL, '', if({column}, 'true', 'false'))"
-    if storage in (INTEGER, NUMBER):
-        return f"ifNull(toString({column}), '')"
-    return f"toString({column})"
-
-
 def count(connection, filters: Filters) -> int:
     """The number of records the filters select."""
-    where, params = condition(filters)
-    return connection.rows(f"SELECT count() FROM {_records(connection)} WHERE {where}", params)[0][0]
+    return sum(n for _, n in counts.grouped(connection, filters, "b"))
 
 
 def top(connection, filters: Filters, column: str, limit: int, descending: bool = True) -> list[tuple[str, int]]:
     """The `limit` most (or least) frequent values of `column` as (text, count), ties by text
     ascending; "" stands for unknown."""
-    where, params = condition(filters)
     order = "DESC" if descending else "ASC"
-    rows = connection.rows(
-        f"SELECT {value_text(column)} AS value, count() AS n FROM {_records(connection)} WHERE {where} "
-        f"GROUP BY value ORDER BY n {order}, value ASC LIMIT {{top:UInt64}}",
-        {**params, "top": limit},
-    )
+    rows = counts.grouped(connection, filters, "v", column=column, tail=f"ORDER BY n {order}, v ASC LIMIT {int(limit)}")
     return [(value, n) for value, n in rows]
 
 
@@ -48,23 +33,12 @@ def counts_of(connection, filters: Filters, column: str, values: list[str]) -> d
     """Record counts of these values (texts) of `column` in the filters' window."""
     if not values:
         return {}
-    where, params = condition(filters)
-    rows = connection.rows(
-        f"SELECT {value_text(column)} AS value, count() FROM {_records(connection)} "
-        f"WHERE {where} AND value IN {{wanted:Array(String)}} GROUP BY value",
-        {**params, "wanted": list(values)},
-    )
-    return dict(rows)
+    return dict(counts.grouped(connection, filters, "v", column=column, only=list(values)))
 
 
 def series(connection, filters: Filters, interval_ms: int) -> dict[int, int]:
     """Record counts per time bucket (the bucket's start, a multiple of interval_ms)."""
-    where, params = condition(filters)
-    rows = connection.rows(
-        f"SELECT {_bucket()} AS start, count() FROM {_records(connection)} WHERE {where} GROUP BY start",
-        {**params, "bucket_ms": interval_ms},
-    )
-    return dict(rows)
+    return dict(counts.grouped(connection, filters, "b", interval_ms=interval_ms))
 
 
 def top_series(connection, filters: Filters, interval_ms: int, column: str, limit: int) -> tuple[list[str], dict]:
@@ -73,14 +47,8 @@ def top_series(connection, filters: Filters, interval_ms: int, column: str, limi
     values = [value for value, _ in top(connection, filters, column, limit)]
     if not values:
         return values, {}
-    where, params = condition(filters)
-    rows = connection.rows(
-        f"SELECT {_bucket()} AS start, {value_text(column)} AS value, count() FROM {_records(connection)} "
-        f"WHERE {where} AND value IN {{wanted:Array(String)}} GROUP BY start, value",
-        {**params, "bucket_ms": interval_ms, "wanted": values},
-    )
     found: dict[int, dict[str, int]] = {}
-    for start, value, n in rows:
+    for start, value, n in counts.grouped(connection, filters, "b, v", interval_ms, column, values):
         found.setdefault(start, {})[value] = n
     return values, found
 
@@ -125,10 +93,6 @@ def availability(connection, filters: Filters) -> tuple[int | None, int | None, 
     return (oldest, newest, n) if n else (None, None, 0)
 
 
-def _bucket() -> str:
-    return "intDiv(toUnixTimestamp64Milli(ts), {bucket_ms:Int64}) * {bucket_ms:Int64}"
-
-
 def newly_seen(connection, filters: Filters, column: str, limit: int) -> list[tuple[str, int, int]]:
     """The names (`column` question or registrable_domain) first seen in the window, newest
     first, ties by name: (name, first seen ms, records in the window matching the filters). On
@@ -159,3 +123,8 @@ def newly_seen(connection, filters: Filters, column: str, limit: int) -> list[tu
         return []
     counts = counts_of(connection, filters, column, [name for name, _ in found])
     return [(name, first, counts.get(name, 0)) for name, first in found]
+
+
+def statistics_start(connection) -> int | None:
+    """The start (ms) of the oldest period the statistics still count; None if they count none."""
+    return counts.statistics_start(connection)

@@ -8,6 +8,7 @@ name over it, which the service reads and writes."""
 from dataclasses import dataclass
 
 from catalogue import BOOLEAN, CLIENT, DERIVED, ENDPOINT, FIELDS, INTEGER, NUMBER, TERM, TIME
+from models.clickhouse import dims
 from models.clickhouse.target import Target
 
 # Strings with too many values for a dictionary per part to pay (most of a part's rows would
@@ -52,6 +53,8 @@ class Table:
     # The materialised view that fills it: its SELECT (FROM the records table); None: written
     # directly.
     filled_by: str | None = None
+    # A cluster's: which shard a row goes to (columns of its own).
+    sharding: str = SHARDING_KEY
 
 
 def _tables() -> tuple[Table, ...]:
@@ -92,6 +95,27 @@ def _tables() -> tuple[Table, ...]:
             "ORDER BY (endpoint, question, registrable_domain)",
             filled_by="SELECT scope AS endpoint, question, registrable_domain, min(ts) AS first, max(ts) AS last "
             "FROM {records} ARRAY JOIN [endpoint, ''] AS scope GROUP BY scope, question, registrable_domain",
+            sharding="cityHash64(endpoint, question)",
+        ),
+        # The statistics' counts per day (models/clickhouse/counts.py): the SQL store's daily
+        # rollups, `field` naming which ("" plain counts, "question+action" over all endpoints,
+        # endpoint ''), `value` and `second` its columns' texts, `domain` the question's
+        # registrable domain. A partition a day: expiry drops whole days.
+        Table(
+            "daily_counts",
+            (
+                ("day", "Date32"),
+                ("field", "LowCardinality(String)"),
+                ("endpoint", "LowCardinality(String)"),
+                ("value", "String CODEC(ZSTD(1))"),
+                ("second", "LowCardinality(String)"),
+                ("domain", "String CODEC(ZSTD(1))"),
+                ("n", "Int64"),
+            ),
+            "SummingMergeTree",
+            "PARTITION BY day ORDER BY (field, endpoint, value, second)",
+            filled_by=dims.counted("{records}"),
+            sharding="cityHash64(endpoint, value)",
         ),
     )
 
@@ -123,7 +147,7 @@ def statements(target: Target) -> list[str]:
         if cluster:
             made.append(
                 f"CREATE TABLE IF NOT EXISTS {name}{on} AS {local} "
-                f"ENGINE = Distributed({cluster}, {database}, {table.name}_local, {SHARDING_KEY})"
+                f"ENGINE = Distributed({cluster}, {database}, {table.name}_local, {table.sharding})"
             )
     # Each node's views fill its own shard's tables from its own records: what a shard holds
     # of a client (all of it, by the sharding key) or of a name (its share, merged at reads).

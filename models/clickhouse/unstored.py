@@ -1,9 +1,10 @@
 """Records taken out as if they had never been stored: those a batch inserted whose transaction
-then failed (numbers.take), and those stamped in the future (future.delete_future). Unlike a
+then failed (ingestion.py), and those stamped in the future (future.delete_future). Unlike a
 deletion, nothing of them stays: no lost mark, no last activity, no sighting of their names;
-what ClickHouse's views had noted of them is made again from the records left."""
+what ClickHouse's views had noted of them is taken away (their daily counts) or made again from
+the records left."""
 
-from models.clickhouse import tables
+from models.clickhouse import counts, tables
 
 
 def erase(connection, where: str, params: dict) -> int:
@@ -25,6 +26,10 @@ def erase(connection, where: str, params: dict) -> int:
             params,
         )
     }
+    # Stored once under a token of what is erased: an erasure cut short and run again counts down once.
+    newest = connection.rows(f"SELECT max(id) FROM {database}.records WHERE {where}", params)[0][0]
+    token = f"unstored {where} {sorted(params.items())} {newest} {found}"
+    counts.take_away(connection, where, params, None, token)
     connection.command(f"DELETE FROM {database}.records WHERE {where}", params)
     pairs = {"pairs": clients}
     connection.command(
@@ -85,6 +90,6 @@ def _sightings_again(connection, erased: dict[tuple[str, str], int]) -> None:
 
 
 # What this module makes again, beside the records: every table a view fills from them.
-assert {table.name for table in tables.TABLES if table.filled_by} == {"last_activity", "names_seen"}, (
+assert {table.name for table in tables.TABLES if table.filled_by} == {"last_activity", "names_seen", "daily_counts"}, (
     "a table a view fills from the records is made again here when records are erased"
 )

@@ -86,12 +86,7 @@ def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, 
     logged, its records stored so far and its entry's metadata (but the alias) go too, their
     counts left in the statistics as its queries from then on are (anonymously, or not at all)."""
     with write_transaction():
-        (endpoint_id,) = endpoint_ids([endpoint]).values()
-        query(
-            "INSERT INTO client (endpoint, client_id, unlogged) VALUES (?, ?, ?)"
-            " ON CONFLICT (endpoint, client_id) DO UPDATE SET unlogged = excluded.unlogged",
-            [endpoint_id, client_id, None if logged else True],
-        )
+        endpoint_id = mark_logged(endpoint, client_id, logged)
         deleted = 0
         if not logged:
             selection, params = client_selection([endpoint], [client_id])
@@ -103,9 +98,26 @@ def set_logged(endpoint: str, client_id: str, logged: bool) -> tuple[ClientRow, 
                 deleted = delete_to_anonymous(endpoint, client_id)
             else:
                 deleted = delete_records([endpoint], [client_id])
-            cleared = ", ".join(f"{field} = '', {field}_ts = NULL" for field in CLIENT_META_FIELDS)
-            query(f"UPDATE client SET {cleared} WHERE endpoint = ? AND client_id = ?", [endpoint_id, client_id])
+            clear_metadata(endpoint_id, client_id)
         return get_client(endpoint, client_id), deleted
+
+
+def mark_logged(endpoint: str, client_id: str, logged: bool) -> int:
+    """Mark a client entry logged or not, made with its endpoint when it has not been seen yet;
+    its endpoint's id. Call inside a write transaction."""
+    (endpoint_id,) = endpoint_ids([endpoint]).values()
+    query(
+        "INSERT INTO client (endpoint, client_id, unlogged) VALUES (?, ?, ?)"
+        " ON CONFLICT (endpoint, client_id) DO UPDATE SET unlogged = excluded.unlogged",
+        [endpoint_id, client_id, None if logged else True],
+    )
+    return endpoint_id
+
+
+def clear_metadata(endpoint_id: int, client_id: str) -> None:
+    """Forget a client entry's metadata (not its alias): a client no longer logged."""
+    cleared = ", ".join(f"{field} = '', {field}_ts = NULL" for field in CLIENT_META_FIELDS)
+    query(f"UPDATE client SET {cleared} WHERE endpoint = ? AND client_id = ?", [endpoint_id, client_id])
 
 
 def purge_records(endpoints, client_ids, end_ms: int, endpoint_limit, batch_size: int, after_batch=None) -> int:

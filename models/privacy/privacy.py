@@ -17,6 +17,7 @@ import hmac
 import ipaddress
 import json
 import secrets
+from functools import partial
 
 from catalogue import FIELDS
 from models.engine.database import query, write_transaction
@@ -194,20 +195,22 @@ def unlogged_clients() -> set[tuple[str, str]]:
     return set(query("SELECT e.name, c.client_id FROM client c JOIN endpoint e ON e.id = c.endpoint WHERE c.unlogged"))
 
 
-def storing(store, enriched, records: list[tuple], in_transaction, first) -> int:
+def storing(store, enriched, records: list[tuple], in_transaction, first, count_unlogged=None) -> int:
     """store(records as `enriched(records, rules)` keeps them under their endpoints' settings,
     in_transaction, first), with the settings confirmed under the write lock: enriched and
     stored again under new settings when they changed meanwhile (store: models.ingest.ingestion's,
     which calls `first` under the write lock; enriched: models.ingest.enrichment's, which applies
-    them). The records of clients not logged are not stored, but counted; all count as accepted."""
+    them). The records of clients not logged are not stored, but counted (`count_unlogged(records)`
+    in the transaction: a store that keeps its counts elsewhere; None: the rollups); all count as
+    accepted."""
     endpoint_names = {values[_ENDPOINT] for values, _ in records}
     while True:
         rules = Rules(endpoint_names, now_ms())
         kept, counted = enriched(records, rules)
         then = in_transaction
         if counted:
-            counts = anonymous.Counts(counted)
-            then = _both(counts.add, in_transaction)
+            add = anonymous.Counts(counted).add if count_unlogged is None else partial(count_unlogged, counted)
+            then = _both(add, in_transaction)
         try:
             if kept:
                 store(kept, then, rules.first(first))

@@ -80,41 +80,24 @@ class ClickHouseStore(RecordStore):
     latency = _on_connection(statistics.latency)
     availability = _on_connection(statistics.availability)
 
-    def statistics_start(self):
-        return statistics.statistics_start(self.connection)
+    statistics_start = _on_connection(statistics.statistics_start)
 
     list_clients = _on_connection(clients.list_clients)
 
-    def set_logged(self, endpoint, client_id, logged):
-        return clients.set_logged(self.connection, endpoint, client_id, logged)
+    set_logged = _on_connection(clients.set_logged)
 
     def purge_records(self, endpoints, client_ids, end_ms, endpoint_limit, batch_size, after_batch=None):
         # One mutation deletes the whole selection: it holds the writers' turn for no longer
         # than a batch would (deletion.py).
-        return deletion.delete_records(self.connection, endpoints, client_ids, end_ms, endpoint_limit, after_batch)
-
-    delete_clients = _on_connection(deletion.delete_clients)
-
-    def delete_records(
-        self,
-        endpoints=None,
-        client_ids=None,
-        end_ms=None,
-        batch_size=None,
-        endpoint_limit=None,
-        after_batch=None,
-        expire=False,
-    ):
-        expiring = {"expire": True} if expire else {}  # until the counts table is in (docs/clickhouse.md)
         return deletion.delete_records(
-            self.connection, endpoints, client_ids, end_ms, endpoint_limit, after_batch, **expiring
+            self.connection, endpoints, client_ids, end_ms, endpoint_limit=endpoint_limit, after_batch=after_batch
         )
 
+    delete_clients = _on_connection(deletion.delete_clients)
+    delete_records = _on_connection(deletion.delete_records)
     future_records = _on_connection(future.future_records)
     delete_future = _on_connection(future.delete_future)
-
-    def expire_statistics(self, before_ms):
-        return deletion.expire_statistics(self.connection, before_ms)
+    expire_statistics = _on_connection(deletion.expire_statistics)
 
     def limit_reads(self, seconds):
         connection.limit_reads(seconds)

@@ -1,0 +1,248 @@
+"""The ClickHouse store's statistics past the records' horizon against the SQL store's
+(docs/clickhouse.md, steps 4 and 5): the same records, over ten days, in both; retention, a
+client no longer logged, deletions and the statistics' own expiry applied to both; every
+statistic over windows reaching past the records' horizon must be the SQL store's (SQLite and
+PostgreSQL, rows and frozen blocks), the answer computed independently."""
+
+import contextlib
+import dataclasses
+import random
+
+import pytest
+
+from models.clickhouse import clients as ch_clients
+from models.clickhouse import deletion as ch_deletion
+from models.clickhouse import ingestion
+from models.clickhouse import statistics as ch_statistics
+from models.clients import clients as sql_clients
+from models.clients import deletion as sql_deletion
+from models.engine.database import bind, write_transaction
+from models.engine.database import connection as database_connection
+from models.records.filters import Filters
+from models.runtime.clock import now_ms
+from models.statistics import statistics
+from schemas.records import parse_records
+
+from support.helpers import AUTH
+
+DAY = 86_400_000
+HOUR = 3_600_000
+NAMES = ["www.x.com", "mail.x.com", "y.org", "ads.tracker.net", "z.co.uk"]
+
+# The ClickHouse store held to the SQL one: the `engine` is the SQL store's (chDB is the other side).
+pytestmark = pytest.mark.sql_store
+
+
+def _records(start: int, end: int, count: int, seed: int, clients="abc") -> list[dict]:
+    rng = random.Random(seed)
+    return [
+        {
+            "timestamp": rng.randrange(start, end),
+            "endpointId": rng.choice(["e1", "e2"]),
+            "clientId": rng.choice(clients),
+            "question": rng.choice(NAMES),
+            "action": rng.choice([-1, 0, 1, 1, 2]),
+            "rrType": rng.choice(["A", "AAAA"]),
+            "responseTimeMs": rng.choice([1.5, 20.0]),
+            "cached": rng.random() < 0.5,
+        }
+        for _ in range(count)
+    ]
+
+
+@contextlib.contextmanager
+def inside(app):
+    """The app's context, its database bound (the two apps of a test each have their own)."""
+    with app.app_context():
+        bind(app.extensions["database"])
+        with database_connection():
+            yield
+
+
+@dataclasses.dataclass
+class Stores:
+    sql: object  # the app of the SQL store
+    ch: object  # the app whose database keeps ClickHouse's client entries and marks
+    clickhouse: object
+    now: int
+    today: int  # the start of today's UTC day
+
+    def store(self, records: list[dict]):
+        for start in range(0, len(records), 100):
+            batch = records[start : start + 100]
+            assert self.sql.test_client().post("/v2/ingest", json=batch, headers=AUTH).status_code == 200
+            with inside(self.ch):
+                ingestion.store_records(self.clickhouse, parse_records(batch, now_ms()))
+
+    def both(self, sql, ch, *args, **kwargs):
+        """(what `sql(*args, **kwargs)` answers on the SQL store, what `ch(clickhouse, *args,
+        **kwargs)` answers on ClickHouse)."""
+        with inside(self.sql):
+            expected = sql(*args, **kwargs)
+        with inside(self.ch):
+            got = ch(self.clickhouse, *args, **kwargs)
+        return expected, got
+
+
+@pytest.fixture
+def stores(make_app, database, clickhouse, tmp_path):
+    """Ten days of records (and today's) in the SQL store and in ClickHouse."""
+    sql = make_app(ANALYTICS_HOT_HOURS=2)
+    ch = make_app(ANALYTICS_HOT_HOURS=2, ANALYTICS_DATABASE=str(tmp_path / "beside.db"))
+    now = now_ms()
+    made = Stores(sql, ch, clickhouse, now, now // DAY * DAY)
+    made.store(_records(made.today - 10 * DAY, now, 600, 46))
+    return made
+
+
+def _windows(stores: Stores) -> list[Filters]:
+    today, now = stores.today, stores.now
+    return [
+        Filters(start_ms=today - 12 * DAY, end_ms=now),
+        Filters(start_ms=today - 9 * DAY + 5 * HOUR, end_ms=today - 2 * DAY - 7 * HOUR),
+        Filters(start_ms=today - 8 * DAY, end_ms=today - 5 * DAY - 1),
+    ]
+
+
+def _filters(stores: Stores) -> list[Filters]:
+    found = []
+    for window in _windows(stores):
+        for values, search in [
+            ({}, None),
+            ({"endpoint": ["e1"]}, None),
+            ({"client": ["a"]}, None),
+            ({"action": [0]}, None),
+            ({"registrable_domain": ["x.com"]}, None),
+            ({"rr_type": ["A"], "action": [1]}, None),
+            ({}, "x.com"),
+        ]:
+            found.append(dataclasses.replace(window, values=values, search=search))
+    found.append(dataclasses.replace(found[0], endpoint_limit=frozenset({"e2"})))
+    return found
+
+
+def _every_statistic(stores: Stores):
+    """Every statistic of both stores over windows reaching past the records' horizon: equal."""
+    for filters in _filters(stores):
+        said = (filters.values, filters.search, filters.start_ms)
+        expected, got = stores.both(statistics.count, ch_statistics.count, filters)
+        assert got == expected, said
+        for interval in (DAY, 2 * DAY, HOUR):
+            expected, got = stores.both(statistics.series, ch_statistics.series, filters, interval)
+            assert got == expected, (said, interval)
+        for column in ("question", "client", "action", "registrable_domain", "endpoint", "rr_type", "cached"):
+            for descending in (True, False):
+                expected, got = stores.both(statistics.top, ch_statistics.top, filters, column, 3, descending)
+                assert got == expected, (said, column, descending)
+            expected, got = stores.both(statistics.top_series, ch_statistics.top_series, filters, DAY, column, 2)
+            assert got == expected, (said, column)
+            baseline = dataclasses.replace(filters, start_ms=stores.today - 11 * DAY, end_ms=stores.today - 6 * DAY)
+            expected, got = stores.both(statistics.trend, ch_statistics.trend, filters, baseline, column, 4)
+            assert got == expected, (said, column)
+        for column in ("question", "registrable_domain"):
+            expected, got = stores.both(statistics.newly_seen, ch_statistics.newly_seen, filters, column, 5)
+            assert got == expected, (said, column)
+        expected, got = stores.both(statistics.latency, ch_statistics.latency, filters)
+        assert [(*row[:2], *row[3:]) for row in got] == [(*row[:2], *row[3:]) for row in expected], said
+
+
+def _retention(stores: Stores, cutoff: int) -> int:
+    """The retention job's deletion on both stores (app/jobs/retention.py); how many went."""
+    expected, got = stores.both(
+        sql_deletion.delete_records, ch_deletion.delete_records, end_ms=cutoff - 1, batch_size=250, expire=True
+    )
+    assert got == expected
+    return got
+
+
+def _the_old_days_count(stores: Stores) -> int:
+    """What ClickHouse still counts of the days past the records' horizon."""
+    old = Filters(start_ms=stores.today - 12 * DAY, end_ms=stores.today - 5 * DAY - 1)
+    with inside(stores.ch):
+        return ch_statistics.count(stores.clickhouse, old)
+
+
+def test_past_the_records_horizon_the_statistics_are_the_sql_stores(stores):
+    cutoff = stores.now - 4 * DAY - 5 * HOUR  # a ragged edge: part of a day expires
+    before = _the_old_days_count(stores)
+    assert _retention(stores, cutoff) > 0
+    assert _the_old_days_count(stores) == before > 0, "the records' counts outlive them"
+    with inside(stores.ch):
+        assert ch_statistics.availability(stores.clickhouse, Filters())[0] >= cutoff, "the records are gone"
+        assert ch_statistics.statistics_start(stores.clickhouse) == stores.today - 10 * DAY
+    _every_statistic(stores)
+    expected, got = stores.both(sql_clients.list_clients, ch_clients.list_clients)
+    assert got == expected
+
+
+def test_a_client_no_longer_logged_leaves_its_counts_as_the_sql_store_does(stores):
+    _retention(stores, stores.now - 6 * DAY)
+    expected, got = stores.both(sql_clients.set_logged, ch_clients.set_logged, "e1", "a", False)
+    assert got == expected and got[1] > 0
+    # Its queries from then on are counted, anonymously, and stored by neither.
+    stores.store(_records(stores.today - 3 * DAY, stores.now, 60, 47, clients="a"))
+    _every_statistic(stores)
+
+
+def test_deletions_past_the_records_horizon_take_what_the_sql_stores_take(stores):
+    _retention(stores, stores.now - 5 * DAY - 3 * HOUR)
+    deletions = [
+        {"endpoints": ["e1"], "client_ids": ["b"], "end_ms": stores.today - 3 * DAY + HOUR},
+        {"client_ids": ["c"]},
+        {"endpoints": ["e2"], "end_ms": stores.today - 7 * DAY - HOUR},
+        # Everyone's, up to a 16-day block's start: the SQL store keeps the count of a block
+        # a deletion's end falls inside (its days forgotten, the block not), which ClickHouse,
+        # reading days, does not (docs/clickhouse.md "Deletions, rewrites, retention").
+        {"end_ms": stores.today // (16 * DAY) * 16 * DAY - 1},
+        {"endpoints": ["e1"], "end_ms": stores.today - 6 * DAY + 2 * HOUR},
+    ]
+    for selection in deletions:
+        expected, got = stores.both(_in_transaction, ch_deletion.delete_records, **selection)
+        assert got == expected, selection
+        _every_statistic(stores)
+
+
+def _in_transaction(**selection):
+    """The SQL store's deletion as DELETE /v2/activity-log runs it: in a write transaction."""
+    with write_transaction():
+        return sql_deletion.delete_records(**selection)
+
+
+def test_expired_statistics_are_gone_from_both(stores):
+    _retention(stores, stores.now - 3 * DAY)
+    before = stores.now - 7 * DAY - 5 * HOUR
+    expected, got = stores.both(sql_deletion.expire_statistics, ch_deletion.expire_statistics, before)
+    assert got > 0 and expected > 0
+    with inside(stores.ch):
+        assert ch_statistics.statistics_start(stores.clickhouse) == before // DAY * DAY
+    _every_statistic(stores)
+
+
+class _CutShort:
+    """A connection whose first DELETE of records fails, as a process stopped between a
+    deletion's two turns would leave it."""
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.cut = False
+
+    def command(self, sql, params=None):
+        if not self.cut and sql.startswith(f"DELETE FROM {self.connection.target.database}.records "):
+            self.cut = True
+            raise RuntimeError("stopped")
+        return self.connection.command(sql, params)
+
+    def __getattr__(self, name):
+        return getattr(self.connection, name)
+
+
+def test_a_deletion_cut_short_and_run_again_counts_down_once(stores):
+    _retention(stores, stores.now - 6 * DAY)
+    selection = {"endpoints": ["e1"], "client_ids": ["a"], "end_ms": stores.today - DAY}
+    cut = _CutShort(stores.clickhouse)
+    with inside(stores.ch), pytest.raises(RuntimeError, match="stopped"):
+        ch_deletion.delete_records(cut, **selection)
+    assert cut.cut
+    expected, got = stores.both(_in_transaction, ch_deletion.delete_records, **selection)
+    assert got == expected > 0
+    _every_statistic(stores)
