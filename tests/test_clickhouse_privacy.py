@@ -97,7 +97,8 @@ def _run_both(sql_app, ch_app, clickhouse):
         said["ch"] = ch_rewrites.run_rewrites(clickhouse, lambda: False, lambda *a: ch_finished.append(a)), ch_finished
         assert ch_rewrites.privacy_in_force(clickhouse) == pending
         assert all(left == 0 for _, left in pending.values())
-    assert said["ch"] == said["sql"]
+    # (Tasks made together are in the order the endpoints' table lists them, its own per engine.)
+    assert said["ch"][0] == said["sql"][0] and sorted(map(repr, said["ch"][1])) == sorted(map(repr, said["sql"][1]))
     assert said["sql"][0] > 0, "records were rewritten"
 
 

@@ -42,7 +42,7 @@ _NEW_CLIENT, _NEW_QUESTION = "new client", "new question"
 def change_privacy(connection, endpoint: str, fields: dict, now: int) -> tuple[dict, int]:
     """As models.privacy.rewrites.change: the settings changed, and tasks for the records stored
     in ClickHouse of every endpoint made stricter. Inside the caller's write transaction."""
-    return rewrites.change(endpoint, fields, now, _kept(connection))
+    return rewrites.change_kept(_kept(connection), endpoint, fields, now)
 
 
 def privacy_in_force(connection, endpoint_limit=None) -> dict[str, tuple[dict, int]]:
@@ -53,7 +53,7 @@ def privacy_in_force(connection, endpoint_limit=None) -> dict[str, tuple[dict, i
 def plan_ages(connection, now: int) -> None:
     """As models.privacy.rewrites.plan_ages, the records counted in ClickHouse. Inside the
     caller's write transaction."""
-    rewrites.plan_ages(now, _kept(connection))
+    rewrites.plan_ages_kept(_kept(connection), now)
 
 
 def clean_unused_terms(connection, deadline) -> tuple[int, int]:

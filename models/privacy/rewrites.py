@@ -47,12 +47,16 @@ class Kept:
     total: Callable[[int, str, int, int, int], int]
 
 
-def change(endpoint: str, fields: dict, now: int, kept: Kept | None = None) -> tuple[dict, int]:
+def change(endpoint: str, fields: dict, now: int) -> tuple[dict, int]:
     """privacy.change, and tasks to rewrite the records stored so far of every endpoint whose
     settings in force it made stricter (all that follow the default, for DEFAULT): (the
     settings in force, the records still to rewrite as `in_force` counts them). Call inside a
     write transaction."""
-    kept = kept or IN_SQL
+    return change_kept(IN_SQL, endpoint, fields, now)
+
+
+def change_kept(kept: Kept, endpoint: str, fields: dict, now: int) -> tuple[dict, int]:
+    """`change`, the records counted where `kept` says."""
     before = privacy.settings()
     result = privacy.change(endpoint, fields)
     after = privacy.settings()
@@ -77,10 +81,14 @@ def pending_of(name: str, left: dict[str, int]) -> int:
     return sum(left.values()) if name == privacy.DEFAULT else left.get(name, 0)
 
 
-def plan_ages(now: int, kept: Kept | None = None) -> None:
+def plan_ages(now: int) -> None:
     """Tasks for the records that reached an age step since the last run (each step remembers
     how far it got, in privacy_age_mark). Call inside a write transaction."""
-    kept = kept or IN_SQL
+    plan_ages_kept(IN_SQL, now)
+
+
+def plan_ages_kept(kept: Kept, now: int) -> None:
+    """`plan_ages`, the records counted where `kept` says."""
     stored = privacy.settings()
     marks = {
         (endpoint, step): upto for endpoint, step, upto in query("SELECT endpoint, step, upto FROM privacy_age_mark")
