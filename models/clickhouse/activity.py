@@ -12,9 +12,12 @@ _PARAMETER_TYPES = {INTEGER: "Array(Int64)", NUMBER: "Array(Float64)", BOOLEAN: 
 _SELECTED = ", ".join("toUnixTimestamp64Milli(ts)" if column == "ts" else column for column in RecordRow._fields)
 
 
-# Strings ClickHouse keeps as '' for unknown, which a RecordRow holds as None (as the SQL store's).
+# Strings ClickHouse keeps as '' for unknown, which a RecordRow holds as None (as the SQL store's);
+# a question is never unknown: '' is one a privacy setting dropped, and so is its domain.
 _STRINGS_AT = [
-    i for i, column in enumerate(RecordRow._fields) if column != "id" and FIELDS_BY_SQL[column].storage == TERM
+    i
+    for i, column in enumerate(RecordRow._fields)
+    if column not in ("id", "question", "registrable_domain") and FIELDS_BY_SQL[column].storage == TERM
 ]
 # Numbers ClickHouse's JSON writes without a fraction when they have none (80.0 as 80).
 _NUMBERS_AT = [

@@ -165,6 +165,13 @@ def add_anonymous(connection, records: list[tuple]) -> None:
     connection.insert(_table(connection), COLUMNS, [(*key, n) for key, n in found.items()], days=("day",))
 
 
+def add(connection, source: str, params: dict, token: str) -> None:
+    """Add the counts `source` (a SELECT of dims.COLUMNS, with `params`) gives, stored once under
+    `token`."""
+    rows = connection.rows(f"SELECT toInt32(day), field, endpoint, value, second, domain, n FROM ({source})", params)
+    connection.insert(_table(connection), COLUMNS, rows, days=("day",), token=token)
+
+
 def take_away(connection, where: str, params: dict, forgotten, token: str, dims=DIMS) -> None:
     """Count down, in `dims`, the records of the records table that match `where` (with
     `params`), as negative rows stored once under `token` (a deletion run again after it was

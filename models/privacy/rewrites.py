@@ -12,6 +12,8 @@ crash is simply run again from its cursor.
 """
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from models.engine.database import insert_rows, query, update_rows, write_transaction
 from models.engine.sql import placeholders, statement_parts
@@ -30,9 +32,19 @@ _CLIENT_DIMS = [dim.id for dim in rollups.DIMS if "client" in dim.columns]
 _METADATA = [field for field in CLIENT_META_FIELDS if field != "ip"]
 
 
-def _detail_rules(detail: dict) -> dict:
+def detail_rules(detail: dict) -> dict:
     """Settings that keep everything but what `detail` makes coarser."""
     return {**privacy.BUILT_IN, "ipv4_prefix": 32, "ipv6_prefix": 128, **detail}
+
+
+@dataclass(frozen=True)
+class Kept:
+    """Where the records a task covers are kept: the newest record number, and how many records
+    of an endpoint (id, name) have ts in (after, upto] and a number up to id_upto (the SQL
+    store's here; models/clickhouse/rewrites.py's in ClickHouse)."""
+
+    newest_id: Callable[[], int]
+    total: Callable[[int, str, int, int, int], int]
 
 
 def change(endpoint: str, fields: dict, now: int) -> tuple[dict, int]:
@@ -40,6 +52,11 @@ def change(endpoint: str, fields: dict, now: int) -> tuple[dict, int]:
     settings in force it made stricter (all that follow the default, for DEFAULT): (the
     settings in force, the records still to rewrite as `in_force` counts them). Call inside a
     write transaction."""
+    return change_kept(IN_SQL, endpoint, fields, now)
+
+
+def change_kept(kept: Kept, endpoint: str, fields: dict, now: int) -> tuple[dict, int]:
+    """`change`, the records counted where `kept` says."""
     before = privacy.settings()
     result = privacy.change(endpoint, fields)
     after = privacy.settings()
@@ -50,23 +67,28 @@ def change(endpoint: str, fields: dict, now: int) -> tuple[dict, int]:
     for name, ident in endpoints:
         detail = privacy.tightened(privacy.effective(before, name), privacy.effective(after, name))
         if detail:
-            _add_task(ident, detail, STRICTER, -1, EVER, _newest_id(), now)
-    return result, _pending_of(endpoint, pending())
+            _add_task(kept, ident, name, detail, STRICTER, -1, EVER, kept.newest_id(), now)
+    return result, pending_of(endpoint, pending())
 
 
 def in_force(endpoint_limit=None) -> dict[str, tuple[dict, int]]:
     """privacy.in_force, each with the stored records still to rewrite (DEFAULT: everyone's)."""
     left = pending()
-    return {name: (settings, _pending_of(name, left)) for name, settings in privacy.in_force(endpoint_limit).items()}
+    return {name: (settings, pending_of(name, left)) for name, settings in privacy.in_force(endpoint_limit).items()}
 
 
-def _pending_of(name: str, left: dict[str, int]) -> int:
+def pending_of(name: str, left: dict[str, int]) -> int:
     return sum(left.values()) if name == privacy.DEFAULT else left.get(name, 0)
 
 
 def plan_ages(now: int) -> None:
     """Tasks for the records that reached an age step since the last run (each step remembers
     how far it got, in privacy_age_mark). Call inside a write transaction."""
+    plan_ages_kept(IN_SQL, now)
+
+
+def plan_ages_kept(kept: Kept, now: int) -> None:
+    """`plan_ages`, the records counted where `kept` says."""
     stored = privacy.settings()
     marks = {
         (endpoint, step): upto for endpoint, step, upto in query("SELECT endpoint, step, upto FROM privacy_age_mark")
@@ -83,7 +105,7 @@ def plan_ages(now: int) -> None:
             done, bound = marks.get((ident, step), -1), now - since
             if bound <= done:
                 continue
-            _add_task(ident, detail, AGE, done, bound, EVER, now)
+            _add_task(kept, ident, name, detail, AGE, done, bound, EVER, now)
             query(
                 "INSERT INTO privacy_age_mark (endpoint, step, upto) VALUES (?, ?, ?)"
                 " ON CONFLICT (endpoint, step) DO UPDATE SET upto = excluded.upto",
@@ -93,16 +115,19 @@ def plan_ages(now: int) -> None:
         query("DELETE FROM privacy_age_mark WHERE endpoint = ? AND step = ?", list(key))
 
 
-def _newest_id() -> int:
-    return thawing.newest_id()
-
-
-def _add_task(endpoint: int, detail: dict, kind: str, after: int, upto: int, id_upto: int, now: int) -> int:
+def _sql_total(endpoint: int, name: str, after: int, upto: int, id_upto: int) -> int:
     freezing.melt_window([endpoint], after + 1, upto)  # a rewrite works on rows
-    total = query(
+    return query(
         "SELECT COUNT(*) FROM record WHERE endpoint = ? AND ts > ? AND ts <= ? AND id <= ?",
         [endpoint, after, upto, id_upto],
     ).fetchone()[0]
+
+
+IN_SQL = Kept(thawing.newest_id, _sql_total)
+
+
+def _add_task(kept: Kept, endpoint, name, detail: dict, kind: str, after: int, upto: int, id_upto: int, now) -> int:
+    total = kept.total(endpoint, name, after, upto, id_upto)
     query(
         "INSERT INTO privacy_rewrite (endpoint, detail, kind, ts_after, ts_upto, id_upto, cursor_ts, cursor_id,"
         " total, done, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?)",
@@ -126,21 +151,42 @@ def run(deadline, on_finished=None) -> int:
     transaction that ends a task."""
     rewritten = 0
     while not deadline():
-        task = query(
-            "SELECT t.id, t.endpoint, e.name, t.detail, t.kind, t.ts_after, t.ts_upto, t.id_upto, t.cursor_ts,"
-            " t.cursor_id, t.done FROM privacy_rewrite t JOIN endpoint e ON e.id = t.endpoint ORDER BY t.id LIMIT 1"
-        ).fetchone()
+        task = next_task()
         if task is None:
             break
         rewritten += _step(task, on_finished)
     return rewritten
 
 
+def next_task():
+    """The oldest task: (id, endpoint id, endpoint name, detail as JSON, kind, ts_after, ts_upto,
+    id_upto, cursor_ts, cursor_id, done), or None."""
+    return query(
+        "SELECT t.id, t.endpoint, e.name, t.detail, t.kind, t.ts_after, t.ts_upto, t.id_upto, t.cursor_ts,"
+        " t.cursor_id, t.done FROM privacy_rewrite t JOIN endpoint e ON e.id = t.endpoint ORDER BY t.id LIMIT 1"
+    ).fetchone()
+
+
+def advance(task: int, cursor_ts: int, cursor_id: int, gone_through: int) -> None:
+    """A task's cursor moved past `gone_through` more records. Call inside a write transaction."""
+    query(
+        "UPDATE privacy_rewrite SET cursor_ts = ?, cursor_id = ?, done = done + ? WHERE id = ?",
+        [cursor_ts, cursor_id, gone_through, task],
+    )
+
+
+def finish(task: int, name: str, kind: str, detail: dict, done: int, on_finished) -> None:
+    """A task gone; `on_finished` told so. Call inside the write transaction that ends it."""
+    query("DELETE FROM privacy_rewrite WHERE id = ?", [task])
+    if on_finished is not None:
+        on_finished(name, kind, detail, done)
+
+
 def _step(task, on_finished) -> int:
     """One batch of a task (or its end); the records rewritten."""
     ident, endpoint, name, detail_text, kind, ts_after, ts_upto, id_upto, cursor_ts, cursor_id, done = task
     detail = json.loads(detail_text)
-    rules = _detail_rules(detail)
+    rules = detail_rules(detail)
     key = privacy.hash_keys([name])[name] if rules["client_ip"] == privacy.HASH else None
     with write_transaction():
         counting.catch_up()  # the names' times and counts of every record, before they change
@@ -153,17 +199,14 @@ def _step(task, on_finished) -> int:
             [endpoint, ts_upto, id_upto, cursor_ts, cursor_ts, cursor_id, BATCH],
         ).fetchall()
         if not rows:
-            _finish_entries(endpoint, rules, key, ts_after, ts_upto)
-            query("DELETE FROM privacy_rewrite WHERE id = ?", [ident])
-            if on_finished is not None:
-                on_finished(name, kind, detail, done)
+            coarser_entries(endpoint, rules, key, ts_after, ts_upto)
+            if rules["question"] != privacy.KEEP:
+                _coarser_names(endpoint, rules, ts_after, ts_upto)
+            finish(ident, name, kind, detail, done, on_finished)
             return 0
         changed = _rewrite(endpoint, rows, rules, key)
         last = rows[-1]
-        query(
-            "UPDATE privacy_rewrite SET cursor_ts = ?, cursor_id = ?, done = done + ? WHERE id = ?",
-            [last[1], last[0], len(rows), ident],
-        )
+        advance(ident, last[1], last[0], len(rows))
     return changed
 
 
@@ -221,7 +264,7 @@ def _rewrite(endpoint: int, rows: list, rules: dict, key) -> int:
     term = term_ids(strings | domains.domains_of(questions))
     term[None] = None
     domains.map_questions(term, questions)
-    entry = _entries(endpoint, clients)
+    entry = entries(endpoint, clients)
     update_rows(
         "record",
         (
@@ -257,7 +300,7 @@ def _rewrite(endpoint: int, rows: list, rules: dict, key) -> int:
     return len(updates)
 
 
-def _entries(endpoint: int, client_ids: set) -> dict[str, int]:
+def entries(endpoint: int, client_ids: set) -> dict[str, int]:
     """Ids of the endpoint's client entries by client id, made when missing."""
     names = sorted(client_ids)
     insert_rows(
@@ -281,8 +324,7 @@ def _retire_entries(entry_ids: set, rules: dict, key) -> None:
         f" AND NOT {freezing.has_records_sql('client')} AND unlogged IS NULL",
         sorted(entry_ids),
     ).fetchall():
-        target = _entries(endpoint, {privacy.client_kept(client_id, rules, key)})
-        (target_id,) = target.values()
+        target_id = retire(entry, endpoint, client_id, ip, ip_ts, rules, key)
         dims = placeholders(len(_CLIENT_DIMS))
         query(
             "INSERT INTO rollup (dim, period, endpoint, value, n)"
@@ -291,17 +333,25 @@ def _retire_entries(entry_ids: set, rules: dict, key) -> None:
             [target_id, *_CLIENT_DIMS, entry],
         )
         query(f"DELETE FROM rollup WHERE dim IN ({dims}) AND value = ?", [*_CLIENT_DIMS, entry])
-        query("DELETE FROM client WHERE id = ?", [entry])
-        if ip:  # what the address entry said of its address, as coarse as the records say it now
-            query(
-                "UPDATE client SET ip = ?, ip_ts = ? WHERE id = ? AND ip = ''",
-                [privacy.address_kept(ip, rules, key) or "", ip_ts, target_id],
-            )
 
 
-def _finish_entries(endpoint: int, rules: dict, key, after: int, upto: int) -> None:
-    """What the endpoint's client entries and first-seen names last saw in (after, upto], made
-    as coarse as the records were (what they saw before `after`, an earlier task did)."""
+def retire(entry: int, endpoint: int, client_id: str, ip: str, ip_ts, rules: dict, key) -> int:
+    """An entry whose records all moved to the client id `rules` keep of its own deleted, what
+    it said of its address handed to that one's entry (made when missing); that entry's id."""
+    target = entries(endpoint, {privacy.client_kept(client_id, rules, key)})
+    (target_id,) = target.values()
+    query("DELETE FROM client WHERE id = ?", [entry])
+    if ip:  # what the address entry said of its address, as coarse as the records say it now
+        query(
+            "UPDATE client SET ip = ?, ip_ts = ? WHERE id = ? AND ip = ''",
+            [privacy.address_kept(ip, rules, key) or "", ip_ts, target_id],
+        )
+    return target_id
+
+
+def coarser_entries(endpoint: int, rules: dict, key, after: int, upto: int) -> None:
+    """What the endpoint's client entries last saw in (after, upto], made as coarse as the
+    records were (what they saw before `after`, an earlier task did)."""
     if rules["client_metadata"] == privacy.DROP:
         for field in _METADATA:
             query(
@@ -320,8 +370,6 @@ def _finish_entries(endpoint: int, rules: dict, key, after: int, upto: int) -> N
             "id",
             [(privacy.address_kept(ip, rules, key) or "", ident) for ident, ip in rows.fetchall()],
         )
-    if rules["question"] != privacy.KEEP:
-        _coarser_names(endpoint, rules, after, upto)
 
 
 def _coarser_names(endpoint: int, rules: dict, after: int, upto: int) -> None:

@@ -13,6 +13,7 @@ from models.clickhouse import (
     future,
     ingestion,
     numbers,
+    rewrites,
     statistics,
     status,
     tables,
@@ -129,23 +130,11 @@ class ClickHouseStore(RecordStore):
     def freeze_a_look(self, arrived):
         return 0
 
-    # The privacy rewrites on ClickHouse are step 5 of docs/clickhouse.md's plan, not built yet:
-    # the setting that chooses this store is refused until they are (target.COMPLETE).
-
-    def change_privacy(self, endpoint, fields, now):
-        raise NotImplementedError(_NOT_YET)
-
-    def privacy_in_force(self, endpoint_limit=None):
-        raise NotImplementedError(_NOT_YET)
-
-    def plan_ages(self, now):
-        raise NotImplementedError(_NOT_YET)
-
-    def run_rewrites(self, deadline, on_finished=None):
-        raise NotImplementedError(_NOT_YET)
-
-    def clean_unused_terms(self, deadline):
-        raise NotImplementedError(_NOT_YET)
+    change_privacy = _on_connection(rewrites.change_privacy)
+    privacy_in_force = _on_connection(rewrites.privacy_in_force)
+    plan_ages = _on_connection(rewrites.plan_ages)
+    run_rewrites = _on_connection(rewrites.run_rewrites)
+    clean_unused_terms = _on_connection(rewrites.clean_unused_terms)
 
     endpoint_activity = _on_connection(delivery.endpoint_activity)
     alert_records_after = _on_connection(delivery.alert_records_after)
@@ -158,6 +147,3 @@ class ClickHouseStore(RecordStore):
     pending = _on_connection(delivery.pending)
     backlog = _on_connection(delivery.backlog)
     skip_point = _on_connection(delivery.skip_point)
-
-
-_NOT_YET = "privacy rewrites of records kept in ClickHouse (docs/clickhouse.md, the plan's step 5)"
