@@ -10,6 +10,7 @@ from models.clickhouse import numbers, tables
 from models.clickhouse.tables import RECORD_COLUMNS, TIME_COLUMNS
 from models.clients.activity import ROW_FIELDS, iter_raw_batches, texts
 from models.engine.database import query, snapshot, write_transaction
+from models.records.domains import registrable_domain
 from models.records.filters import Filters
 from models.records.thawing import newest_id
 
@@ -18,7 +19,7 @@ DAY_MS = 86_400_000
 BATCH = 50_000
 # Mismatches an error names, of all it found.
 SHOWN = 10
-_TS = ROW_FIELDS.index("ts")
+_TS, _QUESTION, _DOMAIN = ROW_FIELDS.index("ts"), ROW_FIELDS.index("question"), ROW_FIELDS.index("registrable_domain")
 # A string ClickHouse keeps is never NULL: an unknown one is '', as ingestion stores it.
 _STRINGS_AT = [i for i, column in enumerate(ROW_FIELDS) if column != "id" and FIELDS_BY_SQL[column].storage == TERM]
 assert ROW_FIELDS == RECORD_COLUMNS, "a row of the log is a row of ClickHouse's records, column for column"
@@ -111,11 +112,14 @@ def _days(raw: list) -> list[list]:
 
 
 def _rows(raw: list) -> list[list]:
-    """Raw rows as ClickHouse's records: texts for the ids, '' for an unknown string. A row
-    whose client entry is gone is left out, as every read of the SQL store leaves it out."""
+    """Raw rows as ClickHouse's records: texts for the ids, '' for an unknown string, the
+    registrable domain by the code ClickHouse's ingestion fills it with (a store whose names
+    were never mapped to their domains has none to read). A row whose client entry is gone is
+    left out, as every read of the SQL store leaves it out."""
     rows = []
     for record in texts(raw):
         row = list(record)
+        row[_DOMAIN] = registrable_domain(row[_QUESTION])
         for at in _STRINGS_AT:
             if row[at] is None:
                 row[at] = ""
