@@ -3,6 +3,11 @@ records of the SQL store (SQLite and PostgreSQL, rows and frozen blocks), stored
 into chDB; every page of the log then read from each store must be the same rows, which the SQL
 store computes independently."""
 
+import os
+import signal
+import subprocess
+import sys
+
 import pytest
 from test_clickhouse_records import _records
 from test_clickhouse_records import test_every_page_of_the_log_is_the_sql_stores as every_page_the_same
@@ -12,7 +17,9 @@ from models.engine.database import connection as database_connection
 from models.engine.database import query
 from models.runtime.clock import now_ms
 
-from support.helpers import AUTH
+from support import processes
+from support.helpers import API_KEY, AUTH
+from support.servers import ROOT
 
 HOUR_MS = 3_600_000
 
@@ -21,6 +28,12 @@ HOUR_MS = 3_600_000
 def stored(make_app, database, clickhouse):
     """The app with the test records in its SQL store, some frozen; (the app, ClickHouse, the
     target that names it, the time the records were made at)."""
+    app, now = _sql_store(make_app)
+    return app, clickhouse, f"chdb://{clickhouse.target.folder}", now
+
+
+def _sql_store(make_app):
+    """(an app with the test records in its SQL store, some frozen; the time they were made at)."""
     app = make_app(ANALYTICS_HOT_HOURS=2)
     now = now_ms()
     records = _records(now)
@@ -29,7 +42,7 @@ def stored(make_app, database, clickhouse):
     with app.app_context(), database_connection():
         assert query("SELECT count(*) FROM record_block").fetchone()[0] > 0
         assert query("SELECT count(*) FROM record").fetchone()[0] > 0
-    return app, clickhouse, f"chdb://{clickhouse.target.folder}", now
+    return app, now
 
 
 def _copy(app, target, *options):
@@ -79,6 +92,36 @@ def test_a_copy_cut_short_goes_on_where_it_stopped(stored):
     assert rest.exit_code == 0, rest.output
     assert "Counts checked: 240 records" in rest.output
     assert _held(clickhouse) == (240, 240)  # nothing stored twice
+    _same_log(app, clickhouse, now)
+
+
+def test_a_copy_killed_midway_goes_on_and_stores_nothing_twice(request, make_app, database, tmp_path):
+    """The command in a process of its own, SIGKILLed after a few batches (ClickHouse's folder
+    is opened here only once it is dead: chDB lets one process open it)."""
+    app, now = _sql_store(make_app)
+    target = f"chdb://{tmp_path / 'clickhouse'}"
+    environment = {**os.environ, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}
+    flask = os.path.join(os.path.dirname(sys.executable), "flask")
+    process = subprocess.Popen(
+        [flask, "--app", "wsgi", "copy-to-clickhouse", target, "--batch-size", "4"],
+        cwd=ROOT,
+        env=environment,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        said = [process.stderr.readline() for _ in range(3)]
+        assert all(line.endswith(" records copied\n") for line in said), said
+    finally:
+        processes.stop(process, signal.SIGKILL)
+    clickhouse = request.getfixturevalue("clickhouse")
+    held, _ = _held(clickhouse)
+    assert 3 <= held < 240, "killed before the end"
+    rest = _copy(app, target)
+    assert rest.exit_code == 0, rest.output
+    assert f"Copied {240 - held} records" in rest.output and "Counts checked: 240 records" in rest.output
+    assert _held(clickhouse) == (240, 240)
     _same_log(app, clickhouse, now)
 
 

@@ -48,7 +48,8 @@ def copy_command(destination, batch_size, batches):
         raise click.ClickException(f"cannot use the ClickHouse at {chosen}: {type(exc).__name__}: {exc}") from None
     started = time.monotonic()
     with models.engine.database.connection():
-        copied = copying.copy(clickhouse, batch_size, batches)
+        # A line a batch, on stderr: how far a long copy is, and what a run cut short had stored.
+        copied = copying.copy(clickhouse, batch_size, batches, lambda n: click.echo(f"{n} records copied", err=True))
         took = time.monotonic() - started
         click.echo(f"Copied {copied.records} records in {copied.batches} batches into {chosen} ({took:.1f} s).")
         if not copied.done:
