@@ -77,6 +77,27 @@ def test_a_copy_holds_every_page_of_the_log_and_a_second_copies_nothing(stored):
     assert _held(clickhouse) == (240, 240)
 
 
+def test_new_numbers_come_after_every_cursor_kept_in_the_sql_database(make_app, database, clickhouse, tmp_path):
+    """An output started "now" keeps the highest number as its cursor; the records at the top
+    deleted since, the copy's counter still goes past the cursor, so the output misses nothing
+    ClickHouse numbers next."""
+    app, now = _sql_store(make_app)
+    client = app.test_client()
+    made = client.post(
+        "/v2/output", json={"kind": "file", "url": f"file://{tmp_path}/out.jsonl", "start": "now"}, headers=AUTH
+    )
+    assert made.status_code == 201 and made.get_json()["cursor"] == 240, made.get_json()
+    newest = _records(now)[-1]  # numbered 240: its client's records on its endpoint go
+    chosen = {"endpointId": newest["endpointId"], "clientId[]": [newest["clientId"]]}
+    response = client.delete("/v2/activity-log", query_string=chosen, headers=AUTH)
+    assert response.status_code == 200, response.get_json()
+    result = _copy(app, f"chdb://{clickhouse.target.folder}")
+    assert result.exit_code == 0, result.output
+    with app.app_context(), database_connection():
+        assert query("SELECT MAX(id) FROM record").fetchone()[0] < 240
+        assert numbers.top() == 240
+
+
 def test_a_copy_cut_short_goes_on_where_it_stopped(stored):
     app, clickhouse, target, now = stored
     first = _copy(app, target, "--batch-size", "7", "--batches", "3")
