@@ -16,6 +16,13 @@ def take(count: int) -> int:
     return counted + 1
 
 
+def raise_to(number: int) -> None:
+    """Move the counter up to `number` (never down): records copied in with their numbers
+    (models/clickhouse/copying.py). Call inside a write transaction."""
+    if number > top():
+        settings.write(_COUNTER, str(number))
+
+
 def top() -> int:
     """The highest number whose batch has committed (0: none)."""
     return int(settings.read(_COUNTER) or 0)

@@ -1,0 +1,68 @@
+"""`flask --app wsgi copy-to-clickhouse TARGET`: the records of ANALYTICS_DATABASE copied into a
+ClickHouse, resumable, their counts checked (docs/clickhouse.md "Moving an existing store into
+ClickHouse")."""
+
+import time
+
+import click
+from flask.cli import with_appcontext
+
+import models.engine.database
+from models.clickhouse import connection, copying, target
+
+
+@click.command("copy-to-clickhouse")
+@click.argument("destination", metavar="TARGET")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 1_000_000),
+    default=copying.BATCH,
+    show_default=True,
+    help="Records a batch holds at most (a batch holds one UTC day's at most).",
+)
+@click.option(
+    "--batches",
+    type=click.IntRange(1),
+    default=None,
+    help="Stop after this many batches (run again to go on from there).",
+)
+@with_appcontext
+def copy_command(destination, batch_size, batches):
+    """Copy the records of ANALYTICS_DATABASE into the ClickHouse TARGET, named as
+    ANALYTICS_RECORD_STORE names one (clickhouse://USER:PASSWORD@HOST:8123/DATABASE or
+    chdb:///ABSOLUTE/FOLDER), then check that both hold as many records per endpoint and day.
+
+    Run again after a stop or a crash, it goes on after the last record ClickHouse holds.
+    Make the last run with the service stopped: records stored meanwhile with earlier
+    timestamps, and deletions, are not followed (the check names where they differ)."""
+    try:
+        chosen = target.parse(destination)
+    except target.BadTarget as exc:
+        raise click.ClickException(f"{exc}") from None
+    try:
+        clickhouse = connection.connect(chosen)
+        copying.prepare(clickhouse)
+    except connection.FolderInUse as exc:
+        raise click.ClickException(f"{exc}") from None
+    except Exception as exc:  # the client's own errors (refused, unknown host, no such user...): one line
+        raise click.ClickException(f"cannot use the ClickHouse at {chosen}: {type(exc).__name__}: {exc}") from None
+    started = time.monotonic()
+    with models.engine.database.connection():
+        # A line a batch, on stderr: how far a long copy is, and what a run cut short had stored.
+        copied = copying.copy(clickhouse, batch_size, batches, lambda n: click.echo(f"{n} records copied", err=True))
+        took = time.monotonic() - started
+        click.echo(f"Copied {copied.records} records in {copied.batches} batches into {chosen} ({took:.1f} s).")
+        if not copied.done:
+            click.echo("Stopped before the newest record: run the command again to go on.")
+            return
+        try:
+            counted = copying.check_counts(clickhouse)
+        except copying.CountsDiffer as exc:
+            raise click.ClickException(
+                f"{exc}. Records stored or deleted in ANALYTICS_DATABASE while the copy ran are not "
+                "followed: stop the service, empty the ClickHouse database and copy again."
+            ) from None
+    click.echo(
+        f"Counts checked: {counted.records} records of {counted.endpoints} endpoints over {counted.days} days, "
+        "equal per endpoint and day in both stores."
+    )

@@ -1,0 +1,184 @@
+"""`flask copy-to-clickhouse` (docs/clickhouse.md "Moving an existing store into ClickHouse"): the
+records of the SQL store (SQLite and PostgreSQL, rows and frozen blocks), stored over HTTP, copied
+into chDB; every page of the log then read from each store must be the same rows, which the SQL
+store computes independently."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+from test_clickhouse_records import _records
+from test_clickhouse_records import test_every_page_of_the_log_is_the_sql_stores as every_page_the_same
+
+from models.clickhouse import numbers
+from models.engine.database import connection as database_connection
+from models.engine.database import query
+from models.runtime.clock import now_ms
+
+from support import processes
+from support.helpers import API_KEY, AUTH
+from support.servers import ROOT
+
+HOUR_MS = 3_600_000
+
+# The ClickHouse store held to the SQL one: the `engine` is the SQL store's (chDB is the other side).
+pytestmark = pytest.mark.sql_store
+
+
+@pytest.fixture
+def stored(make_app, database, clickhouse):
+    """The app with the test records in its SQL store, some frozen; (the app, ClickHouse, the
+    target that names it, the time the records were made at)."""
+    app, now = _sql_store(make_app)
+    return app, clickhouse, f"chdb://{clickhouse.target.folder}", now
+
+
+def _sql_store(make_app):
+    """(an app with the test records in its SQL store, some frozen; the time they were made at)."""
+    app = make_app(ANALYTICS_HOT_HOURS=2)
+    now = now_ms()
+    records = _records(now)
+    for start in range(0, len(records), 60):
+        assert app.test_client().post("/v2/ingest", json=records[start : start + 60], headers=AUTH).status_code == 200
+    with app.app_context(), database_connection():
+        assert query("SELECT count(*) FROM record_block").fetchone()[0] > 0
+        assert query("SELECT count(*) FROM record").fetchone()[0] > 0
+    return app, now
+
+
+def _copy(app, target, *options):
+    return app.test_cli_runner().invoke(args=["copy-to-clickhouse", target, *options])
+
+
+def _held(clickhouse) -> tuple[int, int]:
+    """(records, distinct numbers) in ClickHouse."""
+    return tuple(clickhouse.rows(f"SELECT count(), uniqExact(id) FROM {clickhouse.target.database}.records")[0])
+
+
+def _same_log(app, clickhouse, now):
+    """Every page of the log, with every filter, order and search mode, the SQL store's (the
+    records' differential test, on these stores: imported by a name pytest does not collect)."""
+    with app.app_context(), database_connection():
+        every_page_the_same((app, clickhouse, now))
+
+
+def test_a_copy_holds_every_page_of_the_log_and_a_second_copies_nothing(stored):
+    app, clickhouse, target, now = stored
+    result = _copy(app, target)
+    assert result.exit_code == 0, result.output
+    assert "Copied 240 records" in result.output
+    assert "Counts checked: 240 records of 3 endpoints over" in result.output
+    _same_log(app, clickhouse, now)  # rows equal, their numbers with them
+    with app.app_context(), database_connection():
+        # New records are numbered after every number the SQL store handed out.
+        assert numbers.top() == 240
+    again = _copy(app, target)
+    assert again.exit_code == 0, again.output
+    assert "Copied 0 records in 0 batches" in again.output and "Counts checked: 240 records" in again.output
+    assert _held(clickhouse) == (240, 240)
+
+
+def test_new_numbers_come_after_every_cursor_kept_in_the_sql_database(make_app, database, clickhouse, tmp_path):
+    """An output started "now" keeps the highest number as its cursor; the records at the top
+    deleted since, the copy's counter still goes past the cursor, so the output misses nothing
+    ClickHouse numbers next."""
+    app, now = _sql_store(make_app)
+    client = app.test_client()
+    made = client.post(
+        "/v2/output", json={"kind": "file", "url": f"file://{tmp_path}/out.jsonl", "start": "now"}, headers=AUTH
+    )
+    assert made.status_code == 201 and made.get_json()["cursor"] == 240, made.get_json()
+    newest = _records(now)[-1]  # numbered 240: its client's records on its endpoint go
+    chosen = {"endpointId": newest["endpointId"], "clientId[]": [newest["clientId"]]}
+    response = client.delete("/v2/activity-log", query_string=chosen, headers=AUTH)
+    assert response.status_code == 200, response.get_json()
+    result = _copy(app, f"chdb://{clickhouse.target.folder}")
+    assert result.exit_code == 0, result.output
+    with app.app_context(), database_connection():
+        assert query("SELECT MAX(id) FROM record").fetchone()[0] < 240
+        assert numbers.top() == 240
+
+
+def test_a_copy_cut_short_goes_on_where_it_stopped(stored):
+    app, clickhouse, target, now = stored
+    first = _copy(app, target, "--batch-size", "7", "--batches", "3")
+    assert first.exit_code == 0, first.output
+    assert "in 3 batches" in first.output and "run the command again" in first.output
+    assert "Counts checked" not in first.output
+    held, _ = _held(clickhouse)
+    assert 3 <= held <= 21  # a batch holds one day's records at most
+    second = _copy(app, target, "--batch-size", "7", "--batches", "5")
+    assert second.exit_code == 0, second.output
+    assert _held(clickhouse)[0] > held
+    rest = _copy(app, target, "--batch-size", "50")
+    assert rest.exit_code == 0, rest.output
+    assert "Counts checked: 240 records" in rest.output
+    assert _held(clickhouse) == (240, 240)  # nothing stored twice
+    _same_log(app, clickhouse, now)
+
+
+def test_a_copy_killed_midway_goes_on_and_stores_nothing_twice(request, make_app, database, tmp_path):
+    """The command in a process of its own, SIGKILLed after a few batches (ClickHouse's folder
+    is opened here only once it is dead: chDB lets one process open it)."""
+    app, now = _sql_store(make_app)
+    target = f"chdb://{tmp_path / 'clickhouse'}"
+    environment = {**os.environ, "ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}
+    flask = os.path.join(os.path.dirname(sys.executable), "flask")
+    process = subprocess.Popen(
+        [flask, "--app", "wsgi", "copy-to-clickhouse", target, "--batch-size", "4"],
+        cwd=ROOT,
+        env=environment,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        said = [process.stderr.readline() for _ in range(3)]
+        assert all(line.endswith(" records copied\n") for line in said), said
+    finally:
+        processes.stop(process, signal.SIGKILL)
+    clickhouse = request.getfixturevalue("clickhouse")
+    held, _ = _held(clickhouse)
+    assert 3 <= held < 240, "killed before the end"
+    rest = _copy(app, target)
+    assert rest.exit_code == 0, rest.output
+    assert f"Copied {240 - held} records" in rest.output and "Counts checked: 240 records" in rest.output
+    assert _held(clickhouse) == (240, 240)
+    _same_log(app, clickhouse, now)
+
+
+def test_records_deleted_after_the_copy_are_named_by_endpoint_and_day(stored):
+    app, clickhouse, target, now = stored
+    assert _copy(app, target).exit_code == 0
+    end = now - 3 * HOUR_MS  # the records made at that very time (every fifth): some of "home"'s
+    response = app.test_client().delete(
+        "/v2/activity-log", query_string={"endpointId": "home", "endTime": end}, headers=AUTH
+    )
+    assert response.status_code == 200, response.get_json()
+    again = _copy(app, target)
+    assert again.exit_code != 0
+    assert "the record counts differ on" in again.output
+    assert "home 20" in again.output and "in ANALYTICS_DATABASE" in again.output and "in ClickHouse" in again.output
+    assert "office" not in again.output and "lab" not in again.output
+
+
+@pytest.mark.parametrize(
+    "target, said",
+    [
+        ("chdb://relative/folder", "chdb:// takes a folder, not a host"),
+        ("chdb:///", "needs an absolute folder"),
+        ("postgresql://me@localhost/analytics", "is not a ClickHouse"),
+        ("clickhouse://default@127.0.0.1:1/analytics", "cannot use the ClickHouse at clickhouse://default@127.0.0.1:1"),
+        ("clickhouse://default@127.0.0.1:1/two-words", "is not a plain name"),
+    ],
+)
+def test_a_bad_target_is_a_clear_error_that_writes_nothing(stored, target, said):
+    app, clickhouse, _, _ = stored
+    result = _copy(app, target)
+    assert result.exit_code != 0
+    assert said in result.output and "Traceback" not in result.output
+    assert _held(clickhouse) == (0, 0)
+    with app.app_context(), database_connection():
+        assert numbers.top() == 0
