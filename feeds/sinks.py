@@ -457,7 +457,9 @@ def _open_store(
     # operator's tolerance are refused.
     schemas.geoip.configure(*geoip)
     models.stores.bound.records().configure({"ANALYTICS_HOT_HOURS": hot_hours})
-    schemas.record_times.configure({"ANALYTICS_FUTURE_TOLERANCE_SECONDS": future_tolerance})
+    schemas.record_times.configure(
+        {"ANALYTICS_FUTURE_TOLERANCE_SECONDS": future_tolerance, "ANALYTICS_RECORD_STORE": record_store}
+    )
     threading.Thread(target=_follow_parent, args=(parent,), name="follow-parent", daemon=True).start()
 
 

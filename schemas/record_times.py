@@ -9,12 +9,18 @@ from .datetimes import DatetimeError, format_ms, parse_datetime
 
 _SETTING = "ANALYTICS_FUTURE_TOLERANCE_SECONDS"
 _tolerance_ms = DEFAULTS[_SETTING] * 1000
+# The earliest time ClickHouse's DateTime64 keeps (1900-01-01): where it keeps the records
+# (ANALYTICS_RECORD_STORE), an older record is refused, not stored as another time.
+CLICKHOUSE_EARLIEST_MS = -2_208_988_800_000
+_earliest_ms = None
 
 
 def configure(config) -> None:
-    """Take the installation's tolerance (the web app, a feed, a feed's store process)."""
-    global _tolerance_ms
+    """Take the installation's tolerance and record store (the web app, a feed, a feed's store
+    process)."""
+    global _tolerance_ms, _earliest_ms
     _tolerance_ms = int(config[_SETTING]) * 1000
+    _earliest_ms = CLICKHOUSE_EARLIEST_MS if config.get("ANALYTICS_RECORD_STORE") else None
 
 
 def latest_ms(now: int) -> int:
@@ -31,6 +37,11 @@ def record_ms(timestamp, received_ms: int) -> int:
         ts = parse_datetime(timestamp)
     except DatetimeError as exc:
         raise ValueError(f"is not a valid datetime: {exc.detail}") from None
+    if _earliest_ms is not None and ts < _earliest_ms:
+        raise ValueError(
+            f"is {format_ms(ts)}, before {format_ms(_earliest_ms)}, the earliest time the ClickHouse record "
+            "store keeps (ANALYTICS_RECORD_STORE)"
+        )
     if ts > received_ms + _tolerance_ms:
         raise ValueError(
             f"is {format_ms(ts)}, more than {_tolerance_ms // 1000} s after the record was received "

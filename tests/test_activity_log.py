@@ -342,6 +342,8 @@ def test_large_deletions_run_in_batches_with_the_same_result(loaded):
     assert all(c["lastActivityTime"] is not None for c in items["e0"]["clients"].values())
 
 
+# The SQL store's own parts (docs/testing.md, "Engines"): not run on ClickHouse.
+@pytest.mark.sql_store
 def test_a_deletion_ends_while_its_endpoint_keeps_receiving_records(client, monkeypatch):
     """Records of the endpoint stored during a batched deletion (here two after each batch, in
     the batch's own transaction, so that every batch finds more than it took) are not part of

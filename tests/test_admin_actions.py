@@ -69,6 +69,12 @@ def test_failed_changes_leave_no_entry(data, database):
     assert_error(data.put("/v2/client/alias/e1/a", json="", headers=AUTH), 400)
     assert_error(data.delete("/v2/client", json={}, headers=AUTH), 400)
     assert_error(data.delete("/v2/activity-log", headers=AUTH), 400)
+    assert actions(data) == []
+
+
+# The SQL store's own parts (docs/testing.md, "Engines"): the failure is a trigger on its blocks.
+@pytest.mark.sql_store
+def test_a_deletion_refused_at_its_first_records_leaves_no_entry(data, database):
     # A client deletion commits its records before its entries (docs/api.md): refused at its
     # first records, it commits nothing.
     stores.refuse_deletes(database, "record_block")

@@ -16,6 +16,9 @@ from support.helpers import AUTH, ingest, record
 BLOCKS = pathlib.Path(__file__).parent / "data" / "blocks"
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 
+# The SQL store's own parts (docs/testing.md, "Engines"): not run on ClickHouse.
+pytestmark = pytest.mark.sql_store
+
 
 @pytest.mark.parametrize("form", [1, 2])
 def test_a_block_an_older_commit_wrote_is_refused_naming_its_format(form):

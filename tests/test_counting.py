@@ -25,6 +25,9 @@ DAY = 86_400_000
 COUNTED = "SELECT CAST(value AS BIGINT) FROM store_setting WHERE name = 'rollups_counted_through'"
 NEWEST = "SELECT COALESCE(MAX(id), 0) FROM {records}"
 
+# The SQL store's own parts (docs/testing.md, "Engines"): not run on ClickHouse.
+pytestmark = pytest.mark.sql_store
+
 
 @pytest.fixture
 def app_behind(make_app):

@@ -51,6 +51,9 @@ from support.unbound import Unbound
 BLOCKS = ("--blocked-answer", "0.0.0.0", "--blocked-answer", "::", "--blocked-zone", "ads.test")
 CLIENT_MAP = "127.0.0.2 kitchen-tablet   # a named client\n"
 
+# A second process opens the test's store: chDB lets one process open a folder (docs/testing.md, "Engines").
+pytestmark = pytest.mark.second_process
+
 
 @pytest.fixture
 def folder():
@@ -526,7 +529,7 @@ def test_the_store_process_refuses_what_json_text_would_not_carry_as_it_came(fol
     64 bits has no form) or that the fast reading doubts (a NUL) is still refused alone and set
     aside, the rest of its batch stored."""
     rejects = str(folder / "rejected")
-    store = StoreProcess(api.database, 64 << 20, (None, None), 48, 300)
+    store = StoreProcess(api.database, "", 64 << 20, (None, None), 48, 300)
     sink = LiveSink(LocalSink(rejects), "dnstap:lab", store)
     now = int(time.time() * 1000)
 

@@ -8,6 +8,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 from support import stores
 from support.helpers import API_KEY, AUTH, record
 from support.servers import Gunicorn
@@ -30,6 +32,8 @@ def stored_batches(database) -> dict[str, int]:
     )
 
 
+# A second process opens the test's store: chDB lets one process open a folder (docs/testing.md, "Engines").
+@pytest.mark.second_process
 def test_sigkill_during_ingestion_loses_nothing_acknowledged(tmp_path, database):
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
     acknowledged, attempted = set(), set()
@@ -97,6 +101,8 @@ def test_sigkill_during_ingestion_loses_nothing_acknowledged(tmp_path, database)
     assert set(batches) <= attempted
 
 
+# A second process opens the test's store: chDB lets one process open a folder (docs/testing.md, "Engines").
+@pytest.mark.second_process
 def test_concurrent_writers_readers_and_deleters(tmp_path, database):
     server = Gunicorn(tmp_path, {"ANALYTICS_DATABASE": database, "ANALYTICS_API_KEY": API_KEY}, workers=2)
     stop = threading.Event()

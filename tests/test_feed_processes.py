@@ -104,7 +104,7 @@ def test_a_feeds_own_store_freezes_past_the_hot_horizon_it_is_given(tmp_path, qu
     for hours, frozen in ((1, 20), (48, 0)):
         store = str(tmp_path / f"live-{hours}.db")
         questions_in(store)  # the schema, as the live feed's own start makes it
-        process = StoreProcess(store, 64 << 20, (None, None), hours, 300)
+        process = StoreProcess(store, "", 64 << 20, (None, None), hours, 300)
         try:
             assert not process.run(_validate_and_store, wire)
         finally:

@@ -5,6 +5,8 @@ import csv
 import io
 import time
 
+import pytest
+
 import models.clients.activity
 from models.records import blocks
 from models.runtime.clock import now_ms
@@ -17,6 +19,9 @@ OLD_DAY = "2024-05-01"
 HOUR, DAY = 3_600_000, 86_400_000
 _QUESTION = blocks.COLUMNS.index("question")
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2030-01-01T00:00:00Z"
+
+# The SQL store's own parts (docs/testing.md, "Engines"): not run on ClickHouse.
+pytestmark = pytest.mark.sql_store
 
 
 def recent(seconds_ago: float, question: str):

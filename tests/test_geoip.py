@@ -123,6 +123,8 @@ def _way_in(endpoint: str) -> dict:
     )
 
 
+# A second process opens the test's store: chDB lets one process open a folder (docs/testing.md, "Engines").
+@pytest.mark.second_process
 @pytest.mark.system
 def test_a_record_is_enriched_the_same_whichever_way_it_came_in(tmp_path, database, make_app):
     """The same record through POST /v2/ingest (the fast path and the reference validator), a
@@ -144,7 +146,7 @@ def test_a_record_is_enriched_the_same_whichever_way_it_came_in(tmp_path, databa
         local.write_text(json.dumps(_way_in("feed-local")) + "\n")
         result = make_app(**geography).test_cli_runner().invoke(args=["ingest", str(local)])
         assert result.exit_code == 0, result.output
-        process = StoreProcess(database, 64 << 20, (str(city), str(asn)), 48, 300)
+        process = StoreProcess(database, "", 64 << 20, (str(city), str(asn)), 48, 300)
         try:
             assert not process.run(_validate_and_store, [_way_in("dnstap")])
         finally:

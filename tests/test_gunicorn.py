@@ -16,6 +16,8 @@ def server(tmp_path, database):
     server.stop()
 
 
+# A second process opens the test's store: chDB lets one process open a folder (docs/testing.md, "Engines").
+@pytest.mark.second_process
 def test_two_workers_start_on_a_new_database_and_serve_ingest_get_delete(server, database):
     # Ready once one worker answers; the other may still be starting.
     wait_for(lambda: len(server.worker_pids()) == 2, 10, f"two workers: {server.log_path.read_text()}")

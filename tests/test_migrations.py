@@ -34,6 +34,9 @@ SENT = {
 WINDOW = {"startTime": "2026-11-20T00:00:00Z", "endTime": "2026-11-21T00:00:00Z"}
 AUTH = {"Authorization": API_KEY}
 
+# The SQL store's own parts (docs/testing.md, "Engines"): not run on ClickHouse.
+pytestmark = pytest.mark.sql_store
+
 
 def load(database: str, version: int) -> bool:
     """Fill the empty `database` with the dump of `version`; False when that release had no such

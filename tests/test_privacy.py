@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from support import stores
 from support.helpers import AUTH, assert_error, ingest, record
 from support.stores import as_older_schema, is_postgres, run_sql, stored_rows
 from support.streams import events
@@ -73,7 +74,8 @@ def everything_sent(client, streamed="") -> str:
 
 def stored_text(database) -> str:
     """What the store holds: the database file and its WAL (SQLite), or every row of every
-    table as text (PostgreSQL)."""
+    table as text (PostgreSQL, and ClickHouse's tables where it keeps the records: its parts on
+    disk are compressed, read by no byte search)."""
     if is_postgres(database):
         tables = run_sql(
             database, "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
@@ -86,6 +88,8 @@ def stored_text(database) -> str:
     for path in paths:
         with open(path, "rb") as handle:
             chunks.append(handle.read().decode("latin-1"))
+    if database in stores.RECORD_STORES:
+        chunks += stores.clickhouse_rows(stores.RECORD_STORES[database])
     return "\n".join(chunks)
 
 

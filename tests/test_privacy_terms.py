@@ -21,6 +21,9 @@ HOST = "alices-laptop"
 ANSWERS = [{"ips": ["203.0.113.99"], "geoip": {"countryCode": "NL"}}]
 WINDOW = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
 
+# The SQL store's own parts (docs/testing.md, "Engines"): not run on ClickHouse.
+pytestmark = pytest.mark.sql_store
+
 
 def known(endpoint="home", client_id="laptop", question=NAME, minute=0):
     return record(

@@ -19,6 +19,9 @@ BLOCK = 16 * DAY
 START = (now_ms() // BLOCK - 4) * BLOCK  # a 16-day block boundary, 64 to 80 days ago
 NAMES = ["a.example", "b.example", "c.example", "d.example"]
 
+# The SQL store's own parts (docs/testing.md, "Engines"): not run on ClickHouse.
+pytestmark = pytest.mark.sql_store
+
 
 def day_of_records(day: int) -> list[dict]:
     """Twelve records of one day, at different hours, of three clients and every action."""

@@ -7,6 +7,7 @@ import itertools
 import time
 import urllib.parse
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +24,9 @@ START = "2024-05-01T00:00:00Z"
 # wildcards and escape, an answer set's first character, dots.
 ALPHABET = "abksSK\u017f\u212a\u00e9\u00c9_%\\[."
 _ENDPOINTS = itertools.count()
+
+# The SQL store's own parts (docs/testing.md, "Engines"): not run on ClickHouse.
+pytestmark = pytest.mark.sql_store
 
 
 def before_issue_44(dialect, text: str, mode: str) -> tuple[str, list]:

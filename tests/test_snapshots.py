@@ -29,6 +29,9 @@ ROWS = [
 SENT = FROZEN + ROWS
 NEWEST_FIRST = [r["question"] for r in sorted(SENT, key=lambda r: r["timestamp"], reverse=True)]
 
+# The SQL store's own parts (docs/testing.md, "Engines"): not run on ClickHouse.
+pytestmark = pytest.mark.sql_store
+
 
 @pytest.fixture
 def store(app, client, monkeypatch):

@@ -5,6 +5,8 @@ import itertools
 import threading
 import time
 
+import pytest
+
 from models.runtime.clock import now_ms
 from schemas.datetimes import format_ms
 
@@ -110,6 +112,8 @@ def test_freezing_takes_its_share_while_records_arrive(tmp_path, database):
         server.stop()
 
 
+# A second process opens the test's store: chDB lets one process open a folder (docs/testing.md, "Engines").
+@pytest.mark.second_process
 def test_a_client_deletion_lets_ingest_go_on_and_is_exact(tmp_path, database):
     """DELETE /v2/client of many records (rows, and frozen ones) while another client's records
     keep arriving: ingest waits for a batch of the deletion at most, not for all of it; records

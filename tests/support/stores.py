@@ -52,11 +52,13 @@ def on_records(database: str, statement: str, params=()) -> list[tuple]:
     from models.records import blocks
 
     if database in RECORD_STORES:
-        from models.clickhouse import connection
+        from models.clickhouse import connection, tables
         from models.clickhouse.target import parse
 
         target = parse(RECORD_STORES[database])
-        return connection.connect(target).rows(statement.format(records=f"{target.database}.records"))
+        opened = connection.connect(target)
+        tables.create(opened)  # (the store makes them at its first use, which may not have come)
+        return opened.rows(statement.format(records=f"{target.database}.records"))
 
     columns = ", ".join(blocks.COLUMNS)
     create = f"CREATE TEMP TABLE every_record AS SELECT {columns} FROM record"
@@ -125,9 +127,21 @@ def stored_rows(database: str) -> str:
     tables = [table for (table,) in run_sql(database, listed)]
     assert "record" in tables and "client" in tables
     text = [str(row) for table in tables if table != "term" for row in run_sql(database, f'SELECT * FROM "{table}"')]
+    if database in RECORD_STORES:
+        return "\n".join(text + clickhouse_rows(RECORD_STORES[database]))
     for column in ("src_ip", "question", "trigger_value", "answers"):
         text += [
             v for (v,) in on_records(database, f"SELECT t.value FROM {{records}} r JOIN term t ON t.id = r.{column}")
         ]
     text += [v for (v,) in run_sql(database, "SELECT t.value FROM name_seen n JOIN term t ON t.id = n.term")]
     return "\n".join(text)
+
+
+def clickhouse_rows(store: str) -> list[str]:
+    """Every row of every table of a ClickHouse record store, as text."""
+    from models.clickhouse import connection, tables
+    from models.clickhouse.target import parse
+
+    target = parse(store)
+    opened = connection.connect(target)
+    return [str(row) for table in tables.TABLES for row in opened.rows(f"SELECT * FROM {target.database}.{table.name}")]
