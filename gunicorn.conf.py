@@ -74,7 +74,7 @@ def on_starting(server):
     (prometheus-client's multiprocess mode), emptied at each start so that counts begin at zero
     with the service."""
     global _metrics_folder_made
-    refusal = _newer_database()
+    refusal = _newer_database(server.cfg.workers)
     if refusal:
         server.halt(reason=refusal, exit_status=server.WORKER_BOOT_ERROR)
     folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
@@ -87,16 +87,17 @@ def on_starting(server):
             os.remove(os.path.join(folder, name))
 
 
-def _newer_database() -> str | None:
+def _newer_database(workers: int) -> str | None:
     """The refusal of a database a newer release has used (or of a record store this release
-    cannot serve from), before any worker starts: the workers refuse it too (wsgi.py), but two
-    of them stopping at once make gunicorn's halt fail with a traceback of its own. Looked at in
-    a child process, so that the master imports nothing of the application (see dirty_apps)."""
+    cannot serve from, or chDB's folder given to more than one worker), before any worker
+    starts: the workers refuse it too (wsgi.py), but two of them stopping at once make
+    gunicorn's halt fail with a traceback of its own. Looked at in a child process, so that the
+    master imports nothing of the application (see dirty_apps)."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            os.write(write, _refusal_of_the_database().encode())
+            os.write(write, _refusal_of_the_database(workers).encode())
         finally:
             os._exit(0)
     os.close(write)
@@ -106,7 +107,7 @@ def _newer_database() -> str | None:
     return refusal or None
 
 
-def _refusal_of_the_database() -> str:
+def _refusal_of_the_database(workers: int) -> str:
     import models.clickhouse.target
     import models.engine.database
     import models.migrations.run
@@ -114,7 +115,13 @@ def _refusal_of_the_database() -> str:
 
     try:
         settings = models.runtime.config.read()
-        models.clickhouse.target.from_settings(settings)
+        target = models.clickhouse.target.from_settings(settings)
+        if target is not None and target.in_process and workers > 1:
+            return (
+                f"ANALYTICS_RECORD_STORE: chdb://{target.folder} is opened by one process, and gunicorn was "
+                f"given {workers} workers: run it with -w 1 (feeds send with --url), or use a ClickHouse server "
+                "(clickhouse://...)"
+            )
         models.engine.database.open_database(settings["ANALYTICS_DATABASE"], settings["ANALYTICS_WAL_LIMIT_MB"] << 20)
         with models.engine.database.connection():
             models.migrations.run.pending()

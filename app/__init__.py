@@ -44,7 +44,7 @@ def create_app(test_config=None) -> Flask:
         count = app.config["ANALYTICS_PROXY_COUNT"]
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=count, x_proto=count, x_host=count, x_prefix=count)
 
-    # Refused until the ClickHouse record store is whole (docs/clickhouse.md).
+    # A record store the settings name wrongly is refused before anything is opened.
     models.clickhouse.target.from_settings(app.config)
     app.extensions["database"] = models.engine.database.open_database(
         app.config["ANALYTICS_DATABASE"], app.config["ANALYTICS_WAL_LIMIT_MB"] << 20

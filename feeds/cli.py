@@ -72,6 +72,10 @@ def _host() -> Host:
 def _open_local_store():
     settings = _bind_local_store()
     models.stores.bound.records().configure(settings)  # a feed's batches freeze what passed the hot horizon
+    try:
+        models.stores.bound.records().open()
+    except models.clickhouse.target.BadTarget as refusal:  # a chDB folder another process has open
+        raise click.ClickException(str(refusal)) from None
     with models.engine.database.connection(), _refusing_a_newer_database():
         models.migrations.run.create_schema()
     # The local store enriches what it stores (models/ingest/enrichment.py); a feed pushing with --url

@@ -1,7 +1,8 @@
 """Fixtures: a fresh app on a database of its own per test, its client and CLI runner.
 
 Every test that asks for a database (`database`, `new_database`, or the `app` built on it) runs
-once per engine: SQLite, and PostgreSQL on a throwaway server this session starts (see
+once per engine: SQLite, ClickHouse (chDB, the records only: docs/testing.md "Engines"), and
+PostgreSQL on a throwaway server this session starts (see
 tests/support/postgres.py). Tests of what only SQLite has do not ask for one, or are `sqlite_only`; tests of
 what only PostgreSQL has are `postgres_only`.
 
@@ -22,11 +23,8 @@ from support import chdb, nginx, postgres, resolvers, rsyslog, stores, unbound
 from support.helpers import API_KEY
 from support.servers import FAST_ONLY
 
-# The third engine, the records in ClickHouse (chDB), runs the suite once it passes there whole
-# (docs/clickhouse.md "The plan", step 7); until then, with ANALYTICS_TEST_CLICKHOUSE=1.
-ENGINES = (
-    ("sqlite", "postgresql", "clickhouse") if os.environ.get("ANALYTICS_TEST_CLICKHOUSE") else ("sqlite", "postgresql")
-)
+# The third, `clickhouse`: the records in chDB, the rest in SQLite (docs/testing.md, "Engines").
+ENGINES = ("sqlite", "postgresql", "clickhouse")
 # The engines whose records are kept in ANALYTICS_DATABASE: a test of the SQL store's own parts
 # (its rows and blocks, its counting, its migrations) is `sql_store`.
 SQL_ENGINES = ("sqlite", "postgresql")
@@ -196,7 +194,7 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture
-def new_database(engine, tmp_path, monkeypatch):
+def new_database(engine, tmp_path):
     """A factory of fresh, empty databases of the test's engine (ANALYTICS_DATABASE values). On
     `clickhouse`, a SQLite database for what stays in ANALYTICS_DATABASE, with a chDB database of
     its own for its records (stores.RECORD_STORES)."""
@@ -206,10 +204,6 @@ def new_database(engine, tmp_path, monkeypatch):
             pytest.skip(postgres.banner())
     if engine == "clickhouse":
         chdb.needed()
-        import models.clickhouse.target
-
-        # The store is run by the API suite while the setting is refused to users (docs/clickhouse.md).
-        monkeypatch.setattr(models.clickhouse.target, "COMPLETE", True)
     made = []
 
     def make(name: str = "analytics.db") -> str:

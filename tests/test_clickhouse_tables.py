@@ -8,16 +8,12 @@ import sys
 import textwrap
 
 import pytest
-from click.testing import CliRunner
 
-from feeds.cli import main as feed_program
 from models.clickhouse import connection, tables
 from models.clickhouse.target import BadTarget, Target, from_settings, parse
 
 from support.helpers import API_KEY
-from support.servers import ROOT, free_port, refuse_in_fast_lane
-
-REFUSAL = "ANALYTICS_RECORD_STORE: the ClickHouse record store is not complete in this release"
+from support.servers import ROOT, Gunicorn, free_port, refuse_in_fast_lane
 
 # The ClickHouse store held to the SQL one: the `engine` is the SQL store's (chDB is the other side).
 pytestmark = pytest.mark.sql_store
@@ -59,52 +55,60 @@ def test_a_setting_that_names_no_clickhouse_is_refused_saying_why(text, said):
     assert said in str(refused.value)
 
 
-def test_unset_the_records_stay_in_the_database_and_set_it_is_refused_for_now():
+def test_unset_the_records_stay_in_the_database_and_set_it_names_the_clickhouse():
     assert from_settings({}) is None
     assert from_settings({"ANALYTICS_RECORD_STORE": " "}) is None
-    with pytest.raises(BadTarget) as refused:
-        from_settings({"ANALYTICS_RECORD_STORE": "chdb:///srv/records"})
-    assert str(refused.value).startswith(REFUSAL)
+    assert from_settings({"ANALYTICS_RECORD_STORE": "chdb:///srv/records"}) == Target("analytics", "/srv/records")
     with pytest.raises(BadTarget, match="not a ClickHouse"):  # a wrong value says what is wrong with it
         from_settings({"ANALYTICS_RECORD_STORE": "mysql://h/d"})
 
 
-def test_the_app_and_a_local_feed_refuse_the_setting_and_store_nothing(make_app, database, tmp_path):
-    folder = tmp_path / "records"
-    with pytest.raises(BadTarget, match=REFUSAL):
-        make_app(ANALYTICS_RECORD_STORE=f"chdb://{folder}")
-    records = tmp_path / "records.ndjson"
-    records.write_text('{"endpointId": "home", "clientId": "laptop", "question": "example.com"}\n')
-    result = CliRunner().invoke(
-        feed_program,
-        ["ingest", str(records)],
-        env={"ANALYTICS_DATABASE": database, "ANALYTICS_RECORD_STORE": f"chdb://{folder}"},
-    )
-    assert result.exit_code == 1
-    assert result.output.splitlines()[0].startswith(f"Error: {REFUSAL}")
-    assert not folder.exists()
-
-
-def test_gunicorn_refuses_the_setting_in_one_line(tmp_path):
+def test_a_local_feed_stores_into_chdb_and_one_worker_serves_it(tmp_path):
+    """The chDB form end to end, each in a process of its own as an install runs them: a feed's
+    local sink stores into the folder; gunicorn given two workers refuses it in one line; with
+    one worker it serves what the feed stored, and a feed run meanwhile is refused, naming the
+    process that has the folder."""
     refuse_in_fast_lane("gunicorn")
-    database = tmp_path / "analytics.db"
-    started = subprocess.run(
-        [sys.executable, "-m", "gunicorn", "-w", "2", "-b", f"127.0.0.1:{free_port()}", "wsgi:app"],
+    environment = {
+        **os.environ,
+        "ANALYTICS_DATABASE": str(tmp_path / "analytics.db"),
+        "ANALYTICS_RECORD_STORE": f"chdb://{tmp_path}/records",
+        "ANALYTICS_API_KEY": API_KEY,
+    }
+    lines = tmp_path / "records.ndjson"
+    lines.write_text('{"endpointId": "home", "clientId": "laptop", "question": "example.com"}\n')
+    feed = [sys.executable, "-m", "feeds", "ingest", str(lines)]
+    stored = subprocess.run(feed, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
+    assert stored.returncode == 0, stored.stderr
+    two = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", "gunicorn.conf.py", "-w", "2", "-b", f"127.0.0.1:{free_port()}"]
+        + ["wsgi:app"],
         cwd=ROOT,
-        env={
-            **os.environ,
-            "ANALYTICS_DATABASE": str(database),
-            "ANALYTICS_RECORD_STORE": f"chdb://{tmp_path}/records",
-            "ANALYTICS_API_KEY": API_KEY,
-        },
+        env=environment,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert started.returncode != 0
-    assert REFUSAL in started.stderr
-    assert "Traceback" not in started.stderr, started.stderr
-    assert not database.exists()
+    assert two.returncode != 0
+    assert "is opened by one process, and gunicorn was given 2 workers: run it with -w 1" in two.stderr
+    assert "Traceback" not in two.stderr, two.stderr
+    server = Gunicorn(tmp_path, environment, workers=1)
+    try:
+        server.start()
+        status, body = server.call("GET", "/v2/activity-log?startTime=-1d", headers={"Authorization": API_KEY})
+        assert status == 200 and [q["question"] for q in body["queries"]] == ["example.com"], body
+        status, _ = server.call("GET", "/v2/statistic/count?startTime=-1d", headers={"Authorization": API_KEY})
+        assert status == 200
+        more = tmp_path / "more.ndjson"
+        more.write_text('{"endpointId": "home", "clientId": "tv", "question": "example.org"}\n')
+        meanwhile = subprocess.run(
+            [*feed[:-1], str(more)], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120
+        )
+        assert meanwhile.returncode != 0
+        assert f"chdb://{tmp_path}/records is open in process " in meanwhile.stderr
+        assert "Traceback" not in meanwhile.stderr, meanwhile.stderr
+    finally:
+        server.stop()
 
 
 def _record(number, ts, **values):

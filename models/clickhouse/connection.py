@@ -16,7 +16,7 @@ import threading
 import uuid
 from abc import ABC, abstractmethod
 
-from models.clickhouse.target import Target
+from models.clickhouse.target import BadTarget, Target
 from models.engine.database import QueryStopped
 
 # The file in a chDB folder that a process holds while it has the folder open (ClickHouse's own
@@ -24,8 +24,9 @@ from models.engine.database import QueryStopped
 LOCK_FILE = "analytics.lock"
 
 
-class FolderInUse(RuntimeError):
-    """A chDB folder another process has open."""
+class FolderInUse(BadTarget):
+    """A chDB folder another process has open: the setting names a ClickHouse this process
+    cannot use."""
 
 
 class Connection(ABC):

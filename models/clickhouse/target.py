@@ -10,11 +10,6 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _EXAMPLES = "clickhouse://USER:PASSWORD@HOST:8123/DATABASE or chdb:///ABSOLUTE/FOLDER"
 
 
-# Whether the ClickHouse record store serves the whole API yet (docs/clickhouse.md "The plan"):
-# until it does, the setting is refused at start rather than half obeyed.
-COMPLETE = False
-
-
 class BadTarget(ValueError):
     """ANALYTICS_RECORD_STORE names no ClickHouse this service can use, and why."""
 
@@ -47,17 +42,11 @@ class Target:
 
 def from_settings(settings) -> Target | None:
     """The ClickHouse the settings' ANALYTICS_RECORD_STORE names (None: unset, the records stay in
-    ANALYTICS_DATABASE); BadTarget when it names none, or while the store is incomplete."""
+    ANALYTICS_DATABASE); BadTarget when it names none."""
     text = (settings.get("ANALYTICS_RECORD_STORE") or "").strip()
     if not text:
         return None
-    target = parse(text)
-    if not COMPLETE:
-        raise BadTarget(
-            "ANALYTICS_RECORD_STORE: the ClickHouse record store is not complete in this release "
-            "(docs/clickhouse.md says what is built); unset it to keep the records in ANALYTICS_DATABASE"
-        )
-    return target
+    return parse(text)
 
 
 def parse(text: str) -> Target:

@@ -118,6 +118,9 @@ class ClickHouseStore(RecordStore):
     def configure(self, config):
         pass
 
+    def open(self):
+        self.connection  # noqa: B018 (the property opens it)
+
     def waiting(self):
         return 0
 

@@ -227,6 +227,12 @@ class RecordStore(ABC):
         shape how records are kept."""
 
     @abstractmethod
+    def open(self) -> None:
+        """Open what the records are kept in now, not at first use: a process that will store
+        (a feed's local sink) says at its start that it cannot (models.clickhouse.target.
+        BadTarget: a chDB folder another process has open)."""
+
+    @abstractmethod
     def waiting(self) -> int:
         """About how many stored records wait to be counted (cheap: polled)."""
 

@@ -55,6 +55,10 @@ class SqlStore(RecordStore):
         counting.behind_limit = records
 
     configure = staticmethod(freezing.configure)
+
+    def open(self) -> None:
+        pass  # ANALYTICS_DATABASE, opened with the app's or the feed's database
+
     waiting = staticmethod(counting.waiting)
     not_counted = staticmethod(counting.not_counted)
     catch_up_aside = staticmethod(counting.catch_up_aside)
