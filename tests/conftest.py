@@ -74,11 +74,22 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     system = pytest.mark.system
+    kept, second_process = [], []
     for item in items:
         module = item.module.__name__ if item.module else ""
         engine = getattr(item, "callspec", None) and item.callspec.params.get("engine")
-        if module in SYSTEM_MODULES or engine in ("postgresql", "clickhouse") or _starts_a_server(item):
+        starts = _starts_a_server(item)
+        if engine == "clickhouse" and starts:
+            # gunicorn or a feed's process would open the test's chDB folder, which this process
+            # has open (docs/testing.md, "Engines"): as `second_process`, on the SQL engines only.
+            second_process.append(item)
+            continue
+        kept.append(item)
+        if module in SYSTEM_MODULES or engine in ("postgresql", "clickhouse") or starts:
             item.add_marker(system)
+    if second_process:
+        config.hook.pytest_deselected(items=second_process)
+        items[:] = kept
 
 
 def _starts_a_server(item) -> bool:
