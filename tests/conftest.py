@@ -66,6 +66,11 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "postgres_only: tests something only the PostgreSQL store has")
     config.addinivalue_line("markers", "sql_store: tests the SQL record store's own parts (not on ClickHouse)")
     config.addinivalue_line("markers", "second_process: another process opens the test's store (not on chDB)")
+    config.addinivalue_line(
+        "markers",
+        "against_sqlite: holds ClickHouse to the SQL store's answers on SQLite (the suite holds SQLite and "
+        "PostgreSQL to each other)",
+    )
     config.addinivalue_line("markers", "system: runs a real server or program (deselect with -m 'not system')")
     config.addinivalue_line("markers", "slow: starts nothing but takes a minute of a worker (not in the fast lane)")
     if "not system" in (config.getoption("markexpr") or ""):
@@ -197,7 +202,7 @@ def pytest_generate_tests(metafunc):
     # A test that pairs the engine with values of its own (e.g. releases that had it) says so.
     chosen = any("engine" in marker.args[0] for marker in metafunc.definition.iter_markers("parametrize"))
     if "engine" in metafunc.fixturenames and not chosen:
-        only_sqlite = metafunc.definition.get_closest_marker("sqlite_only") is not None
+        only_sqlite = any(metafunc.definition.get_closest_marker(mark) for mark in ("sqlite_only", "against_sqlite"))
         only_postgres = metafunc.definition.get_closest_marker("postgres_only") is not None
         only_sql = any(metafunc.definition.get_closest_marker(mark) for mark in ("sql_store", "second_process"))
         chosen = ENGINES[:1] if only_sqlite else ENGINES[1:2] if only_postgres else SQL_ENGINES if only_sql else ENGINES

@@ -1,8 +1,8 @@
 """The ClickHouse store's statistics past the records' horizon against the SQL store's
 (docs/clickhouse.md, steps 4 and 5): the same records, over ten days, in both; retention, a
 client no longer logged, deletions and the statistics' own expiry applied to both; every
-statistic over windows reaching past the records' horizon must be the SQL store's (SQLite and
-PostgreSQL, rows and frozen blocks), the answer computed independently."""
+statistic over windows reaching past the records' horizon must be the SQL store's (on SQLite,
+rows and frozen blocks), the answer computed independently."""
 
 import contextlib
 import dataclasses
@@ -29,8 +29,9 @@ DAY = 86_400_000
 HOUR = 3_600_000
 NAMES = ["www.x.com", "mail.x.com", "y.org", "ads.tracker.net", "z.co.uk"]
 
-# The ClickHouse store held to the SQL one: the `engine` is the SQL store's (chDB is the other side).
-pytestmark = pytest.mark.sql_store
+# The ClickHouse store held to the SQL one, on SQLite (chDB is the other side; the rest of the
+# suite holds SQLite and PostgreSQL to each other, so a second reference would only double the time).
+pytestmark = pytest.mark.against_sqlite
 
 
 def _records(start: int, end: int, count: int, seed: int, clients="abc") -> list[dict]:
@@ -104,33 +105,47 @@ def _windows(stores: Stores) -> list[Filters]:
     ]
 
 
+FILTERS = [
+    ({}, None),
+    ({"endpoint": ["e1"]}, None),
+    ({"client": ["a"]}, None),
+    ({"action": [0]}, None),
+    ({"registrable_domain": ["x.com"]}, None),
+    ({"rr_type": ["A"], "action": [1]}, None),
+    ({}, "x.com"),
+]
+
+
 def _filters(stores: Stores) -> list[Filters]:
     found = []
     for window in _windows(stores):
-        for values, search in [
-            ({}, None),
-            ({"endpoint": ["e1"]}, None),
-            ({"client": ["a"]}, None),
-            ({"action": [0]}, None),
-            ({"registrable_domain": ["x.com"]}, None),
-            ({"rr_type": ["A"], "action": [1]}, None),
-            ({}, "x.com"),
-        ]:
+        for values, search in FILTERS:
             found.append(dataclasses.replace(window, values=values, search=search))
     found.append(dataclasses.replace(found[0], endpoint_limit=frozenset({"e2"})))
     return found
 
 
+COLUMNS = ("question", "client", "action", "registrable_domain", "endpoint", "rr_type", "cached")
+INTERVALS = (DAY, 2 * DAY, HOUR)
+
+
 def _every_statistic(stores: Stores):
-    """Every statistic of both stores over windows reaching past the records' horizon: equal."""
-    for filters in _filters(stores):
+    """Every statistic of both stores over windows reaching past the records' horizon: equal.
+    Each window unfiltered is read every way; each filter (the p-th of window w) in three of
+    the columns and one of the intervals, turn about, so that over the windows each filter is
+    read in every column and interval (read whole, the product took 1,500 statements a call)."""
+    for i, filters in enumerate(_filters(stores)):
         said = (filters.values, filters.search, filters.start_ms)
+        whole = not filters.values and not filters.search
+        w, p = divmod(i, len(FILTERS))
+        columns = COLUMNS if whole else [COLUMNS[(p + 3 * w + k) % len(COLUMNS)] for k in range(3)]
+        intervals = INTERVALS if whole else [INTERVALS[(p + w) % len(INTERVALS)]]
         expected, got = stores.both(statistics.count, ch_statistics.count, filters)
         assert got == expected, said
-        for interval in (DAY, 2 * DAY, HOUR):
+        for interval in intervals:
             expected, got = stores.both(statistics.series, ch_statistics.series, filters, interval)
             assert got == expected, (said, interval)
-        for column in ("question", "client", "action", "registrable_domain", "endpoint", "rr_type", "cached"):
+        for column in columns:
             for descending in (True, False):
                 expected, got = stores.both(statistics.top, ch_statistics.top, filters, column, 3, descending)
                 assert got == expected, (said, column, descending)
@@ -199,7 +214,19 @@ def test_deletions_past_the_records_horizon_take_what_the_sql_stores_take(stores
     for selection in deletions:
         expected, got = stores.both(_in_transaction, ch_deletion.delete_records, **selection)
         assert got == expected, selection
-        _every_statistic(stores)
+        _counts(stores)
+    _every_statistic(stores)
+
+
+def _counts(stores: Stores):
+    """Between deletions, the counts of every filter and their top lists by question: equal
+    (every statistic is read after the last)."""
+    for filters in _filters(stores):
+        said = (filters.values, filters.search, filters.start_ms)
+        expected, got = stores.both(statistics.count, ch_statistics.count, filters)
+        assert got == expected, said
+        expected, got = stores.both(statistics.top, ch_statistics.top, filters, "question", 5, True)
+        assert got == expected, said
 
 
 def _in_transaction(**selection):
