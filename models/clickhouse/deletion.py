@@ -15,7 +15,7 @@ import datetime
 import hashlib
 import json
 
-from models.clickhouse import counts, numbers
+from models.clickhouse import counts, derived, numbers
 from models.clickhouse.dims import ANONYMOUS, DAY_MS, DIMS
 from models.clients.clients import client_entries
 from models.clients.deletion import raise_lost_marks
@@ -24,7 +24,6 @@ from models.engine.sql import chunks
 from models.schema import settings
 from models.schema.endpoints import endpoint_ids
 
-_PAIRS = "(endpoint, client) IN {pairs:Array(Tuple(String, String))}"
 # {deletion's key: the highest record number it takes} of the deletions begun and not finished.
 _BEGUN = "clickhouse_deletions_begun"
 
@@ -166,7 +165,7 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
     if not selection.whole:
         chosen = _selected(selection.endpoints, selection.client_ids, selection.endpoint_limit)
         pairs = sorted({(entry.endpoint, entry.client_id) for entry in chosen})
-        where.append(_PAIRS)
+        where.append(derived.PAIRS)
         params["pairs"] = pairs
     if selection.end_ms is not None:
         where.append("ts <= fromUnixTimestamp64Milli({end:Int64})")
@@ -199,7 +198,7 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
             if selection.expire and selection.whole:
                 _last_activity_gone(connection, selection.end_ms)
             else:
-                _last_activity_again(connection, [_PAIRS] if pairs else [], params)
+                derived.last_activity_again(connection, derived.PAIRS if pairs else "1", params)
         if forgotten is not None:
             counts.forget(connection, forgotten)
         if not selection.client_ids and not selection.expire:
@@ -253,18 +252,6 @@ def _last_activity_gone(connection, end_ms: int) -> None:
     )
 
 
-def _last_activity_again(connection, selection: list[str], params: dict) -> None:
-    """The clients' last activity made again from their records left."""
-    database = connection.target.database
-    condition = " AND ".join(selection) or "1"
-    connection.command(f"DELETE FROM {database}.last_activity WHERE {condition}", params)
-    connection.command(
-        f"INSERT INTO {database}.last_activity SELECT endpoint, client, max(ts) FROM {database}.records "
-        f"WHERE {condition} GROUP BY endpoint, client",
-        params,
-    )
-
-
 def _names_seen_again(connection, scope: list[str] | None, end_ms: int | None) -> None:
     """A deletion of whole endpoints' records (`scope`; None: everyone's) up to `end_ms` (None:
     all): the names they first saw up to then noted again from the records left, and over all
@@ -295,11 +282,4 @@ def _names_seen_again(connection, scope: list[str] | None, end_ms: int | None) -
             {"pairs": pairs},
         )
     if names:
-        connection.command(
-            f"DELETE FROM {seen} WHERE endpoint = '' AND question IN {{questions:Array(String)}}", {"questions": names}
-        )
-        connection.command(
-            f"INSERT INTO {seen} SELECT '', question, registrable_domain, min(first), max(last) FROM {seen} "
-            "WHERE endpoint != '' AND question IN {questions:Array(String)} GROUP BY question, registrable_domain",
-            {"questions": names},
-        )
+        derived.names_everywhere_again(connection, "question IN {questions:Array(String)}", {"questions": names})

@@ -22,7 +22,7 @@ day's counts moved from the old values to the new, and the day merged so the old
 import json
 from datetime import date
 
-from models.clickhouse import counts, numbers
+from models.clickhouse import counts, derived, numbers
 from models.clickhouse.dims import counted
 from models.engine.database import query, write_transaction
 from models.engine.sql import placeholders
@@ -243,16 +243,9 @@ def _empty_map(connection) -> None:
 def _last_activity_again(connection, name: str) -> None:
     """The endpoint's last activity of the clients a day moved and of those they moved to (the
     map's), made again from the records."""
-    table = _table(connection, "last_activity")
     moved = " OR ".join(f"isNotNull({_kept_of(connection, kind, 'client')})" for kind in (_CLIENT, _NEW_CLIENT))
     which = f"endpoint = {{endpoint:String}} AND ({moved})"
-    params = {"endpoint": name}
-    connection.command(f"DELETE FROM {table} WHERE {which}", params)
-    connection.command(
-        f"INSERT INTO {table} SELECT endpoint, client, max(ts) FROM {_table(connection, 'records')} "
-        f"WHERE {which} GROUP BY endpoint, client",
-        params,
-    )
+    derived.last_activity_again(connection, which, {"endpoint": name})
 
 
 def _move_entries(connection, endpoint: int, name: str, moved: dict[str, str], rules: dict, key) -> None:
@@ -315,10 +308,6 @@ def _coarser_names(connection, name: str, rules: dict, after: int, upto: int) ->
             times=("first", "last"),
         )
         which = f"({old} OR isNotNull({_kept_of(connection, _NEW_QUESTION, 'question')}))"
-        connection.command(f"DELETE FROM {seen} WHERE endpoint = '' AND {which}")
-        connection.command(
-            f"INSERT INTO {seen} SELECT '', question, registrable_domain, min(first), max(last) FROM {seen} "
-            f"WHERE endpoint != '' AND {which} GROUP BY question, registrable_domain"
-        )
+        derived.names_everywhere_again(connection, which)
     finally:
         _empty_map(connection)

@@ -4,7 +4,7 @@ deletion, nothing of them stays: no lost mark, no last activity, no sighting of 
 what ClickHouse's views had noted of them is taken away (their daily counts) or made again from
 the records left."""
 
-from models.clickhouse import counts, tables
+from models.clickhouse import counts, derived, tables
 
 
 def erase(connection, where: str, params: dict) -> int:
@@ -31,16 +31,7 @@ def erase(connection, where: str, params: dict) -> int:
     token = f"unstored {where} {sorted(params.items())} {newest} {found}"
     counts.take_away(connection, where, params, None, token)
     connection.command(f"DELETE FROM {database}.records WHERE {where}", params)
-    pairs = {"pairs": clients}
-    connection.command(
-        f"DELETE FROM {database}.last_activity WHERE (endpoint, client) IN {{pairs:Array(Tuple(String, String))}}",
-        pairs,
-    )
-    connection.command(
-        f"INSERT INTO {database}.last_activity SELECT endpoint, client, max(ts) FROM {database}.records "
-        "WHERE (endpoint, client) IN {pairs:Array(Tuple(String, String))} GROUP BY endpoint, client",
-        pairs,
-    )
+    derived.last_activity_again(connection, derived.PAIRS, {"pairs": clients})
     _sightings_again(connection, erased)
     return found
 
