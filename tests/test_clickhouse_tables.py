@@ -92,9 +92,8 @@ def test_a_local_feed_stores_into_chdb_and_one_worker_serves_it(tmp_path):
     assert two.returncode != 0
     assert "is opened by one process, and gunicorn was given 2 workers: run it with -w 1" in two.stderr
     assert "Traceback" not in two.stderr, two.stderr
-    server = Gunicorn(tmp_path, environment, workers=1)
+    server = Gunicorn(tmp_path, environment, workers=1)  # started: it answers
     try:
-        server.start()
         status, body = server.call("GET", "/v2/activity-log?startTime=-1d", headers={"Authorization": API_KEY})
         assert status == 200 and [q["question"] for q in body["queries"]] == ["example.com"], body
         status, _ = server.call("GET", "/v2/statistic/count?startTime=-1d", headers={"Authorization": API_KEY})
