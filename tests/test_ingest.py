@@ -49,6 +49,19 @@ def test_the_answer_counts_records_already_past_retention(client, app, database)
     assert ingest(client, record(timestamp=expired)).json == {"accepted": 1, "pastRetention": 0}
 
 
+def test_a_batch_spanning_months_is_stored_whole(client, database):
+    # One record a day over 150 days, in one batch (an import of a resolver's history): a
+    # store partitioned by day (ClickHouse) takes it too, every record counted once.
+    day = 86_400_000
+    start = 1714521600000  # 2024-05-01T00:00:00Z
+    ingest(client, *(record(timestamp=start + i * day, question=f"n{i}.example") for i in range(150)))
+    assert stored(database) == 150
+    window = f"startTime={start}&endTime={start + 150 * day - 1}"
+    assert client.get(f"/v2/statistic/count?{window}", headers=AUTH).json["count"] == 150
+    series = client.get(f"/v2/statistic/timeseries?{window}&interval=86400&limit=1000", headers=AUTH).json
+    assert [point["count"] for point in series["queries"]] == [1] * 150
+
+
 def test_a_bad_record_in_the_middle_stores_nothing(client, database):
     batch = [record(client_id="a"), record(client_id="b"), record(client_id="c", question=""), record()]
     error = assert_error(client.post("/v2/ingest", json=batch, headers=AUTH), 400, 40005)

@@ -215,13 +215,19 @@ def _date(days: int) -> datetime.date:
 
 
 def _deduplicating(token: str | None) -> dict:
-    """The settings of an insert stored once under `token`, its views fed once too. Without a
+    """The settings of an insert: stored once under `token`, its views fed once too. Without a
     token, one of the insert's own: a table would otherwise drop a block equal to one it took
-    lately (a batch erased and stored again under the same numbers: ingestion.py)."""
+    lately (a batch erased and stored again under the same numbers: ingestion.py). Any number
+    of days in one insert: a batch may span months (an import), and what a batch cut short
+    left in some of its day partitions is erased as a failed batch is (ingestion.py)."""
     if token is None:
         # (`insert_deduplicate = 0` would say so, but chDB's inserts do not obey it.)
         token = uuid.uuid4().hex
-    return {"insert_deduplication_token": token, "deduplicate_blocks_in_dependent_materialized_views": "1"}
+    return {
+        "insert_deduplication_token": token,
+        "deduplicate_blocks_in_dependent_materialized_views": "1",
+        "max_partitions_per_insert_block": "0",
+    }
 
 
 # The chDB folder this process has open: chDB runs one embedded server a process, on one folder.
