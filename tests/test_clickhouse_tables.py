@@ -12,6 +12,7 @@ import pytest
 from models.clickhouse import connection, tables
 from models.clickhouse.target import BadTarget, Target, from_settings, parse
 
+from support.chdb import record_row
 from support.helpers import API_KEY
 from support.servers import ROOT, Gunicorn, free_port, refuse_in_fast_lane
 
@@ -110,19 +111,10 @@ def test_a_local_feed_stores_into_chdb_and_one_worker_serves_it(tmp_path):
         server.stop()
 
 
-def _record(number, ts, **values):
-    row = dict.fromkeys(tables.RECORD_COLUMNS, "")
-    row.update({"id": number, "ts": ts, "endpoint": "home", "client": "laptop", "question": "example.com", "action": 1})
-    row.update({column: None for column in ("response_time_ms", "cached", "src_asn", "dst_asn")})
-    row["registrable_domain"] = row["question"]
-    row.update(values)
-    return tuple(row[column] for column in tables.RECORD_COLUMNS)
-
-
 def test_records_go_in_and_come_back_as_they_were(clickhouse):
     rows = [
-        _record(1, 1_700_000_000_123),
-        _record(
+        record_row(1, 1_700_000_000_123),
+        record_row(
             2,
             1_700_000_000_999,
             client="phone",
@@ -134,7 +126,7 @@ def test_records_go_in_and_come_back_as_they_were(clickhouse):
             dst_asn=-(2**63),
             action=-1,
         ),
-        _record(3, 1_600_000_000_000, endpoint="office", src_ip="2001:db8::1", spoof_target='a,"b"\nc'),
+        record_row(3, 1_600_000_000_000, endpoint="office", src_ip="2001:db8::1", spoof_target='a,"b"\nc'),
     ]
     clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, rows, times=tables.TIME_COLUMNS)
     columns = ", ".join("toUnixTimestamp64Milli(ts)" if c == "ts" else c for c in tables.RECORD_COLUMNS)
@@ -144,9 +136,9 @@ def test_records_go_in_and_come_back_as_they_were(clickhouse):
 
 def test_the_views_keep_last_activity_and_first_seen(clickhouse):
     rows = [
-        _record(1, 1_700_000_000_000, question="a.example"),
-        _record(2, 1_700_000_005_000, question="a.example", client="phone"),
-        _record(3, 1_699_000_000_000, question="a.example", endpoint="office"),
+        record_row(1, 1_700_000_000_000, question="a.example"),
+        record_row(2, 1_700_000_005_000, question="a.example", client="phone"),
+        record_row(3, 1_699_000_000_000, question="a.example", endpoint="office"),
     ]
     clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, rows[:2], times=tables.TIME_COLUMNS)
     clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, rows[2:], times=tables.TIME_COLUMNS)
@@ -170,7 +162,7 @@ def test_the_views_keep_last_activity_and_first_seen(clickhouse):
 
 
 def test_an_insert_sent_again_with_its_token_is_stored_once(clickhouse):
-    batch = [_record(1, 1_700_000_000_000), _record(2, 1_700_000_000_001)]
+    batch = [record_row(1, 1_700_000_000_000), record_row(2, 1_700_000_000_001)]
     for _ in range(2):
         clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, batch, times=tables.TIME_COLUMNS, token="b-1")
         # The views are fed once too (one row: the batch's one client, nothing to merge it with).
@@ -180,7 +172,7 @@ def test_an_insert_sent_again_with_its_token_is_stored_once(clickhouse):
 
 
 def test_making_the_tables_again_changes_nothing(clickhouse):
-    clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, [_record(1, 1_700_000_000_000)], times=("ts",))
+    clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, [record_row(1, 1_700_000_000_000)], times=("ts",))
     tables.create(clickhouse)
     assert clickhouse.rows("SELECT count() FROM analytics.records") == [(1,)]
     assert clickhouse.rows("SELECT count() FROM analytics.last_activity") == [(1,)]

@@ -66,3 +66,16 @@ def drop(store: str) -> None:
 
     target = store if isinstance(store, Target) else parse(store)
     connection.connect(target).command(f"DROP DATABASE IF EXISTS {target.database} SYNC")
+
+
+def record_row(number, ts, **values) -> tuple:
+    """A row of the records table (tables.RECORD_COLUMNS' order): record `number` at `ts` (ms),
+    home's laptop asking example.com, action 1; keyword arguments replace columns."""
+    from models.clickhouse import tables
+
+    row = dict.fromkeys(tables.RECORD_COLUMNS, "")
+    row.update({"id": number, "ts": ts, "endpoint": "home", "client": "laptop", "question": "example.com", "action": 1})
+    row.update({column: None for column in ("response_time_ms", "cached", "src_asn", "dst_asn")})
+    row["registrable_domain"] = row["question"]
+    row.update(values)
+    return tuple(row[column] for column in tables.RECORD_COLUMNS)

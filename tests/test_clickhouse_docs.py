@@ -1,0 +1,58 @@
+"""The example queries of docs/clickhouse.md ("Reading the tables from Grafana") run on the
+record store's own tables (chDB), Grafana's macros replaced by the SQL they stand for, and
+answer what the records stored say: the docs follow the tables."""
+
+import os
+import re
+from collections import Counter
+
+from models.clickhouse import tables
+from models.runtime.clock import now_ms
+
+from support.chdb import record_row
+from support.servers import ROOT
+
+MINUTE = 60_000
+DAY = 86_400_000
+
+
+def _examples() -> list[str]:
+    with open(os.path.join(ROOT, "docs", "clickhouse.md"), encoding="utf-8") as doc:
+        text = doc.read()
+    section = text.split("## Reading the tables from Grafana", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+
+
+def _as_run(sql: str, start_ms: int, end_ms: int) -> str:
+    """Grafana's macros as the plugin expands them for a window and one-minute buckets."""
+    window = f"ts >= fromUnixTimestamp64Milli({start_ms}) AND ts <= fromUnixTimestamp64Milli({end_ms})"
+    sql = re.sub(r"\$__timeFilter\(ts\)", window, sql)
+    return re.sub(r"\$__timeInterval\(ts\)", "toStartOfInterval(ts, INTERVAL 60 second)", sql)
+
+
+def test_the_grafana_examples_answer_what_the_records_say(clickhouse):
+    examples = _examples()
+    assert len(examples) == 4, "each example below is checked: a new one needs its check"
+    now = now_ms() // MINUTE * MINUTE
+    rows = [
+        record_row(1, now - 3 * MINUTE, action=0, question="ads.example", registrable_domain="ads.example"),
+        record_row(2, now - 3 * MINUTE + 5, action=0, question="ads.example", registrable_domain="ads.example"),
+        record_row(3, now - 2 * MINUTE, action=1),
+        record_row(
+            4, now - 2 * MINUTE + 9, action=0, client="tv", question="t.example", registrable_domain="t.example"
+        ),
+        record_row(5, now - 2 * DAY, action=1, client="tv"),  # outside the window, inside the year
+    ]
+    clickhouse.insert("analytics.records", tables.RECORD_COLUMNS, rows, times=tables.TIME_COLUMNS)
+    window = (now - 10 * MINUTE, now)
+    by_minute, blocked, per_day, last_seen = (clickhouse.rows(_as_run(sql, *window)) for sql in examples)
+    inside = [row for row in rows if window[0] <= row[1] <= window[1]]
+    action_at = tables.RECORD_COLUMNS.index("action")
+    summed = Counter()
+    for _, action, n in by_minute:
+        summed[action] += n
+    assert summed == Counter(str(row[action_at]) for row in inside)
+    assert len(by_minute) == 3, "two minutes, one with two actions"
+    assert blocked == [("ads.example", 2), ("t.example", 1)]
+    assert sum(n for _, n in per_day) == len(rows) and len(per_day) == 2
+    assert [(endpoint, client) for endpoint, client, _ in last_seen] == [("home", "tv"), ("home", "laptop")]
