@@ -1,7 +1,8 @@
 """`flask copy-to-clickhouse` (docs/clickhouse.md "Moving an existing store into ClickHouse"): the
 records of the SQL store (SQLite and PostgreSQL, rows and frozen blocks), stored over HTTP, copied
-into chDB; every page of the log then read from each store must be the same rows, which the SQL
-store computes independently."""
+into chDB; every page of the log then read from each store must be the same rows, and every
+statistic, past the records' horizon too, the same answer, which the SQL store computes
+independently."""
 
 import os
 import re
@@ -12,11 +13,16 @@ import sys
 import pytest
 from test_clickhouse_records import _records
 from test_clickhouse_records import test_every_page_of_the_log_is_the_sql_stores as every_page_the_same
+from test_clickhouse_statistics import DAY, Stores, _every_statistic, inside
+from test_clickhouse_statistics import _records as ten_days
 
-from models.clickhouse import numbers
+from models.clickhouse import copied_statistics, copying, counts, numbers
+from models.clients import clients as sql_clients
+from models.clients import deletion as sql_deletion
 from models.engine.database import connection as database_connection
-from models.engine.database import query
+from models.engine.database import query, write_transaction
 from models.runtime.clock import now_ms
+from models.statistics import rollups
 
 from support import processes
 from support.helpers import API_KEY, AUTH
@@ -182,3 +188,100 @@ def test_a_bad_target_is_a_clear_error_that_writes_nothing(stored, target, said)
     assert _held(clickhouse) == (0, 0)
     with app.app_context(), database_connection():
         assert numbers.top() == 0
+
+
+@pytest.fixture
+def past_horizon(make_app, database, clickhouse):
+    """The SQL store with ten days of records (some frozen), a client no longer logged whose
+    queries it then counts anonymously, retention past a ragged edge, a client's deletion that
+    forgets its counts past the records' horizon, and the statistics' expiry: its statistics
+    hold days and counts its records no longer give. Stores whose two sides are the one app
+    (ClickHouse keeps its client entries and marks in that app's database)."""
+    app = make_app(ANALYTICS_HOT_HOURS=2)
+    now = now_ms()
+    stores = Stores(app, app, clickhouse, now, now // DAY * DAY)
+    _post(app, ten_days(stores.today - 10 * DAY, now, 600, 46))
+    with inside(app):
+        assert sql_clients.set_logged("e1", "a", False)[1] > 0
+    _post(app, ten_days(stores.today - 3 * DAY, now, 60, 47, clients="a"))
+    with inside(app):
+        assert sql_deletion.delete_records(end_ms=now - 4 * DAY - 5 * HOUR_MS, batch_size=250, expire=True) > 0
+        with write_transaction():
+            sql_deletion.delete_records(endpoints=["e2"], client_ids=["b"], end_ms=stores.today - 2 * DAY + HOUR_MS)
+        assert sql_deletion.expire_statistics(stores.today - 8 * DAY - 5 * HOUR_MS) > 0
+        assert query("SELECT count(*) FROM record_block").fetchone()[0] > 0
+        assert query("SELECT MIN(ts) FROM record").fetchone()[0] > stores.today - 4 * DAY
+    return stores
+
+
+def _post(app, records: list[dict]):
+    for start in range(0, len(records), 100):
+        response = app.test_client().post("/v2/ingest", json=records[start : start + 100], headers=AUTH)
+        assert response.status_code == 200, response.get_json()
+
+
+def test_the_statistics_past_the_records_horizon_are_copied_and_a_second_run_adds_nothing(past_horizon):
+    stores = past_horizon
+    target = f"chdb://{stores.clickhouse.target.folder}"
+    result = _copy(stores.sql, target)
+    assert result.exit_code == 0, result.output
+    assert re.search(r"Statistics carried: [1-9]\d* counts added over [1-9]\d* days", result.output), result.output
+    assert "and the daily statistics of 10 days, equal per endpoint and day" in result.output, result.output
+    _every_statistic(stores)
+    with inside(stores.sql):
+        # A record stamped before the expiry stored later is counted by neither store's reads.
+        assert counts.statistics_from() == rollups.statistics_from() == stores.today - 9 * DAY
+    again = _copy(stores.sql, target)
+    assert again.exit_code == 0, again.output
+    assert "Copied 0 records" in again.output and "Statistics carried: 0 counts added over 0 days" in again.output
+
+
+class _AnswersLost:
+    """A connection whose inserts into the counts are each sent twice (a retry after an answer
+    lost), and whose third one, once stored, fails (the process stopped before it heard back)."""
+
+    def __init__(self, connection):
+        self.connection = connection
+        self.sent = 0
+
+    def insert(self, table, *args, **kwargs):
+        self.connection.insert(table, *args, **kwargs)
+        if table.endswith(".daily_counts"):
+            self.connection.insert(table, *args, **kwargs)
+            self.sent += 1
+            if self.sent == 3:
+                raise RuntimeError("stopped")
+
+    def __getattr__(self, name):
+        return getattr(self.connection, name)
+
+
+def test_statistics_sent_twice_and_a_carry_cut_short_count_each_day_once(past_horizon):
+    stores = past_horizon
+    lost = _AnswersLost(stores.clickhouse)
+    with inside(stores.sql):
+        assert copying.copy(stores.clickhouse).done
+        with pytest.raises(RuntimeError, match="stopped"):
+            copied_statistics.carry(lost)
+    assert lost.sent == 3
+    result = _copy(stores.sql, f"chdb://{stores.clickhouse.target.folder}")
+    assert result.exit_code == 0, result.output
+    assert "Copied 0 records" in result.output and "the daily statistics of 10 days" in result.output
+    _every_statistic(stores)
+
+
+def test_a_statistics_day_that_differs_is_named(past_horizon):
+    stores = past_horizon
+    assert _copy(stores.sql, f"chdb://{stores.clickhouse.target.folder}").exit_code == 0
+    day = stores.today // DAY - 6
+    stores.clickhouse.insert(
+        f"{stores.clickhouse.target.database}.daily_counts",
+        ("day", "field", "endpoint", "value", "second", "domain", "n"),
+        [(day, "", "e1", "", "", "", 5), (day, "rr_type", "e2", "A", "", "", -2)],
+        days=("day",),
+    )
+    with inside(stores.sql), pytest.raises(copying.CountsDiffer) as raised:
+        copied_statistics.check(stores.clickhouse)
+    said = str(raised.value)
+    assert said.startswith("the daily statistics differ on 2 counts of a day: "), said
+    assert f"records of e1 {copying.date(day)}: " in said and f"rr_type of e2 {copying.date(day)}: " in said

@@ -8,7 +8,7 @@ import click
 from flask.cli import with_appcontext
 
 import models.engine.database
-from models.clickhouse import connection, copying, target
+from models.clickhouse import connection, copied_statistics, copying, target
 
 
 @click.command("copy-to-clickhouse")
@@ -30,7 +30,9 @@ from models.clickhouse import connection, copying, target
 def copy_command(destination, batch_size, batches):
     """Copy the records of ANALYTICS_DATABASE into the ClickHouse TARGET, named as
     ANALYTICS_RECORD_STORE names one (clickhouse://USER:PASSWORD@HOST:8123/DATABASE or
-    chdb:///ABSOLUTE/FOLDER), then check that both hold as many records per endpoint and day.
+    chdb:///ABSOLUTE/FOLDER), then the statistics they do not give (the days past the records'
+    horizon, the clients not logged), and check that both hold as many records, and count as
+    many in each daily statistic, per endpoint and day.
 
     Run again after a stop or a crash, it goes on after the last record ClickHouse holds.
     Make the last run with the service stopped: records stored meanwhile with earlier
@@ -56,7 +58,14 @@ def copy_command(destination, batch_size, batches):
             click.echo("Stopped before the newest record: run the command again to go on.")
             return
         try:
+            # The records first: a day's statistics are carried as what its records do not count.
             counted = copying.check_counts(clickhouse)
+            carried = copied_statistics.carry(clickhouse)
+            click.echo(
+                f"Statistics carried: {carried.rows} counts added over {carried.days} days, "
+                f"{carried.names} names' first and last times."
+            )
+            days = copied_statistics.check(clickhouse)
         except copying.CountsDiffer as exc:
             raise click.ClickException(
                 f"{exc}. Records stored or deleted in ANALYTICS_DATABASE while the copy ran are not "
@@ -64,5 +73,5 @@ def copy_command(destination, batch_size, batches):
             ) from None
     click.echo(
         f"Counts checked: {counted.records} records of {counted.endpoints} endpoints over {counted.days} days, "
-        "equal per endpoint and day in both stores."
+        f"and the daily statistics of {days} days, equal per endpoint and day in both stores."
     )

@@ -158,15 +158,7 @@ def check_counts(connection) -> Counted:
             {"day_ms": DAY_MS},
         )
     }
-    differ = sorted(key for key in expected.keys() | found.keys() if expected.get(key, 0) != found.get(key, 0))
-    if differ:
-        shown = "; ".join(
-            f"{endpoint} {_date(day)}: {expected.get((endpoint, day), 0)} in ANALYTICS_DATABASE, "
-            f"{found.get((endpoint, day), 0)} in ClickHouse"
-            for endpoint, day in differ[:SHOWN]
-        )
-        more = f" (and {len(differ) - SHOWN} more)" if len(differ) > SHOWN else ""
-        raise CountsDiffer(f"the record counts differ on {len(differ)} endpoint-days: {shown}{more}")
+    hold_equal("the record counts", "endpoint-days", expected, found, lambda key: f"{key[0]} {date(key[1])}")
     return Counted(sum(expected.values()), len({key[0] for key in expected}), len({key[1] for key in expected}))
 
 
@@ -186,5 +178,19 @@ def _sql_counts() -> dict[tuple[str, int], int]:
     return counts
 
 
-def _date(day: int) -> str:
+def hold_equal(what: str, unit: str, expected: dict, found: dict, describe) -> None:
+    """CountsDiffer naming the keys (`describe(key)` says one) whose counts differ between
+    ANALYTICS_DATABASE's (`expected`) and ClickHouse's (`found`), the first SHOWN of them."""
+    differ = sorted(key for key in expected.keys() | found.keys() if expected.get(key, 0) != found.get(key, 0))
+    if differ:
+        shown = "; ".join(
+            f"{describe(key)}: {expected.get(key, 0)} in ANALYTICS_DATABASE, {found.get(key, 0)} in ClickHouse"
+            for key in differ[:SHOWN]
+        )
+        more = f" (and {len(differ) - SHOWN} more)" if len(differ) > SHOWN else ""
+        raise CountsDiffer(f"{what} differ on {len(differ)} {unit}: {shown}{more}")
+
+
+def date(day: int) -> str:
+    """A day (since 1970) as its date."""
     return datetime.fromtimestamp(day * DAY_MS / 1000, UTC).date().isoformat()
