@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+from support import chdb
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Rows the report must hold, whatever the figures are.
@@ -64,3 +66,36 @@ def test_benchmark_runs_in_its_smoke_configuration(tmp_path):
     )
     assert blocks.returncode == 0, blocks.stdout[-3000:] + blocks.stderr[-3000:]
     assert "| 24 h |" in blocks.stdout
+
+
+# Rows the ClickHouse benchmark's report must hold, whatever the figures are.
+CLICKHOUSE_ROWS = (
+    "| load through the store's batch path (`store_records`, no HTTP) |",
+    "| HTTP ingest, gunicorn -w 1, chDB: POST /v2/ingest, 3,000 records |",
+    "| HTTP ingest, gunicorn -w 1, SQLite: POST /v2/ingest, 3,000 records |",
+    "| HTTP ingest chDB / SQLite |",
+    "| CSV export: GET /v2/activity-log/csv, 5,000 rows",
+    "| bytes a record on disk, every table (after OPTIMIZE ... FINAL) |",
+    "| count/question (30 d) |",
+    "| trend/clientId (24 h vs the 24 h before) |",
+    "| `records` | 5,000 |",
+    "| `question` | String |",
+)
+
+
+def test_clickhouse_benchmark_runs_in_its_smoke_configuration(tmp_path):
+    chdb.needed()
+    out = tmp_path / "clickhouse.md"
+    done = subprocess.run(
+        [sys.executable, "bench/clickhouse.py", "--records", "5000", "--ingest-records", "3000", "--batch", "1000"]
+        + ["--quick", "--out", str(out), "--dir", str(tmp_path / "work")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    table = out.read_text()
+    for row in CLICKHOUSE_ROWS:
+        assert row in table, row
+    assert "Errors: none: every request answered as expected." in table
