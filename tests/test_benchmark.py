@@ -31,41 +31,25 @@ EXPECTED_ROWS = (
 )
 
 
-def test_benchmark_runs_in_its_smoke_configuration(tmp_path):
-    out = tmp_path / "BENCHMARKS.md"
+def _bench(script: str, *arguments, timeout: float = 120) -> str:
+    """Run `bench/SCRIPT ARGUMENTS` from the project's root; its standard output (it must succeed)."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "bench/run.py",
-            "--records",
-            "20000",
-            "--quick",
-            "--out",
-            str(out),
-            "--dir",
-            str(tmp_path),
-            "--keep",
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, f"bench/{script}", *arguments], cwd=ROOT, capture_output=True, text=True, timeout=timeout
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_benchmark_runs_in_its_smoke_configuration(tmp_path):
+    out = tmp_path / "BENCHMARKS.md"
+    _bench("run.py", "--records", "20000", "--quick", "--out", str(out), "--dir", str(tmp_path), "--keep")
     table = out.read_text()
     for row in EXPECTED_ROWS:
         assert row in table, row
     assert "- none: every request answered as expected." in table
     # The measurement of records packed in blocks reads the database the run kept.
-    blocks = subprocess.run(
-        [sys.executable, "bench/record_blocks.py", str(tmp_path / "served.db"), "--hours", "24"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert blocks.returncode == 0, blocks.stdout[-3000:] + blocks.stderr[-3000:]
-    assert "| 24 h |" in blocks.stdout
+    blocks = _bench("record_blocks.py", str(tmp_path / "served.db"), "--hours", "24")
+    assert "| 24 h |" in blocks
 
 
 # Rows the ClickHouse benchmark's report must hold, whatever the figures are.
@@ -86,15 +70,12 @@ CLICKHOUSE_ROWS = (
 def test_clickhouse_benchmark_runs_in_its_smoke_configuration(tmp_path):
     chdb.needed()
     out = tmp_path / "clickhouse.md"
-    done = subprocess.run(
-        [sys.executable, "bench/clickhouse.py", "--records", "5000", "--ingest-records", "3000", "--batch", "1000"]
-        + ["--quick", "--out", str(out), "--dir", str(tmp_path / "work")],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+    _bench(
+        "clickhouse.py",
+        *("--records", "5000", "--ingest-records", "3000", "--batch", "1000", "--quick"),
+        *("--out", str(out), "--dir", str(tmp_path / "work")),
         timeout=300,
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     table = out.read_text()
     for row in CLICKHOUSE_ROWS:
         assert row in table, row

@@ -17,6 +17,7 @@ from test_clickhouse_statistics import DAY, Stores, _every_statistic, inside
 from test_clickhouse_statistics import _records as ten_days
 
 from models.clickhouse import copied_statistics, copying, counts, numbers
+from models.clickhouse.dims import day_text
 from models.clients import clients as sql_clients
 from models.clients import deletion as sql_deletion
 from models.engine.database import connection as database_connection
@@ -284,4 +285,4 @@ def test_a_statistics_day_that_differs_is_named(past_horizon):
         copied_statistics.check(stores.clickhouse)
     said = str(raised.value)
     assert said.startswith("the daily statistics differ on 2 counts of a day: "), said
-    assert f"records of e1 {copying.date(day)}: " in said and f"rr_type of e2 {copying.date(day)}: " in said
+    assert f"records of e1 {day_text(day)}: " in said and f"rr_type of e2 {day_text(day)}: " in said

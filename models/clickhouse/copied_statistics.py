@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from catalogue import BOOLEAN, CLIENT, ENDPOINT, FIELDS_BY_SQL, TERM
 from models.clickhouse import copying, deletion
-from models.clickhouse.dims import COLUMNS, DAY_MS, DIMS, field
+from models.clickhouse.dims import COLUMNS, DAY_MS, DIMS, day_text, field
 from models.engine.database import query, write_transaction
 from models.records.domains import registrable_domain
 from models.records.names import value_texts
@@ -203,6 +203,6 @@ def check(connection) -> int:
         "counts of a day",
         {key: n for key, n in expected.items() if n},
         {key: n for key, n in found.items() if n},
-        lambda key: f"{key[0] or 'records'} of {key[1] or 'all endpoints'} {copying.date(key[2])}",
+        lambda key: f"{key[0] or 'records'} of {key[1] or 'all endpoints'} {day_text(key[2])}",
     )
     return len({key[2] for key in expected})

@@ -3,10 +3,10 @@ numbers, resumable, then their counts held to each other per endpoint and day (d
 "Moving an existing store into ClickHouse")."""
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from catalogue import FIELDS_BY_SQL, TERM
 from models.clickhouse import numbers, tables
+from models.clickhouse.dims import DAY_MS, day_text
 from models.clickhouse.tables import RECORD_COLUMNS, TIME_COLUMNS
 from models.clients.activity import ROW_FIELDS, iter_raw_batches, texts
 from models.engine.database import query, snapshot, write_transaction
@@ -14,7 +14,6 @@ from models.records.domains import registrable_domain
 from models.records.filters import Filters
 from models.records.thawing import newest_id
 
-DAY_MS = 86_400_000
 # Records a batch holds at most (and one day's at most: see _days).
 BATCH = 50_000
 # Mismatches an error names, of all it found.
@@ -158,7 +157,7 @@ def check_counts(connection) -> Counted:
             {"day_ms": DAY_MS},
         )
     }
-    hold_equal("the record counts", "endpoint-days", expected, found, lambda key: f"{key[0]} {date(key[1])}")
+    hold_equal("the record counts", "endpoint-days", expected, found, lambda key: f"{key[0]} {day_text(key[1])}")
     return Counted(sum(expected.values()), len({key[0] for key in expected}), len({key[1] for key in expected}))
 
 
@@ -189,8 +188,3 @@ def hold_equal(what: str, unit: str, expected: dict, found: dict, describe) -> N
         )
         more = f" (and {len(differ) - SHOWN} more)" if len(differ) > SHOWN else ""
         raise CountsDiffer(f"{what} differ on {len(differ)} {unit}: {shown}{more}")
-
-
-def date(day: int) -> str:
-    """A day (since 1970) as its date."""
-    return datetime.fromtimestamp(day * DAY_MS / 1000, UTC).date().isoformat()

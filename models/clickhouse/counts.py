@@ -8,11 +8,10 @@ away as negative rows (SummingMergeTree adds them up, and drops what sums to not
 and what a deletion forgets past the records' horizon goes by a lightweight DELETE."""
 
 import dataclasses
-import datetime
 
 from catalogue import FIELDS, FIELDS_BY_SQL
 from models.clickhouse.activity import condition
-from models.clickhouse.dims import ANONYMOUS, COLUMNS, DAY_MS, DIMS, counted, field, text, value_text
+from models.clickhouse.dims import ANONYMOUS, COLUMNS, DAY_MS, DIMS, counted, day_text, field, text, value_text
 from models.records.domains import registrable_domain
 from models.records.filters import Filters
 from models.schema import settings
@@ -124,7 +123,7 @@ def _from_counts(table, dim, filters: Filters, first, last, interval_ms, column,
 def _day(days: int | None, otherwise: str) -> str:
     if days is None:
         return otherwise
-    return (datetime.date(1970, 1, 1) + datetime.timedelta(days=days)).isoformat()
+    return day_text(days)
 
 
 def grouped(connection, filters: Filters, keys: str, interval_ms=None, column=None, only=None, tail="") -> list:

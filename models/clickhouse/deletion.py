@@ -11,12 +11,11 @@ numbered up to the counter when the first turn began: one stored in between is n
 deletion's."""
 
 import dataclasses
-import datetime
 import hashlib
 import json
 
 from models.clickhouse import counts, derived, numbers
-from models.clickhouse.dims import ANONYMOUS, DAY_MS, DIMS
+from models.clickhouse.dims import ANONYMOUS, DAY_MS, DIMS, day_text
 from models.clients.clients import client_entries
 from models.clients.deletion import raise_lost_marks
 from models.engine.database import query, write_transaction
@@ -190,9 +189,9 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
     with write_transaction():
         if marks:
             if selection.expire and selection.whole and selection.end_ms is not None:
-                first = (selection.end_ms + 1) // DAY_MS * DAY_MS
+                first = day_text((selection.end_ms + 1) // DAY_MS)
                 counts.drop_partitions(
-                    connection, "records", "toDate32(partition) < toDate32({first:Date32})", {"first": _date(first)}
+                    connection, "records", "toDate32(partition) < toDate32({first:Date32})", {"first": first}
                 )
             connection.command(f"DELETE FROM {database}.records WHERE {condition}", params)
             if selection.expire and selection.whole:
@@ -235,10 +234,6 @@ def _forgotten(selection: _Selection, pairs) -> counts.Forgotten | None:
             {"forgotten_scope": scope},
         )
     return counts.Forgotten(DIMS, selection.end_ms, "1", {})
-
-
-def _date(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).date().isoformat()
 
 
 def _last_activity_gone(connection, end_ms: int) -> None:

@@ -1,6 +1,8 @@
 """What the statistics' counts in ClickHouse count (models/clickhouse/counts.py): the SQL
 store's daily rollups, one `field` each, and how a record's values are named in them."""
 
+import datetime
+
 from catalogue import BOOLEAN, FIELDS_BY_SQL, INTEGER, NUMBER
 from models.statistics import rollups
 
@@ -11,6 +13,11 @@ DIMS = tuple(dim for dim in rollups.STATISTICS if dim.period_ms == DAY_MS)
 # What a client not logged leaves (models/statistics/anonymous.py): the counts that name no client.
 ANONYMOUS = tuple(dim for dim in DIMS if "client" not in dim.columns)
 COLUMNS = ("day", "field", "endpoint", "value", "second", "domain", "n")
+
+
+def day_text(days: int) -> str:
+    """A day (since 1970) as its date, as a Date32 parameter and the messages name it."""
+    return (datetime.date(1970, 1, 1) + datetime.timedelta(days=days)).isoformat()
 
 
 def field(dim) -> str:
