@@ -260,6 +260,19 @@ def test_paging_over_equal_timestamps_never_repeats_or_skips(client, order):
     assert [r["question"] for r in body["queries"]] == seen[210:217]
 
 
+def test_pages_of_a_window_longer_than_a_day_cross_its_last_day_in_order(client):
+    # The clickhouse store asks the window's last day alone first (models/clickhouse/activity.py):
+    # pages inside that day, across its start and before it must be the window's own.
+    times = [f"2024-05-0{day}T{hour:02d}:00:00Z" for day in (1, 2, 3) for hour in (1, 6, 11, 16, 21)]
+    ingest(client, *[record(timestamp=at, question=f"q{i}.com") for i, at in enumerate(times)])
+    window = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-03T22:00:00Z"
+    seen = []
+    for page in range(5):
+        body = client.get(f"/v2/activity-log?{window}&pageSize=4&page={page}", headers=AUTH).json
+        seen += [r["question"] for r in body["queries"]]
+    assert seen == [f"q{i}.com" for i in reversed(range(15))]
+
+
 def test_sort_order(client):
     ingest(client, *[record(timestamp=f"2024-05-01T12:00:0{i}Z", question=f"q{i}.com") for i in (3, 1, 2)])
     desc = log(client, "")["queries"]
