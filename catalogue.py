@@ -110,3 +110,10 @@ FIELDS_BY_NAME = {field.name: field for field in READ_FIELDS}
 FIELDS_BY_SQL = {field.sql: field for field in READ_FIELDS}
 FILTERABLE = tuple(field for field in READ_FIELDS if field.filterable)
 GROUPABLE = tuple(field for field in READ_FIELDS if field.groupable)
+# The CSV export's columns, in catalogue order, and the first characters that would make a text
+# cell run as a formula in a spreadsheet (such a cell is written with a leading "'", and so is
+# one starting with "'", so that reading strips exactly one). The export is written by
+# schemas/csv_format.py, and by the ClickHouse store in ClickHouse (models/clickhouse/csv_export.py):
+# the same bytes.
+CSV_FIELDS = tuple(field for field in READ_FIELDS if field.csv)
+CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")

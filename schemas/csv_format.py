@@ -3,20 +3,15 @@
 import json
 from operator import itemgetter
 
-from catalogue import BOOLEAN, CLIENT, ENDPOINT, INTEGER, NUMBER, READ_FIELDS, TERM, TIME
+from catalogue import BOOLEAN, CLIENT, CSV_FIELDS, CSV_FORMULA_START, ENDPOINT, INTEGER, NUMBER, TERM, TIME
 
 from .datetimes import format_ms
 from .records import JSON_FIELDS
 
-# The exported fields, in catalogue order: one column per QueryData scalar field, the geoip
+# The exported fields (catalogue.CSV_FIELDS): one column per QueryData scalar field, the geoip
 # fields flattened, answers as ";"-joined IPs.
-CSV_FIELDS = tuple(field for field in READ_FIELDS if field.csv)
 CSV_COLUMNS = tuple(field.csv for field in CSV_FIELDS)
 NUMERIC = tuple(field.csv for field in CSV_FIELDS if field.storage in (INTEGER, NUMBER))
-
-# A text cell starting with one of these would run as a formula in a spreadsheet; it is
-# written with a leading "'". Cells starting with "'" get one too, so reading strips exactly one.
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
 
 
 class _Numbers(dict):
@@ -101,7 +96,7 @@ def _quoted(text: str) -> str:
 
 
 def _cell(value: str) -> str:
-    if value.startswith(_FORMULA_START):
+    if value.startswith(CSV_FORMULA_START):
         return "'" + value
     return value
 

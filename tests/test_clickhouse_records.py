@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from catalogue import GROUPABLE
-from models.clickhouse import activity, ingestion, numbers
+from models.clickhouse import activity, csv_export, ingestion, numbers
 from models.clickhouse import clients as ch_clients
 from models.clickhouse import deletion as ch_deletion
 from models.clickhouse import delivery as ch_delivery
@@ -116,20 +116,25 @@ def both(make_app, database, clickhouse):
     """The same records stored in the SQL store (through POST /v2/ingest) and in ClickHouse;
     (the app, ClickHouse, the time they were made at)."""
     app = make_app(ANALYTICS_HOT_HOURS=2)
-    client = app.test_client()
     now = now_ms()
     records = _records(now)
-    for start in range(0, len(records), 60):
-        batch = records[start : start + 60]
-        assert client.post("/v2/ingest", json=batch, headers=AUTH).status_code == 200
-        with app.app_context(), database_connection():
-            ingestion.store_records(clickhouse, parse_records(batch, now))
+    _store_both(app, clickhouse, records, now)
     with app.app_context(), database_connection():
         assert numbers.top() == len(records)
         # The SQL store answers from rows and from frozen blocks both.
         assert query("SELECT count(*) FROM record_block").fetchone()[0] > 0
         assert query("SELECT count(*) FROM record").fetchone()[0] > 0
         yield app, clickhouse, now
+
+
+def _store_both(app, clickhouse, records: list[dict], now: int) -> None:
+    """`records` stored in the SQL store (through POST /v2/ingest) and in ClickHouse, 60 a batch."""
+    for start in range(0, len(records), 60):
+        batch = records[start : start + 60]
+        response = app.test_client().post("/v2/ingest", json=batch, headers=AUTH)
+        assert response.status_code == 200, response.get_json()
+        with app.app_context(), database_connection():
+            ingestion.store_records(clickhouse, parse_records(batch, now))
 
 
 def test_every_page_of_the_log_is_the_sql_stores(both):
@@ -281,16 +286,67 @@ def _what_is_left(window, pages, count, newly_seen, clients):
     }
 
 
+def _exports(clickhouse, filters, descending, batch_size) -> tuple[str, str, str]:
+    """The CSV lines of the SQL store, and of ClickHouse, written by ClickHouse and from its rows."""
+    sql = CsvEncoder(ROW_FIELDS, value_texts)
+    expected = "".join(sql.lines(rows) for rows in iter_raw_batches(filters, descending, batch_size=batch_size))
+    written = "".join(csv_export.lines(clickhouse, filters, descending, batch_size) or ["(none)"])
+    ch = CsvEncoder(ROW_FIELDS, activity.texts)
+    from_rows = "".join(ch.lines(rows) for rows in activity.iter_batches(clickhouse, filters, descending, batch_size))
+    return expected, written, from_rows
+
+
 def test_the_export_is_the_sql_stores(both):
     _, clickhouse, now = both
     for filters, said in _filters(now)[:12] + [(Filters(search="tracker", search_mode="includes"), "a search")]:
         for descending in (True, False):
-            sql = CsvEncoder(ROW_FIELDS, value_texts)
-            expected = "".join(sql.lines(rows) for rows in iter_raw_batches(filters, descending, batch_size=40))
-            ch = CsvEncoder(ROW_FIELDS, activity.texts)
-            got = "".join(ch.lines(rows) for rows in activity.iter_batches(clickhouse, filters, descending, 40))
-            assert got == expected, (said, descending)
-            assert got.count("\r\n") == statistics.count(filters) if filters.start_ms else True
+            expected, written, from_rows = _exports(clickhouse, filters, descending, 40)
+            assert written == expected, (said, descending)
+            assert from_rows == expected, (said, descending)
+            assert written.count("\r\n") == statistics.count(filters) if filters.start_ms else True
+
+
+# Numbers whose Python repr has no exponent, some ClickHouse would write otherwise ("80" for 80.0),
+# and texts each cell rule applies to: a formula's first character, quotes, commas, non-ASCII.
+_PLAIN_NUMBERS = [0.0, -0.0, 80.0, 0.0001, 0.000123456789, 12.25, 1234567.0, 86399999.99999999, 86400000.0, 0.1 + 0.2]
+_TEXTS = ["=SUM(A1)", "+1", "-x", "@me", "'quoted", 'say "hi"', "a,b", "Zürich", "plain", "it's"]
+
+
+def _cell_records(now: int, numbers: list[float]) -> list[dict]:
+    made = []
+    for i, number in enumerate(numbers * 3):
+        text = _TEXTS[i % len(_TEXTS)]
+        made.append(
+            {
+                "timestamp": now - i * 61_007 - (i % 3) * HOUR_MS,
+                "endpointId": ["home", "=office"][i % 2],
+                "clientId": [text, "tv"][i % 2],
+                "question": ["example.com", "b\u00fccher.example.de", "a.b.c.example.co.uk"][i % 3],
+                "action": [-1, 0, 2][i % 3],
+                "rrType": "A",
+                "statusCode": "NOERROR",
+                "responseTimeMs": number,
+                "cached": [True, False, None][i % 3],
+                "triggerValue": text,
+                "sourceCity": _TEXTS[(i + 3) % len(_TEXTS)],
+                "sourceAsn": [64500, None, 0][i % 3],
+                "answers": [[], [{"type": "A", "data": "192.0.2.1"}, {"type": "AAAA", "data": "2001:db8::1"}]][i % 2],
+            }
+        )
+    return [{k: v for k, v in record.items() if v is not None} for record in made]
+
+
+@pytest.mark.parametrize("numbers", [_PLAIN_NUMBERS, _PLAIN_NUMBERS + [1e-05]], ids=["plain", "an exponent"])
+def test_the_export_clickhouse_writes_is_the_sql_stores_byte_for_byte(make_app, database, clickhouse, numbers):
+    app, now = make_app(), now_ms()
+    _store_both(app, clickhouse, _cell_records(now, numbers), now)
+    with app.app_context(), database_connection():
+        for descending in (True, False):
+            expected, written, from_rows = _exports(clickhouse, Filters(), descending, 7)
+            assert from_rows == expected
+            # A number whose repr has an exponent: the export is written from the rows.
+            assert written == (expected if numbers == _PLAIN_NUMBERS else "(none)")
+            assert expected.count("\r\n") == 3 * len(numbers)
 
 
 def test_what_alerts_outputs_and_metrics_read_is_the_sql_stores(both):

@@ -83,6 +83,10 @@ def export_csv(query):
         encoder = CsvEncoder(ROW_FIELDS, records().value_texts)
         yield encoder.header()
         with models.engine.database.connection():
+            written = records().csv_lines(filters, descending)
+            if written is not None:
+                yield from written
+                return
             for rows in records().iter_raw_batches(filters, descending):
                 yield encoder.lines(rows)
 

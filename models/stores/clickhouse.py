@@ -8,6 +8,7 @@ from models.clickhouse import (
     activity,
     clients,
     connection,
+    csv_export,
     deletion,
     delivery,
     future,
@@ -62,6 +63,7 @@ class ClickHouseStore(RecordStore):
 
     page_records = _on_connection(activity.page_records)
     iter_raw_batches = _on_connection(activity.iter_batches)
+    csv_lines = _on_connection(csv_export.lines)
 
     def value_texts(self, storage, values):
         return activity.texts(storage, values)

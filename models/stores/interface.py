@@ -60,6 +60,13 @@ class RecordStore(ABC):
         handles it; a record is handed on once, and left out only if a deletion or an expiry
         removed it before its batch was read."""
 
+    def csv_lines(self, filters: Filters, descending: bool = True) -> Iterator[str] | None:
+        """The CSV export's lines (catalogue.CSV_FIELDS, each ending "\\r\\n", no header) of
+        every selected record, in the log's order, as iter_raw_batches hands them on, written by
+        the store itself, a text per batch; None where the store writes none (the wire then
+        writes them from the raw rows: schemas/csv_format.py, whose bytes these must be)."""
+        return None
+
     @abstractmethod
     def value_texts(self, storage: str, values) -> dict:
         """{raw value: its text} for raw values (iter_raw_batches) of a field stored as
