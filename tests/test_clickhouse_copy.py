@@ -267,10 +267,11 @@ def test_statistics_sent_twice_and_a_carry_cut_short_count_each_day_once(past_ho
     assert lost.sent == 3
     result = _copy(stores.sql, f"chdb://{stores.clickhouse.target.folder}")
     assert result.exit_code == 0, result.output
-    assert "Copied 0 records" in result.output and "the daily statistics of 10 days" in result.output
-    _every_statistic(stores)
+    # Its check held every day's counts per endpoint to the SQL store's rollups: none twice.
+    assert "Copied 0 records" in result.output and "the daily statistics of 10 days, equal" in result.output
 
 
+@pytest.mark.against_sqlite  # the check's wording: the same on both SQL engines
 def test_a_statistics_day_that_differs_is_named(past_horizon):
     stores = past_horizon
     assert _copy(stores.sql, f"chdb://{stores.clickhouse.target.folder}").exit_code == 0

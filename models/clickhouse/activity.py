@@ -105,13 +105,13 @@ def iter_batches(connection, filters: Filters, descending: bool = True, batch_si
 
 def walk(connection, where: str, params: dict, descending: bool, selected: str, batch_size: int):
     """The `selected` columns of every record `where` selects (a condition(): the records
-    committed when it was made), then its time (ms) and number, a list
-    of at most `batch_size` per step, in (ts, id) order. The window is walked in slices of time,
-    each a statement that reads its slice alone (the records are ordered by time within an
-    endpoint); a slice holding more than a batch goes on by a (ts, id) cursor inside it. Each
-    slice is made as wide as should hold a batch, by the rows the last one held. (A cursor over
-    the whole window read all of it again at every step: 1M records in batches of 5,000 took
-    200 statements over the whole window.)"""
+    committed when it was made), then its time (ms) and number, a list of at most `batch_size`
+    per step, in (ts, id) order. Each step is a statement over a slice of time alone (the
+    records are ordered by time within an endpoint), as wide as should hold a batch: the span
+    the last full batch took, or the last slice's width scaled by what it held. Past a full
+    batch the walk goes on from its last record, by (ts, id). (A cursor over the whole window
+    read all of it again at every step: 1M records in batches of 5,000 took 200 statements
+    over the whole window.)"""
     table = f"{connection.target.database}.records"
     ((low, high, count),) = connection.rows(
         f"SELECT toUnixTimestamp64Milli(min(ts)), toUnixTimestamp64Milli(max(ts)), count() FROM {table} WHERE {where}",
@@ -128,23 +128,23 @@ def walk(connection, where: str, params: dict, descending: bool, selected: str, 
         for more in ("", f" AND {seek}")
     ]
     width = max(1, (high - low + 1) * batch_size // count)
-    done = high + 1 if descending else low  # the edge of what has been walked
-    while low <= done - 1 if descending else done <= high:
+    done = high + 1 if descending else low  # the edge of the time walked (the last record's ms: the cursor's)
+    after = None  # the last record handed on, once a batch was full
+    while low < done if descending else done <= high:
         edges = (max(low, done - width), done) if descending else (done, min(high + 1, done + width))
         named = {**params, "slice_from": edges[0], "slice_to": edges[1], "batch": batch_size}
-        held, after = 0, None
-        while True:
-            cursor = {"at": after[0], "at_id": after[1]} if after else {}
-            rows = connection.rows(statements[after is not None], {**named, **cursor})
-            held += len(rows)
-            if rows:
-                yield rows
-            if len(rows) < batch_size:
-                break
+        cursor = {"at": after[0], "at_id": after[1]} if after else {}
+        rows = connection.rows(statements[after is not None], {**named, **cursor})
+        if rows:
+            yield rows
+        if len(rows) == batch_size:
             after = rows[-1][-2:]
-        done = edges[0] if descending else edges[1]
-        # The next slice as wide as should hold a batch, growing at most eightfold.
-        width = max(1, min(width * 8, width * batch_size // max(held, 1)))
+            width = max(1, done - after[0] if descending else after[0] - done + 1)
+            done = after[0] + 1 if descending else after[0]
+        else:
+            done = edges[0] if descending else edges[1]
+            # Growing at most eightfold: an empty stretch says little of what follows it.
+            width = max(1, min(width * 8, width * batch_size // max(len(rows), 1)))
 
 
 def texts(storage: str, values) -> dict:
