@@ -1,6 +1,6 @@
 """The CSV export written by ClickHouse itself: each record's line made in the statement that
 reads it, the same bytes as schemas/csv_format.py writes from the SQL store's rows (the Python
-encoder cost 90 % of an export from ClickHouse: BENCHMARKS.md)."""
+encoder was three quarters of an export from ClickHouse: BENCHMARKS.md)."""
 
 from catalogue import BOOLEAN, CSV_FIELDS, CSV_FORMULA_START, INTEGER, NUMBER, TIME
 from models.clickhouse import activity
