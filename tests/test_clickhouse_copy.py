@@ -32,7 +32,8 @@ from support.servers import ROOT
 HOUR_MS = 3_600_000
 
 # The ClickHouse store held to the SQL one: the `engine` is the SQL store's (chDB is the other side).
-pytestmark = pytest.mark.sql_store
+# `slow`: minutes of a worker in all; the fast lane leaves them to the whole run.
+pytestmark = [pytest.mark.sql_store, pytest.mark.slow]
 
 
 @pytest.fixture

@@ -30,7 +30,8 @@ CLIENTS = ["192.0.2.17", "192.0.2.99", "198.51.100.7", "2001:db8:1234:5678::1", 
 
 # The ClickHouse store held to the SQL one, on SQLite (chDB is the other side; the rest of the
 # suite holds SQLite and PostgreSQL to each other, so a second reference would only double the time).
-pytestmark = pytest.mark.against_sqlite
+# `slow`: minutes of a worker in all, chDB statements by the thousand; the fast lane leaves them to the whole run.
+pytestmark = [pytest.mark.against_sqlite, pytest.mark.slow]
 
 
 def _records(now: int, count: int = 180) -> list[dict]:

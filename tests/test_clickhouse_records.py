@@ -52,7 +52,8 @@ NAMES = [
 
 # The ClickHouse store held to the SQL one, on SQLite (chDB is the other side; the rest of the
 # suite holds SQLite and PostgreSQL to each other, so a second reference would only double the time).
-pytestmark = pytest.mark.against_sqlite
+# `slow`: minutes of a worker in all, chDB statements by the thousand; the fast lane leaves them to the whole run.
+pytestmark = [pytest.mark.against_sqlite, pytest.mark.slow]
 
 
 def _records(now_ms: int, count: int = 240) -> list[dict]:

@@ -31,7 +31,8 @@ NAMES = ["www.x.com", "mail.x.com", "y.org", "ads.tracker.net", "z.co.uk"]
 
 # The ClickHouse store held to the SQL one, on SQLite (chDB is the other side; the rest of the
 # suite holds SQLite and PostgreSQL to each other, so a second reference would only double the time).
-pytestmark = pytest.mark.against_sqlite
+# `slow`: minutes of a worker in all, chDB statements by the thousand; the fast lane leaves them to the whole run.
+pytestmark = [pytest.mark.against_sqlite, pytest.mark.slow]
 
 
 def _records(start: int, end: int, count: int, seed: int, clients="abc") -> list[dict]:
