@@ -71,28 +71,95 @@ def _search(text: str, mode: str) -> tuple[str, dict]:
 
 
 def page_records(connection, filters: Filters, page: int, page_size: int, descending: bool = True) -> list[RecordRow]:
-    """One page of the log, ordered by (ts, id), newest first unless ascending. Newest first,
-    the window's last day is asked alone first: ClickHouse sorts every day of the window it is
-    given for a page (a 30-day page 0 at 1M: 31 ms; its newest day alone: 10 ms, BENCHMARKS.md),
-    and a page that day fills is the window's same page, as its records come before all others."""
+    """One page of the log, ordered by (ts, id), newest first unless ascending. ClickHouse
+    sorts every record of the time it is given for a page (a 30-day page 0 at 1M: 31 ms; its
+    newest day alone: 10 ms, BENCHMARKS.md), so the first page is asked of the window in
+    stretches from its newest end (its oldest, oldest first, when it has a start): the first as
+    wide as holds some 30,000 of the store's records (`_first_width`), then each as wide as
+    should hold what the page still needs by what the last one held, until the page is full.
+    The stretches do not overlap, so a page that needs the whole window reads it once, and one
+    its newest hours fill reads those alone, whatever the store holds beyond them. A later page
+    is asked of the whole window in one statement: to know which of a stretch's records come
+    before it would cost a count of every stretch, as much as the one statement (BENCHMARKS.md)."""
     where, params = condition(filters)
     order = "DESC" if descending else "ASC"
-    params = {**params, "page_size": page_size, "offset": page * page_size}
-    tail = f" ORDER BY ts {order}, id {order} LIMIT {{page_size:UInt64}} OFFSET {{offset:UInt64}}"
     select = f"SELECT {_SELECTED} FROM {connection.target.database}.records WHERE {where}"
-    cut = _newest_day(filters) if descending else None
-    if cut is not None:
-        newest = " AND ts >= fromUnixTimestamp64Milli({newest:Int64})"
-        rows = connection.rows(select + newest + tail, {**params, "newest": cut})
-        if len(rows) == page_size:
-            return [_row(row) for row in rows]
-    return [_row(row) for row in connection.rows(select + tail, params)]
+    tail = f" ORDER BY ts {order}, id {order} LIMIT {{limit:UInt64}} OFFSET {{skip:UInt64}}"
+    if page:
+        rows = connection.rows(select + tail, {**params, "limit": page_size, "skip": page * page_size})
+        return [_row(row) for row in rows]
+    edge, span = _edge(filters, descending)
+    got, width, walked = [], _first_width(connection, filters, span), 0
+    while len(got) < page_size and walked is not None:
+        within, bounds = _stretch(edge, walked, width, span, descending)
+        rows = connection.rows(select + within + tail, {**params, **bounds, "limit": page_size - len(got), "skip": 0})
+        got.extend(_row(row) for row in rows)
+        walked, width = _next(walked, width, span, page_size - len(got), len(rows))
+    return got
 
 
-def _newest_day(filters: Filters) -> int | None:
-    """Where the window's last day starts, or None when the window is no longer than a day."""
-    cut = (filters.end_ms if filters.end_ms is not None else request_now_ms()) - DAY_MS
-    return None if filters.start_ms is not None and filters.start_ms >= cut else cut
+# The records of the store the first stretch of a page should hold: a filter that leaves one
+# record in 300 fills a page of 100 from it, and reading it costs a few milliseconds.
+_FIRST_RECORDS = 30_000
+# A window with no start, newest first, is asked in stretches up to this far; the last one
+# reaches back to the oldest record.
+_OPEN_SPAN_MS = 366 * DAY_MS
+_SHORTEST_STRETCH_MS = 60_000
+
+
+def _edge(filters: Filters, descending: bool) -> tuple[int | None, int]:
+    """(where the stretches start: the window's end newest first, its start oldest first, or
+    None for a window with no start oldest first; how far they go: the stretch that reaches it
+    is the last, and the only one from no edge)."""
+    if filters.start_ms is None and not descending:
+        return None, 0
+    end = filters.end_ms if filters.end_ms is not None else request_now_ms()
+    span = _OPEN_SPAN_MS if filters.start_ms is None else end - filters.start_ms + 1
+    return (end + 1 if descending else filters.start_ms), span
+
+
+def _first_width(connection, filters: Filters, span: int) -> int:
+    """How wide a stretch holds _FIRST_RECORDS of the store's records, whatever the filters
+    leave, by the parts of the records table the window's days have (their rows and their
+    times, which ClickHouse keeps beside each part: no record is read). On a cluster these are
+    one shard's parts, so the stretch is as much wider as there are shards."""
+    table = "records_local" if connection.target.cluster else "records"
+    ((rows, earliest, latest),) = connection.rows(
+        "SELECT sum(rows), toUnixTimestamp(min(min_time)), toUnixTimestamp(max(max_time)) FROM system.parts "
+        "WHERE database = {database:String} AND table = {table:String} AND active "
+        "AND max_time >= toDateTime(intDiv({start:Int64}, 1000)) AND min_time <= toDateTime(intDiv({end:Int64}, 1000))",
+        {
+            "database": connection.target.database,
+            "table": table,
+            "start": filters.start_ms or 0,
+            "end": filters.end_ms if filters.end_ms is not None else request_now_ms(),
+        },
+    )
+    held = max(1_000, (latest - earliest + 1) * 1_000) if rows else span
+    return max(_SHORTEST_STRETCH_MS, min(span, held * _FIRST_RECORDS // max(rows, 1)))
+
+
+def _stretch(edge, walked: int, width: int, span: int, descending: bool) -> tuple[str, dict]:
+    """(the condition on ts of the stretch `walked` from the edge and `width` wide, with its
+    parameters): the last one reaches to the window's far end, whatever its width."""
+    if edge is None:
+        return "", {}
+    sign = -1 if descending else 1
+    newer, older = ("ts < ", "ts >= ") if descending else ("ts >= ", "ts < ")
+    condition = f" AND {newer}fromUnixTimestamp64Milli({{near:Int64}})" if walked else ""
+    if walked + width < span:
+        condition += f" AND {older}fromUnixTimestamp64Milli({{far:Int64}})"
+    return condition, {"near": edge + sign * walked, "far": edge + sign * (walked + width)}
+
+
+def _next(walked: int, width: int, span: int, needed: int, held: int) -> tuple[int | None, int]:
+    """(how far the walk is from the edge after this stretch, None once it has reached the
+    far end; the next stretch's width: as wide as should hold the records still `needed` by the
+    `held` of this one, a quarter more, at least twice and at most sixteen times this one)."""
+    walked += width
+    if walked >= span:
+        return None, width
+    return walked, min(width * 16, max(width * 2, width * needed * 5 // (4 * max(held, 1))))
 
 
 def iter_batches(connection, filters: Filters, descending: bool = True, batch_size: int = 5000):
