@@ -84,15 +84,15 @@ def page_records(connection, filters: Filters, page: int, page_size: int, descen
     where, params = condition(filters)
     order = "DESC" if descending else "ASC"
     select = f"SELECT {_SELECTED} FROM {connection.target.database}.records WHERE {where}"
-    tail = f" ORDER BY ts {order}, id {order} LIMIT {{limit:UInt64}} OFFSET {{skip:UInt64}}"
+    tail = f" ORDER BY ts {order}, id {order} LIMIT {{most:UInt64}} OFFSET {{skip:UInt64}}"
     if page:
-        rows = connection.rows(select + tail, {**params, "limit": page_size, "skip": page * page_size})
+        rows = connection.rows(select + tail, {**params, "most": page_size, "skip": page * page_size})
         return [_row(row) for row in rows]
     edge, span = _edge(filters, descending)
     got, width, walked = [], _first_width(connection, filters, span), 0
     while len(got) < page_size and walked is not None:
         within, bounds = _stretch(edge, walked, width, span, descending)
-        rows = connection.rows(select + within + tail, {**params, **bounds, "limit": page_size - len(got), "skip": 0})
+        rows = connection.rows(select + within + tail, {**params, **bounds, "most": page_size - len(got), "skip": 0})
         got.extend(_row(row) for row in rows)
         walked, width = _next(walked, width, span, page_size - len(got), len(rows))
     return got
