@@ -11,8 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from test_clickhouse_records import _records
-from test_clickhouse_records import test_every_page_of_the_log_is_the_sql_stores as every_page_the_same
+from test_clickhouse_records import _records, every_page_the_same
 from test_clickhouse_statistics import DAY, Stores, _every_statistic, inside
 from test_clickhouse_statistics import _records as ten_days
 

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from catalogue import GROUPABLE
-from models.clickhouse import activity, csv_export, ingestion, numbers
+from models.clickhouse import activity, csv_export, ingestion, numbers, unstored
 from models.clickhouse import clients as ch_clients
 from models.clickhouse import deletion as ch_deletion
 from models.clickhouse import delivery as ch_delivery
@@ -144,6 +144,11 @@ def test_every_page_of_the_log_is_the_sql_stores(both, monkeypatch, first_record
     # large store's page is; by default these few records are one stretch.
     if first_records:
         monkeypatch.setattr(activity, "_FIRST_RECORDS", first_records)
+    every_page_the_same(both)
+
+
+def every_page_the_same(both):
+    """Every page of the log, with every filter, order and search mode, the SQL store's."""
     _, clickhouse, now = both
     for filters, said in _filters(now):
         for descending in (True, False):
@@ -408,3 +413,67 @@ def test_what_alerts_outputs_and_metrics_read_is_the_sql_stores(both):
                 assert ch_delivery.skip_point(clickhouse, output, keep) == sql_outputs.skip_point(output, keep)
     sizes, log = ch_status.database_sizes(clickhouse)
     assert sizes > sql_status.database_sizes()[0]
+
+
+def test_a_read_while_sightings_are_made_again_finds_them_as_before_or_after(
+    make_app, database, clickhouse, monkeypatch
+):
+    """Deletions and an erasure make names' sightings and clients' last activity again, a
+    statement at a time; a read after any of those statements (the hook below runs one, on the
+    same chDB) finds every name and client that is there before and after, with its times as
+    before or as after: never without them, as when the old rows were deleted before the new
+    ones went in."""
+    app = make_app()
+    now = now_ms()
+    with inside(app):
+        ingestion.store_records(clickhouse, parse_records(_records(now), now))
+    reads = []
+    command = clickhouse.command
+
+    def watched(sql, params=None):
+        command(sql, params)
+        if "names_seen" in sql.split(" WHERE")[0] or "last_activity" in sql.split(" WHERE")[0]:
+            reads.append(_derived(clickhouse))
+
+    monkeypatch.setattr(clickhouse, "command", watched)
+    steps = [
+        lambda: ch_deletion.delete_records(
+            clickhouse, endpoints=["home"], client_ids=["tv"], end_ms=now - 24 * HOUR_MS
+        ),
+        lambda: ch_deletion.delete_records(clickhouse, endpoints=["lab"], end_ms=now - 48 * HOUR_MS),
+        lambda: ch_deletion.delete_clients(clickhouse, client_ids=["printer"], end_ms=now - 30 * HOUR_MS),
+        lambda: unstored.erase(
+            clickhouse,
+            "endpoint = 'office' AND ts < fromUnixTimestamp64Milli({cut:Int64})",
+            {"cut": now - 20 * HOUR_MS},
+        ),
+    ]
+    for step in steps:
+        with inside(app):
+            before = _derived(clickhouse)
+            reads.clear()
+            step()
+            after = _derived(clickhouse)
+        assert reads, "the step made nothing again"
+        for kind in before:
+            kept = before[kind].keys() & after[kind].keys()
+            assert kept
+            for seen in reads:
+                for key in kept:
+                    assert seen[kind].get(key) in (before[kind][key], after[kind][key]), (kind, key)
+
+
+def _derived(clickhouse) -> dict:
+    """{"names": {(endpoint, question): (first, last)}, "clients": {(endpoint, client): ts}}."""
+    names = clickhouse.rows(
+        "SELECT endpoint, question, toUnixTimestamp64Milli(min(first)), toUnixTimestamp64Milli(max(last)) "
+        "FROM analytics.names_seen GROUP BY endpoint, question"
+    )
+    clients = clickhouse.rows(
+        "SELECT endpoint, client, toUnixTimestamp64Milli(max(ts)) FROM analytics.last_activity "
+        "GROUP BY endpoint, client"
+    )
+    return {
+        "names": {(endpoint, question): (first, last) for endpoint, question, first, last in names},
+        "clients": {(endpoint, client): ts for endpoint, client, ts in clients},
+    }

@@ -178,6 +178,30 @@ def test_making_the_tables_again_changes_nothing(clickhouse):
     assert clickhouse.rows("SELECT count() FROM analytics.last_activity") == [(1,)]
 
 
+def test_tables_made_before_rows_were_numbered_are_brought_up_to_it(clickhouse):
+    """The tables a view fills, as made before `made` (models/clickhouse/derived.py) was in
+    their key: made again, they have it, and their rows stay."""
+    target = Target(database="earlier", folder=clickhouse.target.folder)
+    earlier = clickhouse.on_database(target)
+    try:
+        for statement in tables.statements(target):
+            earlier.command(statement.replace(",\n    made UInt64", "").replace(", made)", ")"))
+        keys = "SELECT name, sorting_key FROM system.tables WHERE database = 'earlier' AND sorting_key LIKE '%made%'"
+        assert earlier.rows(keys) == []
+        earlier.insert("earlier.records", tables.RECORD_COLUMNS, [record_row(1, 1_700_000_000_000)], times=("ts",))
+        assert tables.upgrades(earlier)
+        tables.create(earlier)
+        assert sorted(earlier.rows(keys)) == [
+            ("last_activity", "endpoint, client, made"),
+            ("names_seen", "endpoint, question, registrable_domain, made"),
+        ]
+        assert tables.upgrades(earlier) == []
+        assert earlier.rows("SELECT client, made FROM earlier.last_activity") == [("laptop", 0)]
+        assert earlier.rows("SELECT endpoint, made FROM earlier.names_seen ORDER BY endpoint") == [("", 0), ("home", 0)]
+    finally:
+        earlier.command("DROP DATABASE IF EXISTS earlier")
+
+
 def test_a_chdb_folder_serves_one_process(clickhouse, tmp_path):
     folder = clickhouse.target.folder
     other = subprocess.run(

@@ -266,15 +266,8 @@ def _names_seen_again(connection, scope: list[str] | None, end_ms: int | None) -
     )
     names = [row[0] for row in connection.rows(everywhere, params)]
     if pairs:
-        connection.command(
-            f"DELETE FROM {seen} WHERE (endpoint, question) IN {{pairs:Array(Tuple(String, String))}}",
-            {"pairs": pairs},
-        )
-        connection.command(
-            f"INSERT INTO {seen} SELECT endpoint, question, registrable_domain, min(ts), max(ts) "
-            f"FROM {database}.records WHERE (endpoint, question) IN {{pairs:Array(Tuple(String, String))}} "
-            "GROUP BY endpoint, question, registrable_domain",
-            {"pairs": pairs},
+        derived.names_again(
+            connection, "(endpoint, question) IN {pairs:Array(Tuple(String, String))}", {"pairs": pairs}
         )
     if names:
         derived.names_everywhere_again(connection, "question IN {questions:Array(String)}", {"questions": names})

@@ -300,13 +300,15 @@ def _coarser_names(connection, name: str, rules: dict, after: int, upto: int) ->
     try:
         _put(connection, mapped)
         old = f"isNotNull({_kept_of(connection, _QUESTION, 'question')})"
-        connection.command(f"DELETE FROM {seen} WHERE endpoint = {{endpoint:String}} AND {old}", {"endpoint": name})
+        # The kept names in before the old ones go (a kept name is never an old one: keeping is
+        # idempotent), so that a read between the two finds the names' times.
         connection.insert(
             seen,
-            ("endpoint", "question", "registrable_domain", "first", "last"),
+            derived.SIGHTING,
             [(name, kept, registrable_domain(kept), first, last) for kept, (first, last) in spans.items()],
             times=("first", "last"),
         )
+        connection.command(f"DELETE FROM {seen} WHERE endpoint = {{endpoint:String}} AND {old}", {"endpoint": name})
         which = f"({old} OR isNotNull({_kept_of(connection, _NEW_QUESTION, 'question')}))"
         derived.names_everywhere_again(connection, which)
     finally:

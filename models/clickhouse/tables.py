@@ -22,6 +22,11 @@ SHARDING_KEY = "cityHash64(endpoint, client)"
 DEDUPLICATION_WINDOW = 10_000
 
 
+# The number of a row put in place of others (models/clickhouse/derived.py: replace): in the key,
+# so that ClickHouse never merges it into the rows it replaces; 0 for the rows the views write.
+MADE = ("made", "UInt64")
+
+
 def column_type(field) -> str:
     """The ClickHouse type (with its codec) of a record field's column."""
     if field.storage == TIME:
@@ -75,9 +80,9 @@ def _tables() -> tuple[Table, ...]:
         ),
         Table(
             "last_activity",
-            (("endpoint", "LowCardinality(String)"), ("client", "LowCardinality(String)"), ("ts", latest)),
+            (("endpoint", "LowCardinality(String)"), ("client", "LowCardinality(String)"), ("ts", latest), MADE),
             "AggregatingMergeTree",
-            "ORDER BY (endpoint, client)",
+            "ORDER BY (endpoint, client, made)",
             filled_by="SELECT endpoint, client, max(ts) AS ts FROM {records} GROUP BY endpoint, client",
         ),
         # A name's first and last sighting per endpoint, and ('') over all endpoints; with its
@@ -90,9 +95,10 @@ def _tables() -> tuple[Table, ...]:
                 ("registrable_domain", "String CODEC(ZSTD(1))"),
                 ("first", earliest),
                 ("last", latest),
+                MADE,
             ),
             "AggregatingMergeTree",
-            "ORDER BY (endpoint, question, registrable_domain)",
+            "ORDER BY (endpoint, question, registrable_domain, made)",
             filled_by="SELECT scope AS endpoint, question, registrable_domain, min(ts) AS first, max(ts) AS last "
             "FROM {records} ARRAY JOIN [endpoint, ''] AS scope GROUP BY scope, question, registrable_domain",
             sharding="cityHash64(endpoint, question)",
@@ -163,6 +169,32 @@ def statements(target: Target) -> list[str]:
 
 
 def create(connection) -> None:
-    """Make what is missing of the record store's tables on the connection's ClickHouse."""
+    """Make what is missing of the record store's tables on the connection's ClickHouse, and
+    bring the tables an earlier version made up to these."""
     for statement in statements(connection.target):
         connection.command(statement)
+    for statement in upgrades(connection):
+        connection.command(statement)
+
+
+def upgrades(connection) -> list[str]:
+    """The statements that bring tables made before a column of theirs was added up to it:
+    `made` (the tables a view fills, before rows were replaced by number)."""
+    database, cluster = connection.target.database, connection.target.cluster
+    on = f" ON CLUSTER {cluster}" if cluster else ""
+    suffix = "_local" if cluster else ""
+    have = {
+        (table, column)
+        for table, column in connection.rows(
+            "SELECT table, name FROM system.columns WHERE database = {database:String}", {"database": database}
+        )
+    }
+    made = []
+    for table in TABLES:
+        if MADE in table.columns and (table.name + suffix, MADE[0]) not in have:
+            assert table.tail.startswith("ORDER BY ("), "the key of a table `made` is added to"
+            column = f"ADD COLUMN IF NOT EXISTS {' '.join(MADE)}"
+            made.append(f"ALTER TABLE {database}.{table.name}{suffix}{on} {column}, MODIFY {table.tail}")
+            if cluster:
+                made.append(f"ALTER TABLE {database}.{table.name}{on} {column}")
+    return made

@@ -71,13 +71,7 @@ def _sightings_again(connection, erased: dict[tuple[str, str], int]) -> None:
             rows.append((*pair, domain, first, max(first, newest)))
         elif kept:
             rows.append((*pair, domain, first, first))
-    connection.command(f"DELETE FROM {database}.names_seen WHERE {within}", scoped)
-    connection.insert(
-        f"{database}.names_seen",
-        ("endpoint", "question", "registrable_domain", "first", "last"),
-        rows,
-        times=("first", "last"),
-    )
+    derived.replace(connection, "names_seen", within, scoped, derived.SIGHTING, rows=rows)
 
 
 # What this module makes again, beside the records: every table a view fills from them.
