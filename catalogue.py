@@ -117,3 +117,5 @@ GROUPABLE = tuple(field for field in READ_FIELDS if field.groupable)
 # the same bytes.
 CSV_FIELDS = tuple(field for field in READ_FIELDS if field.csv)
 CSV_FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")
+# Fields stored as JSON text (a list of answers: the export writes their addresses joined by ";").
+JSON_FIELDS = ("answers",)

@@ -3,10 +3,9 @@
 import json
 from operator import itemgetter
 
-from catalogue import BOOLEAN, CLIENT, CSV_FIELDS, CSV_FORMULA_START, ENDPOINT, INTEGER, NUMBER, TERM, TIME
+from catalogue import BOOLEAN, CLIENT, CSV_FIELDS, CSV_FORMULA_START, ENDPOINT, INTEGER, JSON_FIELDS, NUMBER, TERM, TIME
 
 from .datetimes import format_ms
-from .records import JSON_FIELDS
 
 # The exported fields (catalogue.CSV_FIELDS): one column per QueryData scalar field, the geoip
 # fields flattened, answers as ";"-joined IPs.

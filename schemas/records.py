@@ -13,7 +13,7 @@ import marshmallow as ma
 import orjson
 from marshmallow import fields
 
-from catalogue import BOOLEAN, FIELDS, FIELDS_BY_NAME, INTEGER, NUMBER, READ_FIELDS, TERM, TIME
+from catalogue import BOOLEAN, FIELDS, FIELDS_BY_NAME, INTEGER, JSON_FIELDS, NUMBER, READ_FIELDS, TERM, TIME
 
 from .datetimes import format_ms
 from .fields import (
@@ -47,8 +47,6 @@ TEXT_LIMITS = {
 }
 # What an unknown value of a field reads as in QueryData, where it is not "" (text) or null.
 UNKNOWN = {"trigger": None, "sourceIp": None, "answers": []}
-# Fields stored as JSON text.
-JSON_FIELDS = ("answers",)
 
 
 class _RecordPart(BaseSchema):

@@ -170,7 +170,11 @@ def iter_batches(connection, filters: Filters, descending: bool = True, batch_si
         yield [_row(row[:-2]) for row in rows]
 
 
-def walk(connection, where: str, params: dict, descending: bool, selected: str, batch_size: int):
+# The first and last time (ms) of the records a condition selects, and how many: where a walk goes.
+BOUNDS = "toUnixTimestamp64Milli(min(ts)), toUnixTimestamp64Milli(max(ts)), count()"
+
+
+def walk(connection, where: str, params: dict, descending: bool, selected: str, batch_size: int, bounds=None):
     """The `selected` columns of every record `where` selects (a condition(): the records
     committed when it was made), then its time (ms) and number, a list of at most `batch_size`
     per step, in (ts, id) order. Each step is a statement over a slice of time alone (the
@@ -178,12 +182,10 @@ def walk(connection, where: str, params: dict, descending: bool, selected: str, 
     the last full batch took, or the last slice's width scaled by what it held. Past a full
     batch the walk goes on from its last record, by (ts, id). (A cursor over the whole window
     read all of it again at every step: 1M records in batches of 5,000 took 200 statements
-    over the whole window.)"""
+    over the whole window.) `bounds`: the BOUNDS of the records `where` selects, when the caller
+    has them."""
     table = f"{connection.target.database}.records"
-    ((low, high, count),) = connection.rows(
-        f"SELECT toUnixTimestamp64Milli(min(ts)), toUnixTimestamp64Milli(max(ts)), count() FROM {table} WHERE {where}",
-        params,
-    )
+    low, high, count = bounds or connection.rows(f"SELECT {BOUNDS} FROM {table} WHERE {where}", params)[0]
     if not count:
         return
     order, past = ("DESC", "<") if descending else ("ASC", ">")

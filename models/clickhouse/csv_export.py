@@ -2,12 +2,9 @@
 reads it, the same bytes as schemas/csv_format.py writes from the SQL store's rows (the Python
 encoder was three quarters of an export from ClickHouse: BENCHMARKS.md)."""
 
-from catalogue import BOOLEAN, CSV_FIELDS, CSV_FORMULA_START, INTEGER, NUMBER, TIME
+from catalogue import BOOLEAN, CSV_FIELDS, CSV_FORMULA_START, INTEGER, JSON_FIELDS, NUMBER, TIME
 from models.clickhouse import activity
 from models.records.filters import Filters
-
-# Columns holding a JSON list of answers, written as their IPs joined by ";".
-_IP_LISTS = ("answers",)
 
 
 def _literal(text: str) -> str:
@@ -54,7 +51,7 @@ def _cell(field) -> str:
         return _number(column)
     if field.storage == BOOLEAN:
         return f"multiIf(isNull({column}), '', {column}, 'true', 'false')"
-    if column in _IP_LISTS:
+    if field.name in JSON_FIELDS:
         ips = f"arrayFlatten(arrayMap(a -> JSONExtract(a, 'ips', 'Array(String)'), JSONExtractArrayRaw({column})))"
         return _quoted(f"arrayStringConcat({ips}, ';')")
     return _text(column)
@@ -81,9 +78,13 @@ def lines(connection, filters: Filters, descending: bool, batch_size: int = _BAT
     where, params = activity.condition(filters)
     table = f"{connection.target.database}.records"
     others = " OR ".join(f"NOT {_plain(column)}" for column in _NUMBERS)
-    if connection.rows(f"SELECT count() > 0 FROM {table} WHERE {where} AND ({others})", params)[0][0]:
+    # One statement for where the walk goes and whether the window holds such a number.
+    ((*bounds, exponent),) = connection.rows(
+        f"SELECT {activity.BOUNDS}, countIf({others}) > 0 FROM {table} WHERE {where}", params
+    )
+    if exponent:
         return None
-    return _texts(activity.walk(connection, where, params, descending, LINE, batch_size))
+    return _texts(activity.walk(connection, where, params, descending, LINE, batch_size, bounds))
 
 
 def _texts(batches):
