@@ -5,6 +5,7 @@ and leaves the rest to ipaddress; the two must never disagree."""
 import ipaddress
 
 import marshmallow as ma
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -73,6 +74,7 @@ def test_every_address_is_stored_as_ipaddress_writes_it(client):
     assert stored["q6.example"]["sourceIp"] == "::ffff:c000:201"
 
 
+@pytest.mark.slow  # seconds of a worker: the whole run has it, the fast lane not (docs/testing.md)
 @settings(max_examples=3000, deadline=None)
 @given(
     st.one_of(

@@ -79,6 +79,7 @@ def test_a_burst_of_connections_leaves_few_idle_in_the_pool(app):
     assert len(database._connections) <= 4
 
 
+@pytest.mark.slow  # seconds of a worker: the whole run has it, the fast lane not (docs/testing.md)
 @pytest.mark.sqlite_only
 def test_batches_of_every_size_do_not_grow_the_process(client):
     """Batches of ever new sizes, each with thousands of statistics rows: the rows go many to a
@@ -100,6 +101,7 @@ def test_batches_of_every_size_do_not_grow_the_process(client):
     assert grown < 80, f"the process grew by {grown:.0f} MB"
 
 
+@pytest.mark.slow  # seconds of a worker: the whole run has it, the fast lane not (docs/testing.md)
 @pytest.mark.sqlite_only
 def test_batches_of_ever_new_numbers_of_clients_do_not_grow_the_process(client):
     """A batch's client entries are written 500 a statement (18 values a client): statements

@@ -6,6 +6,8 @@ only to new records; GET /v2/data-availability says what is kept for which perio
 import calendar
 import time
 
+import pytest
+
 from support.helpers import API_KEY, AUTH, ingest, record
 from support.servers import Gunicorn
 from support.stores import stored_rows
@@ -243,6 +245,7 @@ def test_an_ipv6_client_is_truncated_to_its_prefix(client, runner):
     assert counts(client, "clientId") == {"2001:db8:1234:5600::": 2}, "new records land on the same client"
 
 
+@pytest.mark.slow  # seconds of a worker: the whole run has it, the fast lane not (docs/testing.md)
 def test_a_rewrite_over_more_names_than_a_statement_takes_finishes(client, runner, engine):
     # More first-seen names than one statement can list on SQLite (32,766 values, the limit every
     # SQLite connection is held to), all made coarser at once at the end of the rewrite. The

@@ -134,6 +134,7 @@ def fast(body: bytes, ndjson=False):
     return None if decoded is None else record_batch.records(decoded, NOW)
 
 
+@pytest.mark.slow  # seconds of a worker: the whole run has it, the fast lane not (docs/testing.md)
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(RECORDS, min_size=1, max_size=4))
 def test_the_fast_path_takes_only_what_the_reference_takes_and_gives_the_same(items):
@@ -145,6 +146,7 @@ def test_the_fast_path_takes_only_what_the_reference_takes_and_gives_the_same(it
         assert found == expected
 
 
+@pytest.mark.slow  # seconds of a worker: the whole run has it, the fast lane not (docs/testing.md)
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.fixed_dictionaries({}, optional={k: v for k, v in FIELD_VALUES.items() if k != "unknownField"})))
 def test_records_missing_required_fields_are_left_to_the_reference(items):

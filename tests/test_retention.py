@@ -72,6 +72,7 @@ def test_zero_days_keeps_everything(client, runner, app):
     assert client.get("/v2/data-availability", headers=AUTH).json["recordCount"] == 1
 
 
+@pytest.mark.slow  # seconds of a worker: the whole run has it, the fast lane not (docs/testing.md)
 @pytest.mark.sqlite_only  # PostgreSQL's autovacuum does this on its own schedule
 def test_freed_space_is_given_back(app30, database):
     app30.config["ANALYTICS_STATISTICS_RETENTION_DAYS"] = 30  # the statistics go too

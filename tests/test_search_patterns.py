@@ -61,6 +61,7 @@ names = st.lists(st.lists(labels, min_size=1, max_size=3).map(".".join), min_siz
 _ENDPOINTS = itertools.count()
 
 
+@pytest.mark.slow  # seconds of a worker: the whole run has it, the fast lane not (docs/testing.md)
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(pattern=patterns, stored=names)
 def test_the_log_finds_the_names_the_stream_matches(client, pattern, stored):

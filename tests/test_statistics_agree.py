@@ -124,6 +124,7 @@ AGREEING = dict(
 )
 
 
+@pytest.mark.slow  # seconds of a worker: the whole run has it, the fast lane not (docs/testing.md)
 @pytest.mark.sql_store
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(**AGREEING)
@@ -192,6 +193,7 @@ TOP_LISTS = [
 ]
 
 
+@pytest.mark.slow  # seconds of a worker: the whole run has it, the fast lane not (docs/testing.md)
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     data=records,
