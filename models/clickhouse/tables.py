@@ -11,9 +11,13 @@ from catalogue import BOOLEAN, CLIENT, DERIVED, ENDPOINT, FIELDS, INTEGER, NUMBE
 from models.clickhouse import dims
 from models.clickhouse.target import Target
 
-# Strings with too many values for a dictionary per part to pay (most of a part's rows would
-# each add a value to it): stored plain, compressed.
-_PLAIN = {"question", "answers", "trigger_value", "spoof_target", "registrable_domain"}
+# Strings few records have (a trigger's value, a spoof target): stored plain, compressed.
+_PLAIN = {"trigger_value", "spoof_target"}
+# The names and the answers: many values, but far fewer than a day's part has rows (a name is
+# asked again and again), so a dictionary per part pays, ZSTD(3) over it: at 10M records these
+# three took 10.6 B a record instead of 15.3 as plain ZSTD(1) strings, and the searches read
+# them as fast or faster (BENCHMARKS.md).
+_NAMES = {"question", "registrable_domain", "answers"}
 # Rows of a shard: one client's records on one shard (its deletion and last activity are one
 # shard's work), and a large endpoint still spread over all of them.
 SHARDING_KEY = "cityHash64(endpoint, client)"
@@ -34,7 +38,9 @@ def column_type(field) -> str:
     if field.storage in (ENDPOINT, CLIENT):
         return "LowCardinality(String)"
     if field.storage == TERM:
-        return "String CODEC(ZSTD(1))" if field.sql in _PLAIN else "LowCardinality(String)"
+        if field.sql in _PLAIN:
+            return "String CODEC(ZSTD(1))"
+        return "LowCardinality(String) CODEC(ZSTD(3))" if field.sql in _NAMES else "LowCardinality(String)"
     return {
         INTEGER: "Nullable(Int64) CODEC(ZSTD(1))",
         NUMBER: "Nullable(Float64) CODEC(ZSTD(1))",
