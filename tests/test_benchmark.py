@@ -65,7 +65,7 @@ CLICKHOUSE_ROWS = (
     "| count/question (30 d) |",
     "| trend/clientId (24 h vs the 24 h before) |",
     "| `records` | 5,000 |",
-    "| `question` | String |",
+    "| `question` | LowCardinality(String) |",
 )
 
 
