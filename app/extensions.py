@@ -149,18 +149,22 @@ _DOCUMENTING = threading.Lock()
 class Api(flask_smorest.Api):
     ERROR_SCHEMA = ErrorResponseSchema
 
+    def __init__(self, *args, **kwargs):
+        self._undocumented = []  # the blueprints' steps of the document, not taken yet
+        self._documenting = None  # the thread taking them (or registering a blueprint)
+        super().__init__(*args, **kwargs)
+
     @property
     def spec(self):
         """The OpenAPI document, with the operations of every blueprint registered so far (once
         per app, by the first thread to read it; another waits for it)."""
-        undocumented = self.__dict__.setdefault("_undocumented", [])
-        if undocumented and self.__dict__.get("_documenting") != threading.get_ident():
+        if self._undocumented and self._documenting != threading.get_ident():
             with _DOCUMENTING:
                 self._documenting = threading.get_ident()
                 try:
-                    while undocumented:
-                        undocumented[0]()  # (one that fails stays, and fails every read)
-                        undocumented.pop(0)
+                    while self._undocumented:
+                        self._undocumented[0]()  # (one that fails stays, and fails every read)
+                        self._undocumented.pop(0)
                 finally:
                     self._documenting = None
         return self._spec
@@ -178,7 +182,7 @@ class Api(flask_smorest.Api):
             self._documenting = None
 
     def document_later(self, step) -> None:
-        self.__dict__.setdefault("_undocumented", []).append(step)
+        self._undocumented.append(step)
 
     def handle_http_exception(self, error):
         return error_response(error)

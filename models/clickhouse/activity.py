@@ -89,7 +89,8 @@ def page_records(connection, filters: Filters, page: int, page_size: int, descen
         rows = connection.rows(select + tail, {**params, "most": page_size, "skip": page * page_size})
         return [_row(row) for row in rows]
     edge, span = _edge(filters, descending)
-    got, width, walked = [], _first_width(connection, filters, span), 0
+    # (from no edge the one stretch is the whole window: no width to find)
+    got, width, walked = [], _first_width(connection, filters, span) if edge is not None else 0, 0
     while len(got) < page_size and walked is not None:
         within, bounds = _stretch(edge, walked, width, span, descending)
         rows = connection.rows(select + within + tail, {**params, **bounds, "most": page_size - len(got), "skip": 0})
