@@ -233,6 +233,45 @@ def test_a_chdb_folder_serves_one_process(clickhouse, tmp_path):
         connection.connect(Target(database="analytics", folder=str(tmp_path / "elsewhere")))
 
 
+def test_a_processs_threads_opening_the_store_at_once_share_one_connection(tmp_path):
+    """A worker's threads (a request, the retention and delivery loops) reach for the store as it
+    starts: each gets the one connection, none is refused by the folder's lock as if another
+    process had it (which is what two openings in one process did)."""
+    opened = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
+                import threading
+                from models.clickhouse.target import Target
+                from models.stores.clickhouse import ClickHouseStore
+
+                store = ClickHouseStore(Target(database="analytics", folder={str(tmp_path / "records")!r}))
+                together, got = threading.Barrier(8), []
+
+                def reach():
+                    together.wait()
+                    try:
+                        got.append(store.connection)
+                    except Exception as failed:
+                        got.append(failed)
+
+                threads = [threading.Thread(target=reach) for _ in range(8)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                print(len(got), len(set(map(id, got))), [str(g) for g in got if isinstance(g, Exception)])
+            """),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert opened.stdout.strip() == "8 1 []", opened.stdout + opened.stderr
+
+
 def test_a_cluster_gets_replicated_tables_behind_distributed_ones():
     made = tables.statements(parse("clickhouse://h/dns?cluster=farm"))
     assert made[0] == "CREATE DATABASE IF NOT EXISTS dns ON CLUSTER farm"

@@ -121,12 +121,13 @@ class InProcess(Connection):
 
     def close(self):
         global _open_here
-        if self._owner and not self._closed:
-            self._closed = True
-            self._session.close()
-            os.close(self._lock)
-            if _open_here is self:
-                _open_here = None
+        with _opening:
+            if self._owner and not self._closed:
+                self._closed = True
+                self._session.close()
+                os.close(self._lock)
+                if _open_here is self:
+                    _open_here = None
 
 
 class Server(Connection):
@@ -232,14 +233,23 @@ def _deduplicating(token: str | None) -> dict:
 
 # The chDB folder this process has open: chDB runs one embedded server a process, on one folder.
 _open_here: InProcess | None = None
+# A worker's threads (a request, the retention and delivery loops) reach for the store at once
+# when it starts: without a turn, two opened the folder, and the second took its own lock for
+# another process's.
+_opening = threading.Lock()
 
 
 def connect(target: Target) -> Connection:
     """A connection to `target`: for chDB, the process's own while it has that folder open.
     FolderInUse: a chDB folder another process has open, or another folder open in this one."""
-    global _open_here
     if not target.in_process:
         return Server(target)
+    with _opening:
+        return _connect_here(target)
+
+
+def _connect_here(target: Target) -> "InProcess":
+    global _open_here
     if _open_here is not None:
         if _open_here.target == target:
             return _open_here

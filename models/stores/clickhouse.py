@@ -2,6 +2,7 @@
 data beside them in ANALYTICS_DATABASE. Each operation is a function of models/clickhouse/ given
 the store's connection first: the logic stays in that room."""
 
+import threading
 from functools import partial
 
 from models.clickhouse import (
@@ -40,16 +41,20 @@ class ClickHouseStore(RecordStore):
     def __init__(self, target: Target):
         self.target = target
         self._connection = None
+        self._opening = threading.Lock()
 
     @property
     def connection(self) -> connection.Connection:
         """Opened at first use, not when the app is made: gunicorn's master makes the app before
         it forks its worker, and chDB's folder must be opened by the process that serves."""
-        if self._connection is None:
-            opened = connection.connect(self.target)
-            tables.create(opened)
-            self._connection = opened
-        return self._connection
+        if self._connection is not None:
+            return self._connection
+        with self._opening:  # a worker's threads reach for it at once as it starts
+            if self._connection is None:
+                opened = connection.connect(self.target)
+                tables.create(opened)
+                self._connection = opened
+            return self._connection
 
     def close(self) -> None:
         if self._connection is not None:
