@@ -12,8 +12,9 @@ import pytest
 
 from models.clickhouse import clients as ch_clients
 from models.clickhouse import deletion as ch_deletion
-from models.clickhouse import ingestion
+from models.clickhouse import ingestion, tables
 from models.clickhouse import statistics as ch_statistics
+from models.clickhouse.dims import SHORT, field
 from models.clients import clients as sql_clients
 from models.clients import deletion as sql_deletion
 from models.engine.database import bind, write_transaction
@@ -27,6 +28,7 @@ from support.helpers import AUTH
 
 DAY = 86_400_000
 HOUR = 3_600_000
+MINUTE = 60_000
 NAMES = ["www.x.com", "mail.x.com", "y.org", "ads.tracker.net", "z.co.uk"]
 
 # The ClickHouse store held to the SQL one, on SQLite (chDB is the other side; the rest of the
@@ -103,6 +105,8 @@ def _windows(stores: Stores) -> list[Filters]:
         Filters(start_ms=today - 12 * DAY, end_ms=now),
         Filters(start_ms=today - 9 * DAY + 5 * HOUR, end_ms=today - 2 * DAY - 7 * HOUR),
         Filters(start_ms=today - 8 * DAY, end_ms=today - 5 * DAY - 1),
+        # Edges inside an hour and a quarter hour: the shorter counts' own edges.
+        Filters(start_ms=today - 3 * DAY + 5 * HOUR + 7 * MINUTE + 123, end_ms=today - 1 * DAY - 13 * MINUTE),
     ]
 
 
@@ -127,7 +131,7 @@ def _filters(stores: Stores) -> list[Filters]:
 
 
 COLUMNS = ("question", "client", "action", "registrable_domain", "endpoint", "rr_type", "cached")
-INTERVALS = (DAY, 2 * DAY, HOUR)
+INTERVALS = (DAY, 2 * DAY, HOUR, 15 * MINUTE, 3 * HOUR)
 
 
 def _every_statistic(stores: Stores):
@@ -150,8 +154,10 @@ def _every_statistic(stores: Stores):
             for descending in (True, False):
                 expected, got = stores.both(statistics.top, ch_statistics.top, filters, column, 3, descending)
                 assert got == expected, (said, column, descending)
-            expected, got = stores.both(statistics.top_series, ch_statistics.top_series, filters, DAY, column, 2)
-            assert got == expected, (said, column)
+            for interval in (DAY, HOUR):
+                reads = (statistics.top_series, ch_statistics.top_series)
+                expected, got = stores.both(*reads, filters, interval, column, 2)
+                assert got == expected, (said, column, interval)
             baseline = dataclasses.replace(filters, start_ms=stores.today - 11 * DAY, end_ms=stores.today - 6 * DAY)
             expected, got = stores.both(statistics.trend, ch_statistics.trend, filters, baseline, column, 4)
             assert got == expected, (said, column)
@@ -189,6 +195,21 @@ def test_past_the_records_horizon_the_statistics_are_the_sql_stores(stores):
     _every_statistic(stores)
     expected, got = stores.both(sql_clients.list_clients, ch_clients.list_clients)
     assert got == expected
+
+
+def test_a_store_counting_hours_since_an_upgrade_reads_the_records_before(stores):
+    """Counts made before hours and quarter hours were counted have none (tables.upgrades): they
+    are counted from a day on (tables.SHORT_FROM), and every statistic of a window before it is
+    read from the records, as the SQL store's."""
+    database, mark = stores.clickhouse.target.database, stores.today - 4 * DAY
+    stores.clickhouse.command(f"ALTER TABLE {database}.daily_counts MODIFY COMMENT '{tables.SHORT_FROM}{mark}'")
+    stores.clickhouse.command(
+        f"DELETE FROM {database}.daily_counts WHERE field IN {{short:Array(String)}} AND day < toDate32({{day:Int32}})",
+        {"short": [field(dim) for dim in SHORT], "day": mark // DAY},
+    )
+    tables.create(stores.clickhouse)  # as at a start: the mark read again
+    assert tables.short_counts_from(stores.clickhouse) == mark
+    _every_statistic(stores)
 
 
 def test_a_client_no_longer_logged_leaves_its_counts_as_the_sql_store_does(stores):

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -200,6 +201,44 @@ def test_tables_made_before_rows_were_numbered_are_brought_up_to_it(clickhouse):
         assert earlier.rows("SELECT endpoint, made FROM earlier.names_seen ORDER BY endpoint") == [("", 0), ("home", 0)]
     finally:
         earlier.command("DROP DATABASE IF EXISTS earlier")
+
+
+def test_counts_made_before_hours_were_counted_are_brought_up_to_them(clickhouse):
+    """The counts table and its view as made before hours and quarter hours were counted
+    (`period`): made again, the table has it in its key, its rows stay (a day's own: period 0),
+    the view counts the hours of what comes next, and the comment says from when."""
+    target = Target(database="before_hours", folder=clickhouse.target.folder)
+    earlier = clickhouse.on_database(target)
+    try:
+        for statement in tables.statements(target):
+            if "daily_counts_view" in statement:
+                statement = (
+                    "CREATE MATERIALIZED VIEW before_hours.daily_counts_view TO before_hours.daily_counts AS "
+                    "SELECT toDate32(ts) AS day, '' AS field, CAST(endpoint AS String) AS endpoint, '' AS value, "
+                    "'' AS second, '' AS domain, toInt64(count()) AS n FROM before_hours.records GROUP BY day, endpoint"
+                )
+            elif "before_hours.daily_counts (" in statement:
+                statement = statement.replace(",\n    period UInt8", "").replace(", period)", ")")
+                statement = statement.replace(f"\nCOMMENT '{tables.SHORT_FROM}0'", "")
+            earlier.command(statement)
+        earlier.insert("before_hours.records", tables.RECORD_COLUMNS, [record_row(1, 1_700_000_000_000)], times=("ts",))
+        assert tables.short_counts_from(earlier) == 0  # (no comment: read as counted from the start)
+        assert tables.upgrades(earlier)
+        now = time.time() * 1000
+        tables.create(earlier)
+        tomorrow = (int(now) // 86_400_000 + 1) * 86_400_000
+        assert tables.short_counts_from(earlier) == tomorrow
+        assert earlier.rows(
+            "SELECT sorting_key FROM system.tables WHERE database = 'before_hours' AND name = 'daily_counts'"
+        ) == [("field, endpoint, value, second, period",)]
+        assert tables.upgrades(earlier) == []
+        earlier.insert("before_hours.records", tables.RECORD_COLUMNS, [record_row(2, 1_700_003_700_000)], times=("ts",))
+        assert earlier.rows(
+            "SELECT toString(day), period, field, n FROM before_hours.daily_counts WHERE field IN ('', '/60m') "
+            "ORDER BY day, field, period"
+        ) == [("2023-11-14", 0, "", 1), ("2023-11-14", 0, "", 1), ("2023-11-14", 23, "/60m", 1)]
+    finally:
+        earlier.command("DROP DATABASE IF EXISTS before_hours")
 
 
 def test_a_chdb_folder_serves_one_process(clickhouse, tmp_path):

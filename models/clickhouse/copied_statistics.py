@@ -21,6 +21,9 @@ from models.statistics import counting, rollups
 
 _BY_ID = {dim.id: dim for dim in DIMS}
 _IDS = ", ".join(str(dim.id) for dim in DIMS)
+# The daily counts' fields: ClickHouse's hours and quarter hours are of the records copied, and
+# the SQL store's go with its records too (nothing to carry past them).
+_DAILY = {"daily": [field(dim) for dim in DIMS]}
 # Names' spans sent at a time.
 _NAMES_BATCH = 50_000
 
@@ -76,8 +79,8 @@ def _carry_day(connection, day: int) -> int:
         for name, endpoint, value, second, domain, n in connection.rows(
             f"SELECT field, endpoint, value, second, any(domain), sum(n) AS n FROM "
             f"{connection.target.database}.daily_counts WHERE day = toDate32({{day:Int32}}) "
-            "GROUP BY field, endpoint, value, second HAVING n != 0",
-            {"day": day},
+            "AND field IN {daily:Array(String)} GROUP BY field, endpoint, value, second HAVING n != 0",
+            {"day": day, **_DAILY},
         )
     }
     rows = []
@@ -86,7 +89,7 @@ def _carry_day(connection, day: int) -> int:
         more = expected.get(key, 0) - have[1]
         if more:
             domain = _domain(key) if key in expected else have[0]
-            rows.append((day, *key, domain, more))
+            rows.append((day, 0, *key, domain, more))
     if rows:
         digest = hashlib.sha256(repr(rows).encode()).hexdigest()[:32]
         connection.insert(
@@ -194,8 +197,8 @@ def check(connection) -> int:
         (name, endpoint, int(day)): int(n)
         for name, endpoint, day, n in connection.rows(
             f"SELECT field, endpoint, toInt32(day) AS d, sum(n) AS n FROM {connection.target.database}.daily_counts "
-            "WHERE day >= toDate32({first:Int32}) GROUP BY field, endpoint, d",
-            {"first": first},
+            "WHERE day >= toDate32({first:Int32}) AND field IN {daily:Array(String)} GROUP BY field, endpoint, d",
+            {"first": first, **_DAILY},
         )
     }
     copying.hold_equal(

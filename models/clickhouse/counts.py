@@ -1,7 +1,8 @@
 """The statistics' counts in ClickHouse (docs/clickhouse.md, "The tables" and "Deletions,
 rewrites, retention"): per day, field, endpoint and value, the SQL store's daily rollups
 (models/statistics/rollups.py), so that the same windows read the same whole days from them and
-their edges from the records, and the counts outlive the records as the SQL store's do.
+their edges from the records, and the counts outlive the records as the SQL store's do; and per
+hour or quarter hour its shorter ones per endpoint, which go with the records (dims.SHORT).
 
 Filled by a materialised view at every insert into the records; a deletion takes its counts
 away as negative rows (SummingMergeTree adds them up, and drops what sums to nothing in merges),
@@ -10,8 +11,20 @@ and what a deletion forgets past the records' horizon goes by a lightweight DELE
 import dataclasses
 
 from catalogue import FIELDS, FIELDS_BY_SQL
+from models.clickhouse import tables
 from models.clickhouse.activity import condition
-from models.clickhouse.dims import ANONYMOUS, COLUMNS, DAY_MS, DIMS, counted, day_text, field, text, value_text
+from models.clickhouse.dims import (
+    ANONYMOUS,
+    COLUMNS,
+    COUNTED,
+    DAY_MS,
+    SHORT,
+    counted,
+    day_text,
+    field,
+    text,
+    value_text,
+)
 from models.records.domains import registrable_domain
 from models.records.filters import Filters
 from models.schema import settings
@@ -40,16 +53,17 @@ def statistics_from() -> int | None:
     return int(mark) if mark is not None else None
 
 
-def _day_dim(filters: Filters, interval_ms: int | None, column: str | None):
-    """The daily dim that answers whole days of this statistic, as the SQL store chooses it
-    (models.statistics.statistics._usable_rollups), or None: counted from the records alone."""
+def _counts_dim(filters: Filters, interval_ms: int | None, column: str | None):
+    """The dim of the counts that answers whole periods of this statistic, the longest the SQL
+    store would choose (models.statistics.statistics._usable_rollups) of those counted here, or
+    None: counted from the records alone."""
     if filters.search:
         return None
     columns = {sql for sql, values in filters.values.items() if values} | ({column} if column else set())
     columns = {FIELDS_BY_SQL[sql].derived_from or sql for sql in columns}
     bound = "endpoint" in columns or filters.endpoint_limit is not None
     usable = rollups.usable(columns - {"endpoint"}, bound, interval_ms)
-    return next((dim for dim in usable if dim.period_ms == DAY_MS), None)
+    return next((dim for dim in usable if dim in COUNTED), None)
 
 
 def _column_in(dim, column: str) -> str:
@@ -61,12 +75,12 @@ def _column_in(dim, column: str) -> str:
     return "value" if column == dim.columns[0] else "second"
 
 
-def parts(filters: Filters, interval_ms=None, column=None, only=None, table="", records="") -> tuple[str, dict] | None:
+def parts(connection, filters: Filters, interval_ms=None, column=None, only=None) -> tuple[str, dict] | None:
     """(a SELECT of rows (b: bucket start or 0, v: value text of `column` or '', n), params)
     whose sums per (b, v) are the counts of the records the filters select (`only` those value
-    texts, when given), as the SQL store counts them: the window's whole days from the counts
-    table (`table`) where a daily rollup of the SQL store's would answer, its edges, and
-    windows no rollup answers, from the records (`records`); nothing before the statistics'
+    texts, when given), as the SQL store counts them: the window's whole periods (days, hours or
+    quarter hours) from the counts table where a rollup of the SQL store's would answer, its
+    edges, and windows no rollup answers, from the records; nothing before the statistics'
     expiry. None: the window holds nothing."""
     start, end = filters.start_ms, filters.end_ms
     if (expired := statistics_from()) is not None:
@@ -75,17 +89,22 @@ def parts(filters: Filters, interval_ms=None, column=None, only=None, table="", 
             return None
     selects, params = [], {"bucket_ms": interval_ms or 1, "wanted": list(only or [])}
     edges = [(start, end)]
-    dim = _day_dim(filters, interval_ms, column)
+    dim = _counts_dim(filters, interval_ms, column)
     if dim is not None:
-        first = -(-start // DAY_MS) if start is not None else None
-        last = (end + 1) // DAY_MS - 1 if end is not None else None
+        size = dim.period_ms
+        counted_from = start
+        if dim in SHORT and (mark := tables.short_counts_from(connection)):
+            counted_from = mark if start is None else max(start, mark)
+        first = -(-counted_from // size) if counted_from is not None else None
+        last = (end + 1) // size - 1 if end is not None else None
         if first is None or last is None or first <= last:
-            selects.append(_from_counts(table, dim, filters, first, last, interval_ms, column, only, params))
+            window = (first, last, interval_ms)
+            selects.append(_from_counts(_table(connection), dim, filters, window, column, only, params))
             edges = []
-            if start is not None and start < first * DAY_MS:
-                edges.append((start, first * DAY_MS - 1))
-            if end is not None and last is not None and (last + 1) * DAY_MS <= end:
-                edges.append(((last + 1) * DAY_MS, end))
+            if first is not None and (start is None or start < first * size):
+                edges.append((start, first * size - 1))
+            if end is not None and last is not None and (last + 1) * size <= end:
+                edges.append(((last + 1) * size, end))
     for i, (edge_start, edge_end) in enumerate(edges):
         where, named = condition(dataclasses.replace(filters, start_ms=edge_start, end_ms=edge_end))
         for name, value in named.items():
@@ -95,15 +114,27 @@ def parts(filters: Filters, interval_ms=None, column=None, only=None, table="", 
         value = value_text(column) if column else "''"
         wanted = " AND v IN {wanted:Array(String)}" if only is not None else ""
         selects.append(
-            f"SELECT toInt64({bucket}) AS b, {value} AS v, toInt64(count()) AS n FROM {records} "
+            f"SELECT toInt64({bucket}) AS b, {value} AS v, toInt64(count()) AS n FROM {_records(connection)} "
             f"WHERE {where}{wanted} GROUP BY b, v"
         )
     return " UNION ALL ".join(selects), params
 
 
-def _from_counts(table, dim, filters: Filters, first, last, interval_ms, column, only, params) -> str:
+def _from_counts(table, dim, filters: Filters, window, column, only, params) -> str:
+    """The counts of `dim`'s periods `first` to `last` of `window` (numbered from 1970; None:
+    open), in buckets of its interval (None: one)."""
+    first, last, interval_ms = window
+    size = dim.period_ms
+    first_day = None if first is None else first * size // DAY_MS
+    last_day = None if last is None else ((last + 1) * size - 1) // DAY_MS
     where = ["field = {field:String}", "day BETWEEN {first_day:Date32} AND {last_day:Date32}"]
-    params.update(field=field(dim), first_day=_day(first, _FIRST_DAY), last_day=_day(last, _LAST_DAY))
+    params.update(field=field(dim), first_day=_day(first_day, _FIRST_DAY), last_day=_day(last_day, _LAST_DAY))
+    at = "toInt64(toInt32(day)) * 86400000" + ("" if size == DAY_MS else f" + period * {size}")
+    if size != DAY_MS:  # a window's first and last days may be counted in part
+        for name, bound, sign in (("first_at", first, ">="), ("last_at", last, "<=")):
+            if bound is not None:
+                where.append(f"{at} {sign} {{{name}:Int64}}")
+                params[name] = bound * size
     if not dim.per_endpoint:
         where.append("endpoint = ''")
     for i, (sql, values) in enumerate(sorted(filters.values.items())):
@@ -116,7 +147,7 @@ def _from_counts(table, dim, filters: Filters, first, last, interval_ms, column,
     value = _column_in(dim, column) if column else "''"
     if only is not None:
         where.append(f"{value} IN {{wanted:Array(String)}}")
-    bucket = "intDiv(toInt64(toInt32(day)) * 86400000, {bucket_ms:Int64}) * {bucket_ms:Int64}" if interval_ms else "0"
+    bucket = f"intDiv({at}, {{bucket_ms:Int64}}) * {{bucket_ms:Int64}}" if interval_ms else "0"
     return f"SELECT toInt64({bucket}) AS b, CAST({value} AS String) AS v, n FROM {table} WHERE {' AND '.join(where)}"
 
 
@@ -129,7 +160,7 @@ def _day(days: int | None, otherwise: str) -> str:
 def grouped(connection, filters: Filters, keys: str, interval_ms=None, column=None, only=None, tail="") -> list:
     """The rows of `SELECT {keys}, sum(n) AS n ... GROUP BY {keys}` over `parts`, those that
     count something, `tail` (ORDER BY, LIMIT with its params) after."""
-    found = parts(filters, interval_ms, column, only, _table(connection), _records(connection))
+    found = parts(connection, filters, interval_ms, column, only)
     if found is None:
         return []
     sql, params = found
@@ -159,19 +190,22 @@ def add_anonymous(connection, records: list[tuple]) -> None:
             first = text(dim.columns[0], values[at[dim.columns[0]]]) if dim.columns else ""
             second = text(dim.columns[1], values[at[dim.columns[1]]]) if len(dim.columns) > 1 else ""
             domain = registrable_domain(values[at["question"]]) if "question" in dim.columns else ""
-            key = (day, field(dim), endpoint if dim.per_endpoint else "", first, second, domain)
+            key = (day, 0, field(dim), endpoint if dim.per_endpoint else "", first, second, domain)
             found[key] = found.get(key, 0) + 1
     connection.insert(_table(connection), COLUMNS, [(*key, n) for key, n in found.items()], days=("day",))
+
+
+_AFTER_DAY = ", ".join(COLUMNS[1:-1])
 
 
 def add(connection, source: str, params: dict, token: str) -> None:
     """Add the counts `source` (a SELECT of dims.COLUMNS, with `params`) gives, stored once under
     `token`."""
-    rows = connection.rows(f"SELECT toInt32(day), field, endpoint, value, second, domain, n FROM ({source})", params)
+    rows = connection.rows(f"SELECT toInt32(day), {_AFTER_DAY}, n FROM ({source})", params)
     connection.insert(_table(connection), COLUMNS, rows, days=("day",), token=token)
 
 
-def take_away(connection, where: str, params: dict, forgotten, token: str, dims=DIMS) -> None:
+def take_away(connection, where: str, params: dict, forgotten, token: str, dims=COUNTED) -> None:
     """Count down, in `dims`, the records of the records table that match `where` (with
     `params`), as negative rows stored once under `token` (a deletion run again after it was
     cut short counts down once), but the counts `forgotten` will take away whole
@@ -179,7 +213,7 @@ def take_away(connection, where: str, params: dict, forgotten, token: str, dims=
     spared = f" AND NOT ({forgotten.covers()})" if forgotten is not None else ""
     source = counted(_records(connection), where, dims)
     rows = connection.rows(
-        f"SELECT toInt32(day), field, endpoint, value, second, domain, -n FROM ({source}) WHERE 1{spared}",
+        f"SELECT toInt32(day), {_AFTER_DAY}, -n FROM ({source}) WHERE 1{spared}",
         {**params, **(forgotten.all_params if forgotten is not None else {})},
     )
     connection.insert(_table(connection), COLUMNS, rows, days=("day",), token=token)

@@ -15,7 +15,7 @@ import hashlib
 import json
 
 from models.clickhouse import counts, derived, numbers
-from models.clickhouse.dims import ANONYMOUS, DAY_MS, DIMS, day_text
+from models.clickhouse.dims import ANONYMOUS, COUNTED, DAY_MS, SHORT, day_text
 from models.clients.clients import client_entries
 from models.clients.deletion import raise_lost_marks
 from models.engine.database import query, write_transaction
@@ -180,10 +180,14 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
                 params,
             )
         if marks:
-            if not selection.expire:  # (ClickHouse keeps no counts that expire with the records)
-                dims = tuple(dim for dim in DIMS if dim not in ANONYMOUS) if selection.anonymous else DIMS
-                token = hashlib.sha256(f"deletion {selection.key} {top}".encode()).hexdigest()
-                counts.take_away(connection, condition, params, forgotten, token, dims)
+            if selection.expire:  # the hours and quarter hours go with the records, the days stay
+                dims = SHORT
+            elif selection.anonymous:
+                dims = tuple(dim for dim in COUNTED if dim not in ANONYMOUS)
+            else:
+                dims = COUNTED
+            token = hashlib.sha256(f"deletion {selection.key} {top}".encode()).hexdigest()
+            counts.take_away(connection, condition, params, forgotten, token, dims)
             ids = endpoint_ids([name for name, _, _ in marks])
             raise_lost_marks({ids[name]: newest for name, newest, _ in marks})
     with write_transaction():
@@ -220,7 +224,7 @@ def _forgotten(selection: _Selection, pairs) -> counts.Forgotten | None:
         if not pairs:
             return None
         return counts.Forgotten(
-            tuple(dim for dim in DIMS if "client" in dim.columns),
+            tuple(dim for dim in COUNTED if "client" in dim.columns),
             selection.end_ms,
             "(endpoint, value) IN {forgotten_pairs:Array(Tuple(String, String))}",
             {"forgotten_pairs": pairs},
@@ -228,12 +232,12 @@ def _forgotten(selection: _Selection, pairs) -> counts.Forgotten | None:
     scope = selection.scope()
     if scope is not None:
         return counts.Forgotten(
-            tuple(dim for dim in DIMS if dim.per_endpoint),
+            tuple(dim for dim in COUNTED if dim.per_endpoint),
             selection.end_ms,
             "endpoint IN {forgotten_scope:Array(String)}",
             {"forgotten_scope": scope},
         )
-    return counts.Forgotten(DIMS, selection.end_ms, "1", {})
+    return counts.Forgotten(COUNTED, selection.end_ms, "1", {})
 
 
 def _last_activity_gone(connection, end_ms: int) -> None:

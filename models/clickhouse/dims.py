@@ -1,5 +1,6 @@
 """What the statistics' counts in ClickHouse count (models/clickhouse/counts.py): the SQL
-store's daily rollups, one `field` each, and how a record's values are named in them."""
+store's daily rollups, and its hourly and quarter-hour ones per endpoint, one `field` each, and
+how a record's values are named in them."""
 
 import datetime
 
@@ -10,9 +11,18 @@ DAY_MS = rollups.DAY_MS
 # The SQL store's daily statistics, one field each (its longer blocks are sums of these days:
 # ClickHouse adds up a month of days at scan speed).
 DIMS = tuple(dim for dim in rollups.STATISTICS if dim.period_ms == DAY_MS)
-# What a client not logged leaves (models/statistics/anonymous.py): the counts that name no client.
+# The SQL store's shorter periods per endpoint (plain counts, the action's per hour and quarter
+# hour, the client's per hour): the time series of a day or a month, whose buckets are shorter
+# than a day, read them instead of the window's records. Rows of a day's partition, `period`
+# numbering the hour or quarter hour within it (0 for a day's own count). Its counts over all
+# endpoints per hour (every name asked in an hour, with its action) are left out: they would
+# cost more bytes than the records' own names, for top lists that read days and two edges.
+SHORT = tuple(dim for dim in rollups.DIMS if dim.period_ms < DAY_MS and dim.per_endpoint and dim.built_from is None)
+COUNTED = DIMS + SHORT
+# What a client not logged leaves (models/statistics/anonymous.py): the daily counts that name no
+# client (the SQL store keeps its shorter ones for the records stored).
 ANONYMOUS = tuple(dim for dim in DIMS if "client" not in dim.columns)
-COLUMNS = ("day", "field", "endpoint", "value", "second", "domain", "n")
+COLUMNS = ("day", "period", "field", "endpoint", "value", "second", "domain", "n")
 
 
 def day_text(days: int) -> str:
@@ -21,8 +31,18 @@ def day_text(days: int) -> str:
 
 
 def field(dim) -> str:
-    """The name a dim's rows carry in `field`: its columns ("" for plain counts)."""
-    return "+".join(dim.columns)
+    """The name a dim's rows carry in `field`: its columns ("" for plain counts), and for a
+    period shorter than a day its minutes ("action/15m")."""
+    named = "+".join(dim.columns)
+    return named if dim.period_ms == DAY_MS else f"{named}/{dim.period_ms // 60_000}m"
+
+
+def period(dim) -> str:
+    """The SQL of a record's `period` in `dim`: which of the day's hours or quarter hours it is
+    in (0 for a day's own count)."""
+    if dim.period_ms == DAY_MS:
+        return "toUInt8(0)"
+    return f"toUInt8(intDiv(toHour(ts) * 60 + toMinute(ts), {dim.period_ms // 60_000}))"
 
 
 def value_text(column: str) -> str:
@@ -49,24 +69,25 @@ def text(column: str, value) -> str:
 
 
 def _entry(dim) -> str:
-    """The (field, endpoint, value, second, domain) one record adds to `dim`."""
+    """The (period, field, endpoint, value, second, domain) one record adds to `dim`."""
     endpoint = "CAST(endpoint AS String)" if dim.per_endpoint else "''"
     first = value_text(dim.columns[0]) if dim.columns else "''"
     second = value_text(dim.columns[1]) if len(dim.columns) > 1 else "''"
     domain = "CAST(registrable_domain AS String)" if "question" in dim.columns else "''"
-    return f"tuple('{field(dim)}', {endpoint}, {first}, {second}, {domain})"
+    return f"tuple({period(dim)}, '{field(dim)}', {endpoint}, {first}, {second}, {domain})"
 
 
-def counted(records: str, where: str = "", dims=DIMS) -> str:
+def counted(records: str, where: str = "", dims=COUNTED) -> str:
     """A SELECT of the counts (COLUMNS, `day` a Date32) of the records of `records` that match
     `where` (SQL; "" all), in `dims`."""
     # The entries made in a subquery: the outer names (endpoint, value...) would hide the
     # records' own columns from them.
     entries = f"[{', '.join(_entry(dim) for dim in dims)}]"
     return (
-        "SELECT on_day AS day, tupleElement(d, 1) AS field, tupleElement(d, 2) AS endpoint, "
-        "tupleElement(d, 3) AS value, tupleElement(d, 4) AS second, tupleElement(d, 5) AS domain, "
-        f"toInt64(count()) AS n FROM (SELECT toDate32(ts) AS on_day, {entries} AS entries FROM {records}"
+        "SELECT on_day AS day, tupleElement(d, 1) AS period, tupleElement(d, 2) AS field, "
+        "tupleElement(d, 3) AS endpoint, tupleElement(d, 4) AS value, tupleElement(d, 5) AS second, "
+        f"tupleElement(d, 6) AS domain, toInt64(count()) AS n FROM (SELECT toDate32(ts) AS on_day, {entries} "
+        f"AS entries FROM {records}"
         + (f" WHERE {where}" if where else "")
-        + " ) ARRAY JOIN entries AS d GROUP BY day, field, endpoint, value, second, domain"
+        + " ) ARRAY JOIN entries AS d GROUP BY day, period, field, endpoint, value, second, domain"
     )

@@ -5,6 +5,8 @@ One ClickHouse: each table as named. A cluster (`Target.cluster`): each statemen
 each table a Replicated one with `_local` after its name, and a Distributed table of the plain
 name over it, which the service reads and writes."""
 
+import re
+import time
 from dataclasses import dataclass
 
 from catalogue import BOOLEAN, CLIENT, DERIVED, ENDPOINT, FIELDS, INTEGER, NUMBER, TERM, TIME
@@ -29,6 +31,12 @@ DEDUPLICATION_WINDOW = 10_000
 # The number of a row put in place of others (models/clickhouse/derived.py: replace): in the key,
 # so that ClickHouse never merges it into the rows it replaces; 0 for the rows the views write.
 MADE = ("made", "UInt64")
+# Which hour or quarter hour of its day a count is of (dims.SHORT; 0: the day's own).
+PERIOD = ("period", "UInt8")
+# The counts table's comment: from when (ms) its hours and quarter hours count every record. 0
+# for tables made with them; a table made before counts them from the day after its upgrade, and
+# the statistics read the records before that (models/clickhouse/counts.py).
+SHORT_FROM = "short counts from "
 
 
 def column_type(field) -> str:
@@ -66,6 +74,9 @@ class Table:
     filled_by: str | None = None
     # A cluster's: which shard a row goes to (columns of its own).
     sharding: str = SHARDING_KEY
+    # Columns (in its key) that tables made by earlier versions lack: `upgrades` adds them.
+    added: tuple[tuple[str, str], ...] = ()
+    comment: str = ""
 
 
 def _tables() -> tuple[Table, ...]:
@@ -90,6 +101,7 @@ def _tables() -> tuple[Table, ...]:
             "AggregatingMergeTree",
             "ORDER BY (endpoint, client, made)",
             filled_by="SELECT endpoint, client, max(ts) AS ts FROM {records} GROUP BY endpoint, client",
+            added=(MADE,),
         ),
         # A name's first and last sighting per endpoint, and ('') over all endpoints; with its
         # registrable domain (a function of the name: no row more), for the domains' first-seen.
@@ -108,15 +120,18 @@ def _tables() -> tuple[Table, ...]:
             filled_by="SELECT scope AS endpoint, question, registrable_domain, min(ts) AS first, max(ts) AS last "
             "FROM {records} ARRAY JOIN [endpoint, ''] AS scope GROUP BY scope, question, registrable_domain",
             sharding="cityHash64(endpoint, question)",
+            added=(MADE,),
         ),
         # The statistics' counts per day (models/clickhouse/counts.py): the SQL store's daily
         # rollups, `field` naming which ("" plain counts, "question+action" over all endpoints,
         # endpoint ''), `value` and `second` its columns' texts, `domain` the question's
-        # registrable domain. A partition a day: expiry drops whole days.
+        # registrable domain; and its hourly and quarter-hour ones per endpoint ("action/15m"),
+        # `period` the hour or quarter hour of the day. A partition a day: expiry drops whole days.
         Table(
             "daily_counts",
             (
                 ("day", "Date32"),
+                PERIOD,
                 ("field", "LowCardinality(String)"),
                 ("endpoint", "LowCardinality(String)"),
                 ("value", "String CODEC(ZSTD(1))"),
@@ -125,9 +140,11 @@ def _tables() -> tuple[Table, ...]:
                 ("n", "Int64"),
             ),
             "SummingMergeTree",
-            "PARTITION BY day ORDER BY (field, endpoint, value, second)",
+            "PARTITION BY day ORDER BY (field, endpoint, value, second, period)",
             filled_by=dims.counted("{records}"),
             sharding="cityHash64(endpoint, value)",
+            added=(PERIOD,),
+            comment=f"{SHORT_FROM}0",
         ),
     )
 
@@ -154,7 +171,7 @@ def statements(target: Target) -> list[str]:
         # Inserts sent again with the same deduplication token are stored once (a batch retried
         # under its batch key), and so are the blocks its views write: Replicated tables remember
         # recent tokens by themselves, a plain MergeTree only when told to.
-        tail = table.tail + ("" if cluster else settings)
+        tail = table.tail + ("" if cluster else settings) + (f"\nCOMMENT '{table.comment}'" if table.comment else "")
         made.append(f"CREATE TABLE IF NOT EXISTS {local}{on} (\n    {body}\n) ENGINE = {engine}\n{tail}")
         if cluster:
             made.append(
@@ -177,15 +194,23 @@ def statements(target: Target) -> list[str]:
 def create(connection) -> None:
     """Make what is missing of the record store's tables on the connection's ClickHouse, and
     bring the tables an earlier version made up to these."""
-    for statement in statements(connection.target):
+    made = statements(connection.target)
+    views = [statement for statement in made if statement.startswith("CREATE MATERIALIZED VIEW")]
+    # The views last: ClickHouse checks a view's SELECT against its table even when the view
+    # is there, so an earlier table must have its new columns first.
+    for statement in made:
+        if statement not in views:
+            connection.command(statement)
+    for statement in upgrades(connection) + views:
         connection.command(statement)
-    for statement in upgrades(connection):
-        connection.command(statement)
+    _short_from.pop(connection.target, None)
 
 
 def upgrades(connection) -> list[str]:
-    """The statements that bring tables made before a column of theirs was added up to it:
-    `made` (the tables a view fills, before rows were replaced by number)."""
+    """The statements that bring tables made before a column of their key was added up to it:
+    `made` (the tables a view fills, before rows were replaced by number), `period` (the counts,
+    before hours and quarter hours were counted: counted from the next day on, SHORT_FROM, by
+    their view made again)."""
     database, cluster = connection.target.database, connection.target.cluster
     on = f" ON CLUSTER {cluster}" if cluster else ""
     suffix = "_local" if cluster else ""
@@ -195,12 +220,52 @@ def upgrades(connection) -> list[str]:
             "SELECT table, name FROM system.columns WHERE database = {database:String}", {"database": database}
         )
     }
+    views = dict(
+        connection.rows(
+            "SELECT name, as_select FROM system.tables WHERE database = {database:String} AND name LIKE '%\\_view'",
+            {"database": database},
+        )
+    )
     made = []
+    records = f"{database}.records{suffix}"
+    existing = {table for table, _ in have}
     for table in TABLES:
-        if MADE in table.columns and (table.name + suffix, MADE[0]) not in have:
-            assert table.tail.startswith("ORDER BY ("), "the key of a table `made` is added to"
-            column = f"ADD COLUMN IF NOT EXISTS {' '.join(MADE)}"
-            made.append(f"ALTER TABLE {database}.{table.name}{suffix}{on} {column}, MODIFY {table.tail}")
+        for column in table.added:
+            if table.name + suffix not in existing or (table.name + suffix, column[0]) in have:
+                continue
+            key = re.search(r"ORDER BY \([^)]*\)", table.tail)
+            assert key, "the key of a table a column is added to"
+            changes = f"ADD COLUMN IF NOT EXISTS {' '.join(column)}, MODIFY {key.group(0)}"
+            if table.comment.startswith(SHORT_FROM):
+                tomorrow = (int(time.time() * 1000) // dims.DAY_MS + 1) * dims.DAY_MS
+                changes += f", MODIFY COMMENT '{SHORT_FROM}{tomorrow}'"
+            made.append(f"ALTER TABLE {database}.{table.name}{suffix}{on} {changes}")
             if cluster:
-                made.append(f"ALTER TABLE {database}.{table.name}{on} {column}")
+                made.append(f"ALTER TABLE {database}.{table.name}{on} ADD COLUMN IF NOT EXISTS {' '.join(column)}")
+        # A view that writes a column its table was given: made to (a start cut short after
+        # the table's change does it then).
+        view = views.get(f"{table.name}_view")
+        wanted = [column for column, _ in table.added if table.filled_by and f" AS {column}" in table.filled_by]
+        if view is not None and any(f" AS {column}" not in view for column in wanted):
+            made.append(
+                f"ALTER TABLE {database}.{table.name}_view{on} MODIFY QUERY " + table.filled_by.format(records=records)
+            )
     return made
+
+
+# {target: SHORT_FROM's time}, read once a process: it changes only at an upgrade (create).
+_short_from: dict = {}
+
+
+def short_counts_from(connection) -> int:
+    """The time (ms) from which the counts table counts hours and quarter hours (SHORT_FROM)."""
+    target = connection.target
+    if target not in _short_from:
+        suffix = "_local" if target.cluster else ""
+        found = connection.rows(
+            "SELECT comment FROM system.tables WHERE database = {database:String} AND name = {name:String}",
+            {"database": target.database, "name": f"daily_counts{suffix}"},
+        )
+        comment = found[0][0] if found else ""
+        _short_from[target] = int(comment[len(SHORT_FROM) :]) if comment.startswith(SHORT_FROM) else 0
+    return _short_from[target]
