@@ -4,6 +4,7 @@ reached) applied to both and rewritten to the end; then the tasks' figures, the 
 the statistics that name values, the names first seen and the clients must be the SQL store's.
 Each store has its SQL database of its own (settings, tasks, client entries are theirs)."""
 
+import dataclasses
 import random
 
 import pytest
@@ -116,6 +117,11 @@ def _shown(now, pages, count, top, newly_seen, clients) -> dict:
         filters = Filters(start_ms=window.start_ms, end_ms=window.end_ms, values=scope)
         found[str(scope)] = {
             "pages": [pages(filters, page, 40) for page in range(5)],
+            # (ClickHouse finds a search's names first: activity.named)
+            "searched": [
+                pages(dataclasses.replace(filters, search=text, search_mode=mode), 0, 40)
+                for text, mode in (("example", "includes"), ("example.com", "apex"), (r"^$|^www\.", "regex"))
+            ],
             "count": count(filters),
             "top": [top(filters, column, 20) for column in ("client", "question", "registrable_domain")]
             + [top(filters, column, 20) for column in ("trigger_value", "dst_country")],
@@ -154,6 +160,42 @@ def test_stricter_settings_rewrite_what_the_sql_store_rewrites(pair):
         _change_both(sql_app, ch_app, clickhouse, endpoint, fields, now)
         _run_both(sql_app, ch_app, clickhouse)
         _assert_same(sql_app, ch_app, clickhouse, now)
+
+
+def test_every_name_a_record_holds_is_seen_through_every_statement_of_rewrites(pair, monkeypatch):
+    """The log's searches find their names in names_seen first (activity.named): after each
+    statement of the rewrites (settings made stricter, then age steps), every name the records
+    hold (per endpoint and over all of them), if not '', is a name or a registrable domain of
+    sightings from its first record to its last."""
+    sql_app, ch_app, clickhouse, now = pair
+    _same_keys(sql_app, ch_app)
+    unseen, command = [], clickhouse.command
+
+    def watched(sql, params=None):
+        command(sql, params)
+        unseen.extend(_names_unseen(clickhouse))
+
+    monkeypatch.setattr(clickhouse, "command", watched)
+    for endpoint, fields in CHANGES[:2]:
+        _change_both(sql_app, ch_app, clickhouse, endpoint, fields, now)
+        _run_both(sql_app, ch_app, clickhouse)
+    with inside(ch_app), write_transaction():
+        privacy.change(privacy.DEFAULT, {"age_steps": [{"after_days": 1, "question": "domain"}]})
+        ch_rewrites.plan_ages(clickhouse, now)
+    with inside(ch_app):
+        assert ch_rewrites.run_rewrites(clickhouse, lambda: False) > 0
+    assert not unseen
+
+
+def _names_unseen(clickhouse) -> list:
+    """The (endpoint or '', name) pairs of the records whose sightings do not span them."""
+    return clickhouse.rows(
+        "SELECT r.scope, r.question FROM (SELECT scope, question, min(ts) AS first, max(ts) AS last "
+        "FROM analytics.records ARRAY JOIN [endpoint, ''] AS scope WHERE question != '' GROUP BY scope, question) AS r "
+        "LEFT JOIN (SELECT endpoint, name, min(first) AS first, max(last) AS last FROM analytics.names_seen "
+        "ARRAY JOIN [question, registrable_domain] AS name GROUP BY endpoint, name) AS s "
+        "ON r.scope = s.endpoint AND r.question = s.name WHERE s.first > r.first OR s.last < r.last"
+    )
 
 
 def test_age_steps_rewrite_what_the_sql_store_rewrites(pair):

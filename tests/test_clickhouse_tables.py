@@ -241,6 +241,30 @@ def test_counts_made_before_hours_were_counted_are_brought_up_to_them(clickhouse
         earlier.command("DROP DATABASE IF EXISTS before_hours")
 
 
+def test_records_made_with_the_n_gram_index_get_the_names_bloom_filter(clickhouse):
+    """The records as made before the log's searches found their names first: made again, the
+    n-gram index is gone, and the bloom filter on the names is there, built for the parts."""
+    target = Target(database="before_names", folder=clickhouse.target.folder)
+    earlier = clickhouse.on_database(target)
+    asked = "INDEX asked question TYPE bloom_filter(0.01) GRANULARITY 1"
+    n_grams = tables._RETIRED_INDEXES["records"][0]
+    try:
+        for statement in tables.statements(target):
+            earlier.command(statement.replace(asked, n_grams))
+        earlier.insert("before_names.records", tables.RECORD_COLUMNS, [record_row(1, 1_700_000_000_000)], times=("ts",))
+        indexes = "SELECT name, type FROM system.data_skipping_indices WHERE database = 'before_names' ORDER BY name"
+        assert ("names", "ngrambf_v1") in earlier.rows(indexes)
+        tables.create(earlier)
+        assert earlier.rows(indexes) == [("asked", "bloom_filter"), ("clients", "bloom_filter"), ("numbers", "minmax")]
+        assert tables.upgrades(earlier) == []
+        assert earlier.rows(
+            "SELECT count() FROM before_names.records WHERE question IN ('example.com') "
+            "SETTINGS force_data_skipping_indices = 'asked'"
+        ) == [(1,)]
+    finally:
+        earlier.command("DROP DATABASE IF EXISTS before_names")
+
+
 def test_a_chdb_folder_serves_one_process(clickhouse, tmp_path):
     folder = clickhouse.target.folder
     other = subprocess.run(

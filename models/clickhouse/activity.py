@@ -28,17 +28,13 @@ _NUMBERS_AT = [
 assert set(RecordRow._fields) <= set(RECORD_COLUMNS), "every column a row shows is a column of the records"
 
 
-def condition(filters: Filters) -> tuple[str, dict]:
+def condition(filters: Filters, connection=None) -> tuple[str, dict]:
     """(a ClickHouse condition on the records, its parameters) for `filters`: of the records
     committed (numbered up to the counter's top: a batch is in ClickHouse a moment before its
-    transaction commits, and one whose transaction failed is erased after)."""
-    parts, params = ["id <= {committed:UInt64}"], {"committed": numbers.top()}
-    if filters.start_ms is not None:
-        parts.append("ts >= fromUnixTimestamp64Milli({start:Int64})")
-        params["start"] = filters.start_ms
-    if filters.end_ms is not None:
-        parts.append("ts <= fromUnixTimestamp64Milli({end:Int64})")
-        params["end"] = filters.end_ms
+    transaction commits, and one whose transaction failed is erased after). Given the
+    `connection`, a search that finds few names asks for those (`named`)."""
+    window, params = _window(filters, "ts", "ts")
+    parts, params = ["id <= {committed:UInt64}", *window], {"committed": numbers.top(), **params}
     for i, (column, values) in enumerate(sorted(filters.values.items())):
         if values:
             kind = _PARAMETER_TYPES.get(FIELDS_BY_SQL[column].storage, "Array(String)")
@@ -48,26 +44,79 @@ def condition(filters: Filters) -> tuple[str, dict]:
         parts.append("endpoint IN {allowed:Array(String)}")
         params["allowed"] = sorted(filters.endpoint_limit)
     if filters.search:
-        search, named = _search(filters.search, filters.search_mode)
-        parts.append(search)
-        params.update(named)
+        found = named(connection, filters) if connection is not None else None
+        if found is not None:
+            parts.append("question IN {named:Array(String)}")
+            params["named"] = found
+        else:
+            search, texts = _search(filters.search, filters.search_mode)
+            parts.append(search)
+            params.update(texts)
     return " AND ".join(parts), params
 
 
-def _search(text: str, mode: str) -> tuple[str, dict]:
+# A search that finds at most this many names in the window is asked by them: the records'
+# bloom filter on the question skips every granule holding none (models/clickhouse/tables.py).
+# One finding more matches the text on every record it reads instead: names that many are
+# in most granules, and a page fills from its first stretch.
+NAMED_AT_MOST = 1_000
+
+
+def named(connection, filters: Filters) -> list[str] | None:
+    """The names the search finds among those the window's records may hold, when at most
+    NAMED_AT_MOST (None: more, or `excludes`, which finds most names). From `names_seen`: every
+    record's name was sighted, from its first record to its last, when it went in (its view);
+    a privacy rewrite since may have made it its registrable domain, which the sighting holds
+    too, or '', which a search finds or not whatever was sighted (docs/clickhouse.md "A search
+    finds its names first")."""
+    if filters.search_mode == "excludes":
+        return None
+    search, params = _search(filters.search, filters.search_mode, "name")
+    where, bounds = _window(filters, "last", "first")
+    params.update(bounds)
+    endpoints = filters.values.get("endpoint") or (sorted(filters.endpoint_limit) if filters.endpoint_limit else None)
+    if endpoints:
+        where.append("endpoint IN {endpoints:Array(String)}")
+        params["endpoints"] = list(endpoints)
+    else:
+        where.append("endpoint = ''")
+    # '' whenever the search finds it: a name dropped by a rewrite may have no sighting left.
+    found = connection.rows(
+        f"SELECT DISTINCT name FROM (SELECT name FROM {connection.target.database}.names_seen "
+        f"ARRAY JOIN [question, registrable_domain] AS name WHERE {' AND '.join(where)} UNION ALL SELECT '' AS name) "
+        f"WHERE {search} LIMIT {NAMED_AT_MOST + 1}",
+        params,
+    )
+    return None if len(found) > NAMED_AT_MOST else [name for (name,) in found]
+
+
+def _window(filters: Filters, until: str, since: str) -> tuple[list[str], dict]:
+    """(conditions, parameters) that the time column `until` is not before the window's start,
+    and `since` not after its end."""
+    parts, params = [], {}
+    if filters.start_ms is not None:
+        parts.append(f"{until} >= fromUnixTimestamp64Milli({{start:Int64}})")
+        params["start"] = filters.start_ms
+    if filters.end_ms is not None:
+        parts.append(f"{since} <= fromUnixTimestamp64Milli({{end:Int64}})")
+        params["end"] = filters.end_ms
+    return parts, params
+
+
+def _search(text: str, mode: str, column: str = "question") -> tuple[str, dict]:
     """The question search with the meaning the SQL store gives it (models.records.filters.
     name_pattern: the text lowered by Python, then compared ignoring the case of ASCII letters
     only, `apex` the name itself or a name ending in "." and it), in ClickHouse's own string
     functions, whose `lower` folds ASCII letters only; RE2 (`match`) runs only `regex`, as its
     case-folding character classes cost 1.5-3 times these (docs/clickhouse.md)."""
     if mode == "regex":
-        return "match(question, {pattern:String})", {"pattern": text}
+        return f"match({column}, {{pattern:String}})", {"pattern": text}
     named = {"text": text.lower()}
     if mode == "apex":
-        return "(question = {text:String} OR endsWith(lower(question), concat('.', {text:String})))", named
+        return f"({column} = {{text:String}} OR endsWith(lower({column}), concat('.', {{text:String}})))", named
     if mode in ("startsWith", "endsWith"):
-        return f"{mode}(lower(question), {{text:String}})", named
-    return f"position(lower(question), {{text:String}}) {'=' if mode == 'excludes' else '>'} 0", named
+        return f"{mode}(lower({column}), {{text:String}})", named
+    return f"position(lower({column}), {{text:String}}) {'=' if mode == 'excludes' else '>'} 0", named
 
 
 def page_records(connection, filters: Filters, page: int, page_size: int, descending: bool = True) -> list[RecordRow]:
@@ -81,7 +130,7 @@ def page_records(connection, filters: Filters, page: int, page_size: int, descen
     its newest hours fill reads those alone, whatever the store holds beyond them. A later page
     is asked of the whole window in one statement: to know which of a stretch's records come
     before it would cost a count of every stretch, as much as the one statement (BENCHMARKS.md)."""
-    where, params = condition(filters)
+    where, params = condition(filters, connection)
     order = "DESC" if descending else "ASC"
     select = f"SELECT {_SELECTED} FROM {connection.target.database}.records WHERE {where}"
     tail = f" ORDER BY ts {order}, id {order} LIMIT {{most:UInt64}} OFFSET {{skip:UInt64}}"
@@ -167,7 +216,7 @@ def iter_batches(connection, filters: Filters, descending: bool = True, batch_si
     """Every matching record as RecordRows (texts), a list per batch, memory flat, in the order
     of models.clients.activity.iter_raw_batches (a record deleted before its step reads it is
     left out)."""
-    for rows in walk(connection, *condition(filters), descending, _SELECTED, batch_size):
+    for rows in walk(connection, *condition(filters, connection), descending, _SELECTED, batch_size):
         yield [_row(row[:-2]) for row in rows]
 
 

@@ -106,7 +106,7 @@ def parts(connection, filters: Filters, interval_ms=None, column=None, only=None
             if end is not None and last is not None and (last + 1) * size <= end:
                 edges.append(((last + 1) * size, end))
     for i, (edge_start, edge_end) in enumerate(edges):
-        where, named = condition(dataclasses.replace(filters, start_ms=edge_start, end_ms=edge_end))
+        where, named = condition(dataclasses.replace(filters, start_ms=edge_start, end_ms=edge_end), connection)
         for name, value in named.items():
             where = where.replace(f"{{{name}:", f"{{e{i}_{name}:")
             params[f"e{i}_{name}"] = value

@@ -75,7 +75,7 @@ _CHUNK = 5_000
 def lines(connection, filters: Filters, descending: bool, batch_size: int = _BATCH):
     """The export's lines, a text per 5,000 records; None when a number of the window is one
     whose repr has an exponent (rare: the caller then writes the export from the rows)."""
-    where, params = activity.condition(filters)
+    where, params = activity.condition(filters, connection)
     table = f"{connection.target.database}.records"
     others = " OR ".join(f"NOT {_plain(column)}" for column in _NUMBERS)
     # One statement for where the walk goes and whether the window holds such a number.

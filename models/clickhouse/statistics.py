@@ -65,7 +65,7 @@ def latency(connection, filters: Filters, column: str | None = None, limit: int 
     """Response-time summaries (LatencyRow) of the records that have one: of them all (`column`
     None: one row, value None), or of the `limit` values of `column` with the most (or fewest)
     of them, ties by value. Percentiles by nearest rank, as the SQL store's."""
-    where, params = condition(filters)
+    where, params = condition(filters, connection)
     group = "NULL" if column is None else value_text(column)
     # Nearest rank: the ceil(n * p / 100)-th smallest, as arraySort and an index give it exactly.
     rows = connection.rows(
@@ -84,7 +84,7 @@ def latency(connection, filters: Filters, column: str | None = None, limit: int 
 
 def availability(connection, filters: Filters) -> tuple[int | None, int | None, int]:
     """(oldest timestamp, newest timestamp, record count) of the records the filters allow."""
-    where, params = condition(filters)
+    where, params = condition(filters, connection)
     oldest, newest, n = connection.rows(
         "SELECT toUnixTimestamp64Milli(min(ts)), toUnixTimestamp64Milli(max(ts)), count() "
         f"FROM {_records(connection)} WHERE {where}",
