@@ -312,7 +312,7 @@ def _exports(clickhouse, filters, descending, batch_size) -> tuple[str, str, str
     """The CSV lines of the SQL store, and of ClickHouse, written by ClickHouse and from its rows."""
     sql = CsvEncoder(ROW_FIELDS, value_texts)
     expected = "".join(sql.lines(rows) for rows in iter_raw_batches(filters, descending, batch_size=batch_size))
-    written = "".join(csv_export.lines(clickhouse, filters, descending, batch_size) or ["(none)"])
+    written = b"".join(csv_export.lines(clickhouse, filters, descending, batch_size) or [b"(none)"]).decode()
     ch = CsvEncoder(ROW_FIELDS, activity.texts)
     from_rows = "".join(ch.lines(rows) for rows in activity.iter_batches(clickhouse, filters, descending, batch_size))
     return expected, written, from_rows

@@ -100,8 +100,8 @@ def export_csv(query):
     return response
 
 
-def _csv_rows(chunk: str) -> int:
-    return chunk.count("\r\n")
+def _csv_rows(chunk: str | bytes) -> int:
+    return chunk.count(b"\r\n" if isinstance(chunk, bytes) else "\r\n")
 
 
 @blp.route("/realtime", methods=["GET"])

@@ -12,6 +12,8 @@ from models.runtime.config import DAY_MS
 _PARAMETER_TYPES = {INTEGER: "Array(Int64)", NUMBER: "Array(Float64)", BOOLEAN: "Array(Bool)"}
 # A RecordRow's columns as ClickHouse selects them (the time as epoch milliseconds).
 _SELECTED = ", ".join("toUnixTimestamp64Milli(ts)" if column == "ts" else column for column in RecordRow._fields)
+_TS_AT = RecordRow._fields.index("ts")
+assert RecordRow._fields[0] == "id", "a row's number comes first"
 
 
 # Strings ClickHouse keeps as '' for unknown, which a RecordRow holds as None (as the SQL store's);
@@ -216,54 +218,62 @@ def iter_batches(connection, filters: Filters, descending: bool = True, batch_si
     """Every matching record as RecordRows (texts), a list per batch, memory flat, in the order
     of models.clients.activity.iter_raw_batches (a record deleted before its step reads it is
     left out)."""
-    for rows in walk(connection, *condition(filters, connection), descending, _SELECTED, batch_size):
-        yield [_row(row[:-2]) for row in rows]
+    table = f"{connection.target.database}.records"
+
+    def take(within: str, named: dict, order: str):
+        rows = connection.rows(
+            f"SELECT {_SELECTED} FROM {table} WHERE {within} ORDER BY ts {order}, id {order} LIMIT {{batch:UInt64}}",
+            named,
+        )
+        return [_row(row) for row in rows], len(rows), (rows[-1][_TS_AT], rows[-1][0]) if rows else None
+
+    yield from walk(connection, *condition(filters, connection), descending, batch_size, take)
 
 
 # The first and last time (ms) of the records a condition selects, and how many: where a walk goes.
 BOUNDS = "toUnixTimestamp64Milli(min(ts)), toUnixTimestamp64Milli(max(ts)), count()"
 
 
-def walk(connection, where: str, params: dict, descending: bool, selected: str, batch_size: int, bounds=None):
-    """The `selected` columns of every record `where` selects (a condition(): the records
-    committed when it was made), then its time (ms) and number, a list of at most `batch_size`
-    per step, in (ts, id) order. Each step is a statement over a slice of time alone (the
-    records are ordered by time within an endpoint), as wide as should hold a batch: the span
-    the last full batch took, or the last slice's width scaled by what it held. Past a full
-    batch the walk goes on from its last record, by (ts, id). (A cursor over the whole window
-    read all of it again at every step: 1M records in batches of 5,000 took 200 statements
-    over the whole window.) `bounds`: the BOUNDS of the records `where` selects, when the caller
-    has them."""
+def walk(connection, where: str, params: dict, descending: bool, batch_size: int, take, bounds=None):
+    """What `take` reads of every record `where` selects (a condition(): the records committed
+    when it was made), in (ts, id) order, at most `batch_size` records a step. Each step is a
+    slice of time alone (the records are ordered by time within an endpoint), as wide as should
+    hold a batch: the span the last full batch took, or the last slice's width scaled by what
+    it held. Past a full batch the walk goes on from its last record, by (ts, id). (A cursor
+    over the whole window read all of it again at every step: 1M records in batches of 5,000
+    took 200 statements over the whole window.)
+
+    `take(within, named, order)`: the step's records, those the condition `within` selects
+    with the parameters `named` (the first `named["batch"]` of them by ts and id, `order` ASC
+    or DESC), as (what it hands on, how many records, the time (ms) and number of the last);
+    what it hands on is yielded when it holds any. `bounds`: the BOUNDS of the records `where`
+    selects, when the caller has them."""
     table = f"{connection.target.database}.records"
     low, high, count = bounds or connection.rows(f"SELECT {BOUNDS} FROM {table} WHERE {where}", params)[0]
     if not count:
         return
     order, past = ("DESC", "<") if descending else ("ASC", ">")
     inside = "ts >= fromUnixTimestamp64Milli({slice_from:Int64}) AND ts < fromUnixTimestamp64Milli({slice_to:Int64})"
-    seek = f"(ts, id) {past} (fromUnixTimestamp64Milli({{at:Int64}}), {{at_id:UInt64}})"
-    tail = f"ORDER BY ts {order}, id {order} LIMIT {{batch:UInt64}}"
-    statements = [
-        f"SELECT {selected}, toUnixTimestamp64Milli(ts), id FROM {table} WHERE {where} AND {inside}{more} {tail}"
-        for more in ("", f" AND {seek}")
-    ]
+    seek = f" AND (ts, id) {past} (fromUnixTimestamp64Milli({{at:Int64}}), {{at_id:UInt64}})"
     width = max(1, (high - low + 1) * batch_size // count)
     done = high + 1 if descending else low  # the edge of the time walked (the last record's ms: the cursor's)
     after = None  # the last record handed on, once a batch was full
     while low < done if descending else done <= high:
         edges = (max(low, done - width), done) if descending else (done, min(high + 1, done + width))
         named = {**params, "slice_from": edges[0], "slice_to": edges[1], "batch": batch_size}
-        cursor = {"at": after[0], "at_id": after[1]} if after else {}
-        rows = connection.rows(statements[after is not None], {**named, **cursor})
-        if rows:
-            yield rows
-        if len(rows) == batch_size:
-            after = rows[-1][-2:]
+        if after:
+            named.update(at=after[0], at_id=after[1])
+        got, held, last = take(f"{where} AND {inside}{seek if after else ''}", named, order)
+        if held:
+            yield got
+        if held == batch_size:
+            after = last
             width = max(1, done - after[0] if descending else after[0] - done + 1)
             done = after[0] + 1 if descending else after[0]
         else:
             done = edges[0] if descending else edges[1]
             # Growing at most eightfold: an empty stretch says little of what follows it.
-            width = max(1, min(width * 8, width * batch_size // max(len(rows), 1)))
+            width = max(1, min(width * 8, width * batch_size // max(held, 1)))
 
 
 def texts(storage: str, values) -> dict:

@@ -60,11 +60,11 @@ class RecordStore(ABC):
         handles it; a record is handed on once, and left out only if a deletion or an expiry
         removed it before its batch was read."""
 
-    def csv_lines(self, filters: Filters, descending: bool = True) -> Iterator[str] | None:
+    def csv_lines(self, filters: Filters, descending: bool = True) -> Iterator[bytes] | None:
         """The CSV export's lines (catalogue.CSV_FIELDS, each ending "\\r\\n", no header) of
         every selected record, in the log's order, as iter_raw_batches hands them on, written by
-        the store itself, a text per batch; None where the store writes none (the wire then
-        writes them from the raw rows: schemas/csv_format.py, whose bytes these must be)."""
+        the store itself as UTF-8, a text per batch; None where the store writes none (the wire
+        then writes them from the raw rows: schemas/csv_format.py, whose bytes these must be)."""
         return None
 
     @abstractmethod
