@@ -3,9 +3,8 @@ vendor's client) differ. Statements are ClickHouse SQL with `{name:Type}` parame
 bind themselves; rows come back as tuples.
 
 Times go in as epoch milliseconds, for columns the caller names: a server takes a DateTime64(3)
-as its ticks, while chDB's JSON input reads a number as seconds, so it is handed the seconds as
-a decimal text. Days (a Date32) go in as days since 1970: a server's client takes dates, chDB's
-JSON their text."""
+as its ticks, and chDB is handed a batch as Arrow, whose timestamps are those ticks. Days (a
+Date32) go in as days since 1970: a server's client takes dates, Arrow the days."""
 
 import copy
 import datetime
@@ -80,6 +79,7 @@ class InProcess(Connection):
         self._closed = False
         self._owner = True
         self._others: dict[Target, InProcess] = {}
+        self._types: dict[str, dict] = {}
 
     def on_database(self, target: Target) -> "InProcess":
         """This folder's connection for another database in it (the session shared; closing it
@@ -107,25 +107,29 @@ class InProcess(Connection):
     def insert(self, table, columns, rows, times=(), token=None, days=()):
         if not rows:
             return
-        at = [columns.index(column) for column in times]
-        dated = [columns.index(column) for column in days]
-        lines = []
-        for row in rows:
-            if at or dated:
-                row = list(row)
-                for i in at:
-                    if row[i] is not None:
-                        row[i] = f"{row[i] // 1000}.{row[i] % 1000:03d}"
-                for i in dated:
-                    row[i] = _date(row[i]).isoformat()
-            lines.append(json.dumps(row, ensure_ascii=False, separators=(",", ":")))
-        named = [f"{name} = {{{name}:String}}" for name in _deduplicating(token)]
-        settings = f" SETTINGS {', '.join(named)}"
-        self._session.query(
-            f"INSERT INTO {table} ({', '.join(columns)}){settings} FORMAT JSONCompactEachRow\n" + "\n".join(lines),
-            "Null",
-            params=_texts(_deduplicating(token)),
-        )
+        settings = ", ".join(f"{name} = {_text(value, quoted=True)}" for name, value in _deduplicating(token).items())
+        statement = f"INSERT INTO {table} ({', '.join(columns)}) SETTINGS {settings}"
+        data = _arrow_stream(columns, rows, self._arrow_types(table, columns), times, days)
+        with self._session.send_insert(statement, "ArrowStream") as inserting:
+            inserting.append(data)
+            inserting.finish()
+
+    def _arrow_types(self, table: str, columns) -> list:
+        """The Arrow type of each of `columns` of `table`. (A batch goes as Arrow, which
+        ClickHouse reads with no text parsed: half the time JSON took for a batch of records,
+        and a quarter of the time to encode.)"""
+        known = self._types.setdefault(table, {})
+        if not set(columns) <= known.keys():
+            database, name = table.split(".")
+            known.update(
+                (column, _arrow_type(kind))
+                for column, kind in self.rows(
+                    "SELECT name, type FROM system.columns "
+                    "WHERE database = {database:String} AND table = {name:String}",
+                    {"database": database, "name": name},
+                )
+            )
+        return [known[column] for column in columns]
 
     def close(self):
         global _open_here
@@ -218,6 +222,57 @@ def _text(value, quoted: bool) -> str:
         return "(" + ",".join(_text(item, quoted=True) for item in value) + ")"
     text = str(value).translate(_ESCAPES)
     return f"'{text}'" if quoted else text
+
+
+# ClickHouse's types by their Arrow types; a time, a day and the wrappers are read apart.
+_ARROW_NAMES = {
+    "String": "string",
+    "Bool": "bool_",
+    "Float64": "float64",
+    "Float32": "float32",
+    **{f"{sign}Int{bits}": f"{sign.lower()}int{bits}" for sign in ("", "U") for bits in (8, 16, 32, 64)},
+}
+
+
+def _arrow_type(kind: str):
+    """The Arrow type a column of ClickHouse's type `kind` is sent as (TypeError for a type
+    no table here has)."""
+    import pyarrow  # chDB's own dependency
+
+    for wrapper in ("LowCardinality(", "Nullable("):
+        if kind.startswith(wrapper):
+            return _arrow_type(kind[len(wrapper) : -1])
+    if kind.startswith("SimpleAggregateFunction("):
+        return _arrow_type(kind[len("SimpleAggregateFunction(") : -1].split(", ", 1)[1])
+    if kind.startswith("DateTime64(3"):
+        return pyarrow.timestamp("ms", tz="UTC")
+    if kind == "Date32":
+        return pyarrow.date32()
+    if kind not in _ARROW_NAMES:
+        raise TypeError(f"no Arrow type for ClickHouse's {kind}")
+    return getattr(pyarrow, _ARROW_NAMES[kind])()
+
+
+def _arrow_stream(columns, rows, types, times, days) -> bytes:
+    """`rows` as one Arrow stream (a record batch), times as epoch milliseconds and days as
+    days since 1970."""
+    import pyarrow
+
+    arrays = []
+    for column, values, kind in zip(columns, zip(*rows, strict=True), types, strict=True):
+        if column in times:
+            arrays.append(pyarrow.array(values, pyarrow.int64()).cast(kind))
+        elif column in days:
+            arrays.append(pyarrow.array(values, pyarrow.int32()).cast(kind))
+        elif kind == pyarrow.bool_():  # a SQL store's booleans are 0 and 1
+            arrays.append(pyarrow.array([None if value is None else bool(value) for value in values], kind))
+        else:
+            arrays.append(pyarrow.array(values, kind))
+    batch = pyarrow.RecordBatch.from_arrays(arrays, names=list(columns))
+    sink = pyarrow.BufferOutputStream()
+    with pyarrow.ipc.new_stream(sink, batch.schema) as stream:
+        stream.write_batch(batch)
+    return sink.getvalue().to_pybytes()
 
 
 def _date(days: int) -> datetime.date:
