@@ -7,6 +7,10 @@ import json
 
 import pytest
 
+import models.engine.database
+import models.stores.bound
+from schemas.records import parse_records
+
 from support import stores
 from support.helpers import AUTH, assert_error, ingest, record
 from support.stores import as_older_schema, is_postgres, run_sql, stored_rows
@@ -334,3 +338,38 @@ def test_marking_a_client_not_logged_removes_its_records_but_not_its_anonymous_s
     put(client, "office", {"unloggedClients": "notCounted"})
     client.put("/v2/client/logging/office/tablet", json={"logged": False}, headers=AUTH)
     assert client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"] == 2, "not even counted"
+
+
+class _Refused(Exception):
+    pass
+
+
+def _refuse():
+    raise _Refused
+
+
+def test_a_batch_whose_transaction_fails_counts_no_client_not_logged(app, client):
+    """A batch whose transaction fails at its last step (a feed's import does, when another run
+    of it moved its position) leaves the statistics as they were, its records of a client not
+    logged included: ClickHouse counts those beside the records, and kept them."""
+    ingest(client, record(client_id="quiet", timestamp="2024-05-01T10:00:00Z", question="first.example"))
+    assert client.put("/v2/client/logging/ep1/quiet", json={"logged": False}, headers=AUTH).status_code == 200
+
+    def seen():
+        count = client.get(f"/v2/statistic/count?{WINDOW}", headers=AUTH).json["count"]
+        names = client.get(f"/v2/statistic/count/question?{WINDOW}", headers=AUTH).json["counts"]
+        log = client.get(f"/v2/activity-log?{WINDOW}", headers=AUTH).json["queries"]
+        return count, names, [entry["question"] for entry in log]
+
+    before = seen()
+    batch = [
+        record(client_id="quiet", timestamp="2024-05-01T11:00:00Z", question="hidden.example"),
+        record(client_id="loud", timestamp="2024-05-01T11:00:01Z", question="shown.example"),
+    ]
+    for sent in (batch, batch[:1]):  # with a record kept, and with none
+        with app.app_context(), models.engine.database.connection():
+            with pytest.raises(_Refused), models.engine.database.storing():
+                models.stores.bound.records().store_records(parse_records(sent, 1714600000000), _refuse)
+        assert seen() == before, sent
+    ingest(client, *batch)
+    assert seen()[0] == before[0] + 2

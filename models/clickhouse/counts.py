@@ -179,9 +179,10 @@ def statistics_start(connection) -> int | None:
 # Writing
 
 
-def add_anonymous(connection, records: list[tuple]) -> None:
+def add_anonymous(connection, records: list[tuple]) -> list[tuple]:
     """Count the records of clients not logged (as models.ingest.ingestion.store_records takes
-    them, not stored) in the counts that name no client, as models.statistics.anonymous does."""
+    them, not stored) in the counts that name no client, as models.statistics.anonymous does;
+    the rows added, for take_back."""
     at = {f.sql: i for i, f in enumerate(FIELDS)}
     found: dict[tuple, int] = {}
     for values, _ in records:
@@ -192,7 +193,14 @@ def add_anonymous(connection, records: list[tuple]) -> None:
             domain = registrable_domain(values[at["question"]]) if "question" in dim.columns else ""
             key = (day, 0, field(dim), endpoint if dim.per_endpoint else "", first, second, domain)
             found[key] = found.get(key, 0) + 1
-    connection.insert(_table(connection), COLUMNS, [(*key, n) for key, n in found.items()], days=("day",))
+    rows = [(*key, n) for key, n in found.items()]
+    connection.insert(_table(connection), COLUMNS, rows, days=("day",))
+    return rows
+
+
+def take_back(connection, rows: list[tuple]) -> None:
+    """Count down what add_anonymous added as `rows`: the batch they came with failed."""
+    connection.insert(_table(connection), COLUMNS, [(*row[:-1], -row[-1]) for row in rows], days=("day",))
 
 
 _AFTER_DAY = ", ".join(COLUMNS[1:-1])

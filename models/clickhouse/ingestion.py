@@ -29,8 +29,21 @@ def store_records(connection, records: list[tuple], in_transaction=None, first=N
     and a process that died in between leaves them to the next writer to erase."""
     if not records:
         return 0
-    anonymous = partial(counts.add_anonymous, connection)
-    return privacy.storing(partial(_store, connection), enrichment.enriched, records, in_transaction, first, anonymous)
+    # The counts of clients not logged are ClickHouse's, outside the batch's transaction: a batch
+    # that fails takes back what it added. (A process that dies between the two leaves them.)
+    added = []
+
+    def anonymous(counted: list[tuple]) -> None:
+        added.append(counts.add_anonymous(connection, counted))
+
+    try:
+        return privacy.storing(
+            partial(_store, connection), enrichment.enriched, records, in_transaction, first, anonymous
+        )
+    except BaseException:
+        for rows in added:
+            counts.take_back(connection, rows)
+        raise
 
 
 def _store(connection, records: list[tuple], in_transaction, first) -> int:
