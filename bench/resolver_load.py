@@ -1,9 +1,11 @@
 """A real Unbound answering dnsperf's load on loopback, its dnstap going to the collector
 (`dns-analytics-feed collect-dnstap`) with the default local SQLite store, all on this machine:
 prints, per rate, the queries dnsperf had answered, the records stored, the loss, and the
-collector's CPU per stored record.
+collector's CPU per stored record. With --record-store chdb, the records go to chDB in a folder
+beside that SQLite database (ANALYTICS_RECORD_STORE, docs/clickhouse.md).
 
 .venv/bin/python bench/resolver_load.py [--rates 1000,3000,6000,10000,20000] [--seconds 30] [--code COMMIT,...]
+    [--record-store chdb]
 
 With --code, each rate runs once per commit's collector (a frozen copy of its code, run with this
 checkout's packages), the commits in turn: two versions side by side on a shared machine.
@@ -54,6 +56,9 @@ def main(argv=None) -> int:
         "default: this checkout's installed collector",
     )
     parser.add_argument("--rounds", type=int, default=1, help="how many times each rate (and commit) runs")
+    parser.add_argument(
+        "--record-store", choices=("sqlite", "chdb"), default="sqlite", help="where the records go (sqlite)"
+    )
     args = parser.parse_args(argv)
     unbound.probe()
     if unbound.UNAVAILABLE or not shutil.which("dnsperf"):
@@ -66,7 +71,8 @@ def main(argv=None) -> int:
         for rate in args.rates.split(","):
             for _ in range(args.rounds):
                 for code, origin in codes:  # in turns, so that the machine's moods fall on each alike
-                    row = run(int(rate), args.seconds, args.collector.split(), args.keep, args.kill_after, code)
+                    options = args.collector.split()
+                    row = run(int(rate), args.seconds, options, args.keep, args.kill_after, code, args.record_store)
                     rows.append({**row, "code": origin})
                     print(line(row | {"code": origin}), flush=True)
     finally:
@@ -74,7 +80,8 @@ def main(argv=None) -> int:
     ending = "SIGTERM once stored" if args.kill_after is None else f"SIGKILL {args.kill_after:g} s after the load"
     print(
         f"\n{os.cpu_count()} cores; Unbound {unbound.VERSION} (1 thread); {args.seconds:g} s per rate; "
-        f"collector options: {args.collector or 'defaults'}; collector stopped by {ending}\n"
+        f"collector options: {args.collector or 'defaults'}; collector stopped by {ending}; "
+        f"records in {args.record_store}\n"
     )
     columns = "rate (q/s)|code|answered|stored|lost|loss|collector CPU|µs CPU / record|machine busy|said"
     print("| " + " | ".join(columns.split("|")) + " |")
@@ -100,13 +107,20 @@ def _code(commit: str, workdir: str) -> tuple[str, str]:
 
 
 def run(
-    rate: int, seconds: float, options: list, keep: bool, kill_after: float | None = None, code: str | None = None
+    rate: int,
+    seconds: float,
+    options: list,
+    keep: bool,
+    kill_after: float | None = None,
+    code: str | None = None,
+    record_store: str = "sqlite",
 ) -> dict:
     folder = Path(tempfile.mkdtemp(prefix=f"resolver-load-{rate}-"))
     folder.chmod(0o755)
     database = folder / "analytics.db"
+    chdb = folder / "clickhouse" if record_store == "chdb" else None
     (folder / "queries.txt").write_text("\n".join(QUERIES) + "\n")
-    collector, log = start_collector(folder, "load", options, str(database), code)
+    collector, log = start_collector(folder, "load", options, str(database), code, chdb)
     resolver = None
     try:
         resolver = connect_unbound(folder)
@@ -140,13 +154,13 @@ def run(
                 os.kill(pid, signal.SIGKILL)
             collector.wait(60)
         else:
-            settle(database)
+            settle(database, chdb is not None)
             cpu = collector_cpu(collector.pid) - cpu_before
         busy = (machine_busy_seconds() - busy_before) / (time.monotonic() - started)
         if kill_after is None:
             collector.send_signal(signal.SIGTERM)
             collector.wait(60)
-        stored = count(database)
+        stored = count(database) if chdb is None else count_chdb(chdb)
         said = (
             "; ".join(
                 line
@@ -178,11 +192,15 @@ def run(
             print(f"kept {folder}")
 
 
-def start_collector(folder: Path, endpoint: str, options: list, database: str, code: str | None = None):
+def start_collector(
+    folder: Path, endpoint: str, options: list, database: str, code: str | None = None, chdb: Path | None = None
+):
     """`dns-analytics-feed collect-dnstap` on `folder`/dnstap.sock (`python -m feeds` from the
-    copy of the code in `code`, if given), its output in `folder`/collector.log; (the process,
-    the log's handle)."""
+    copy of the code in `code`, if given), its output in `folder`/collector.log, the records in
+    `database` or the chDB folder `chdb`; (the process, the log's handle)."""
     env = {**os.environ, "ANALYTICS_DATABASE": database, "ANALYTICS_RETENTION_DAYS": "0"}
+    if chdb is not None:
+        env["ANALYTICS_RECORD_STORE"] = f"chdb://{chdb}"
     program = [FEED]
     if code is not None:
         # The copy first on the path, in the store's spawned process too.
@@ -214,19 +232,38 @@ def collector_cpu(pid: int) -> float:
     return sum(cpu_seconds(process) for process in [pid, *children(pid)])
 
 
-def count(database) -> int:
+def count(database, numbered: bool = False) -> int:
+    """The records in the SQLite store `database`; `numbered`: those numbered for a ClickHouse
+    store (its counter there moves as each batch commits: models/clickhouse/numbers.py)."""
+    sql = (
+        "SELECT value FROM store_setting WHERE name = 'clickhouse_numbered_through'"
+        if numbered
+        else "SELECT COUNT(*) FROM record"
+    )
     try:
         with sqlite3.connect(database) as conn:
-            return conn.execute("SELECT COUNT(*) FROM record").fetchone()[0]
+            row = conn.execute(sql).fetchone()
+            return int(row[0]) if row else 0
     except sqlite3.Error:
         return 0
 
 
-def settle(database, quiet: float = 3.0) -> int:
+def count_chdb(folder: Path) -> int:
+    """The records in the chDB folder, counted in a process of its own (chDB opens one folder a
+    process, and the collector has let it go)."""
+    program = (
+        "import sys; from chdb import session; "
+        "print(session.Session(sys.argv[1]).query('SELECT count() FROM analytics.records', 'CSV').bytes().decode())"
+    )
+    done = subprocess.run([sys.executable, "-c", program, str(folder)], capture_output=True, text=True, check=True)
+    return int(done.stdout.strip().splitlines()[0])
+
+
+def settle(database, numbered: bool = False, quiet: float = 3.0) -> int:
     """The stored count once it has not grown for `quiet` seconds."""
     last, since = -1, time.monotonic()
     while True:
-        now = count(database)
+        now = count(database, numbered)
         if now != last:
             last, since = now, time.monotonic()
         elif time.monotonic() - since >= quiet:

@@ -381,6 +381,10 @@ def collect_dnstap_command(
     )
     try:
         with feed_sink(url, key, spool) as sink:
+            if isinstance(sink, LocalSink):
+                # The store's process stores the batches, and a chDB folder opens in one process:
+                # this one made sure it can open it, and lets it go.
+                models.stores.bound.records().close()
             decoder = dnstap.Decoder(endpoint, rules, clients, answer_within=answer_within)
             collector = Collector(
                 decoder,

@@ -3,17 +3,23 @@ and refused at start while the store is incomplete; the tables made on chDB, the
 an insert sent twice stored once; one process a chDB folder; a cluster's statements."""
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
 import time
 
+import dnstap_pb
+import fstrm
 import pytest
+from test_dnstap import dnstap_response
 
 from models.clickhouse import connection, tables
 from models.clickhouse.target import BadTarget, Target, from_settings, parse
 
+from support import stores
 from support.chdb import record_row
+from support.collecting import FEED, Collector, short_folder
 from support.helpers import API_KEY
 from support.servers import ROOT, Gunicorn, free_port, refuse_in_fast_lane
 
@@ -108,6 +114,44 @@ def test_a_local_feed_stores_into_chdb_and_one_worker_serves_it(tmp_path):
         assert meanwhile.returncode != 0
         assert f"chdb://{tmp_path}/records is open in process " in meanwhile.stderr
         assert "Traceback" not in meanwhile.stderr, meanwhile.stderr
+    finally:
+        server.stop()
+
+
+def test_a_collectors_local_sink_stores_into_chdb(tmp_path, monkeypatch):
+    """collect-dnstap with its local sink on a chDB folder: the store's process stores the
+    batches, so the collector, once sure at its start that it can open the folder, lets it go
+    (it kept it, and every batch failed: the folder was open in another process, its own)."""
+    database = str(tmp_path / "analytics.db")
+    monkeypatch.setenv("ANALYTICS_RECORD_STORE", f"chdb://{tmp_path}/records")
+    port = free_port()
+    with short_folder("chdb-dnstap-") as folder:
+        collector = Collector(folder, database, "--listen", f"127.0.0.1:{port}", program=FEED)
+        codec = fstrm.FstrmCodec()
+        frames = [dnstap_response(name, protocol=dnstap_pb.UDP) for name in ("one.example", "two.example")]
+        with socket.create_connection(("127.0.0.1", port)) as sender:
+            sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
+            sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
+            sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+        # Stored once the record numbers' counter (in ANALYTICS_DATABASE) has moved past them.
+        numbered = "SELECT value FROM store_setting WHERE name = 'clickhouse_numbered_through'"
+        deadline = time.monotonic() + 30
+        while stores.run_sql(database, numbered) != [("2",)] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert collector.stop() == 0
+        said = collector.output()
+    assert "2 records delivered" in said and "NOT delivered" not in said, said
+    environment = {
+        **os.environ,
+        "ANALYTICS_DATABASE": database,
+        "ANALYTICS_API_KEY": API_KEY,
+        "ANALYTICS_RETENTION_DAYS": "0",
+    }
+    server = Gunicorn(tmp_path, environment, workers=1)
+    try:
+        window = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
+        status, body = server.call("GET", f"/v2/activity-log?{window}", headers={"Authorization": API_KEY})
+        assert status == 200 and sorted(q["question"] for q in body["queries"]) == ["one.example", "two.example"]
     finally:
         server.stop()
 

@@ -240,6 +240,11 @@ class RecordStore(ABC):
         BadTarget: a chDB folder another process has open)."""
 
     @abstractmethod
+    def close(self) -> None:
+        """Let go of what the records are kept in, for another process to open (a chDB folder
+        opens in one process at a time: a collector's store process stores its batches)."""
+
+    @abstractmethod
     def waiting(self) -> int:
         """About how many stored records wait to be counted (cheap: polled)."""
 

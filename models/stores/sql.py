@@ -59,6 +59,9 @@ class SqlStore(RecordStore):
     def open(self) -> None:
         pass  # ANALYTICS_DATABASE, opened with the app's or the feed's database
 
+    def close(self) -> None:
+        pass  # ANALYTICS_DATABASE is the app's or the feed's, which close it
+
     waiting = staticmethod(counting.waiting)
     not_counted = staticmethod(counting.not_counted)
     catch_up_aside = staticmethod(counting.catch_up_aside)
