@@ -3,16 +3,14 @@ and refused at start while the store is incomplete; the tables made on chDB, the
 an insert sent twice stored once; one process a chDB folder; a cluster's statements."""
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
 import time
 
 import dnstap_pb
-import fstrm
 import pytest
-from test_dnstap import dnstap_response
+from test_dnstap import dnstap_response, send_and_stop
 
 from models.clickhouse import connection, tables
 from models.clickhouse.target import BadTarget, Target, from_settings, parse
@@ -127,12 +125,7 @@ def test_a_collectors_local_sink_stores_into_chdb(tmp_path, monkeypatch):
     port = free_port()
     with short_folder("chdb-dnstap-") as folder:
         collector = Collector(folder, database, "--listen", f"127.0.0.1:{port}", program=FEED)
-        codec = fstrm.FstrmCodec()
-        frames = [dnstap_response(name, protocol=dnstap_pb.UDP) for name in ("one.example", "two.example")]
-        with socket.create_connection(("127.0.0.1", port)) as sender:
-            sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
-            sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
-            sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+        send_and_stop(port, [dnstap_response(name, protocol=dnstap_pb.UDP) for name in ("one.example", "two.example")])
         # Stored once the record numbers' counter (in ANALYTICS_DATABASE) has moved past them.
         numbered = "SELECT value FROM store_setting WHERE name = 'clickhouse_numbered_through'"
         deadline = time.monotonic() + 30

@@ -237,6 +237,16 @@ def unanswered_queries(api) -> dict:
     }
 
 
+def send_and_stop(port: int, frames: list[bytes]) -> None:
+    """A unidirectional sender's whole stream to 127.0.0.1:`port`: START, the frames, STOP, as a
+    sender that expects no answer writes them."""
+    codec = fstrm.FstrmCodec()
+    with socket.create_connection(("127.0.0.1", port)) as sender:
+        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
+        sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
+        sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+
+
 def dnstap_response(name, *, protocol, client="192.0.2.7", rcode="NOERROR", ips=(), ad=False, ede=None, query_ns=None):
     query = dns.message.make_query(name, "A", want_dnssec=True)
     response = dns.message.make_response(query)
@@ -311,11 +321,7 @@ def test_answers_from_served_zones_count_and_unanswered_queries_are_counted_apar
         # 31 s later: the three unanswered queries are forgotten, and counted.
         *dnstap_exchange("later.example", (M.CLIENT_QUERY, M.CLIENT_RESPONSE), sent_ns=start + 31_000_000_000),
     ]
-    codec = fstrm.FstrmCodec()
-    with socket.create_connection(("127.0.0.1", port)) as sender:
-        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
-        sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
-        sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+    send_and_stop(port, frames)
     records = {record["question"]: record for record in wait_for(api, 4)}
     assert sorted(records) == ["later.example", "mixed.example", "plain.example", "zone.example"]
     assert {record["responseTimeMs"] for record in records.values()} == {2.0}
@@ -342,11 +348,7 @@ def test_queries_unanswered_while_the_resolver_drops_messages_are_lost(folder, a
         dnstap_response("orphan.example", protocol=dnstap_pb.UDP),
         *dnstap_exchange("later.example", (M.CLIENT_QUERY, M.CLIENT_RESPONSE), sent_ns=start + 31_000_000_000),
     ]
-    codec = fstrm.FstrmCodec()
-    with socket.create_connection(("127.0.0.1", port)) as sender:
-        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
-        sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
-        sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+    send_and_stop(port, frames)
     assert sorted(record["question"] for record in wait_for(api, 3)) == [
         "later.example",
         "orphan.example",
@@ -398,11 +400,7 @@ def test_transports_dnssec_and_declared_blocks_from_a_unidirectional_sender(fold
         dnstap_response("crypt.example", protocol=dnstap_pb.DNSCryptUDP, client="198.51.100.9"),
         b"\xff\xfe not a dnstap message",
     ]
-    with socket.create_connection(("127.0.0.1", port)) as sender:
-        # Unidirectional: START, data, STOP, as a sender that expects no answer writes them.
-        sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
-        sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
-        sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+    send_and_stop(port, frames)
     records = {record["question"]: record for record in wait_for(api, 4)}
     secure = records["secure.example"]
     assert (secure["protocol"], secure["dnssec"], secure["clientId"]) == ("doh", "secure", "printer")
@@ -599,7 +597,6 @@ def test_pushed_to_a_service_elsewhere_through_the_spool(folder, api, start_coll
         collector = start_collector(
             "--listen", f"127.0.0.1:{port}", "--url", service.base, "--spool", str(folder / "spool")
         )
-        codec = fstrm.FstrmCodec()
         frames = [dnstap_response(f"pushed{i}.example", protocol=dnstap_pb.UDP) for i in range(5)]
         # Two queries never answered: counted apart, in the service's /metrics too.
         start, M = RESPONSE_AT * 1_000_000_000, dnstap_pb.Message
@@ -607,10 +604,7 @@ def test_pushed_to_a_service_elsewhere_through_the_spool(folder, api, start_coll
             dnstap_exchange(f"gone{i}.example", (M.CLIENT_QUERY,), sent_ns=start, answered=False)[0] for i in (1, 2)
         ]
         frames += dnstap_exchange("later.example", (M.CLIENT_QUERY,), sent_ns=start + 31_000_000_000, answered=False)
-        with socket.create_connection(("127.0.0.1", port)) as sender:
-            sender.sendall(codec.encode_ctrlstart(b"protobuf:dnstap.Dnstap"))
-            sender.sendall(b"".join(codec.encode_data(frame) for frame in frames))
-            sender.sendall(codec.encode(fstrm.FSTRM_CONTROL_STOP))
+        send_and_stop(port, frames)
         window = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
         deadline = time.monotonic() + 15
         while service.call("GET", f"/v2/statistic/count?{window}", headers=AUTH)[1]["count"] < 5:
