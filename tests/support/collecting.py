@@ -162,7 +162,10 @@ def waits_on_the_lock(database: str, pid: int) -> bool:
     the file open (a connection is opened only for a batch), on PostgreSQL a backend waits."""
     if not stores.is_postgres(database):
         return pid in holding(database)
-    return stores.scalar(database, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") > 0
+    # This test's database alone: the cluster serves every test at once, and another test's
+    # backend waiting on a lock made the batch seem held before it had reached the store.
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    return stores.scalar(database, waiting) > 0
 
 
 def store_process(collector: int) -> int | None:
