@@ -145,6 +145,11 @@ def test_a_collectors_local_sink_stores_into_chdb(tmp_path, monkeypatch):
         window = "startTime=2024-05-01T00:00:00Z&endTime=2024-05-02T00:00:00Z"
         status, body = server.call("GET", f"/v2/activity-log?{window}", headers={"Authorization": API_KEY})
         assert status == 200 and sorted(q["question"] for q in body["queries"]) == ["one.example", "two.example"]
+        # The export as ClickHouse writes it, streamed by the worker: the header and a line each.
+        status, text = server.fetch("GET", f"/v2/activity-log/csv?{window}", headers={"Authorization": API_KEY})
+        lines = text.decode().split("\r\n")
+        assert status == 200 and len(lines) == 4 and lines[-1] == "", text
+        assert [line.split(",")[4] for line in lines[1:3]] == ["two.example", "one.example"], text
     finally:
         server.stop()
 
