@@ -201,7 +201,9 @@ def past_horizon(make_app, database, clickhouse):
     app = make_app(ANALYTICS_HOT_HOURS=2)
     now = now_ms()
     stores = Stores(app, app, clickhouse, now, now // DAY * DAY)
-    _post(app, ten_days(stores.today - 10 * DAY, now, 600, 46))
+    # One record at "now" whatever the time of day: just after midnight the random ones would
+    # leave today empty, and the statistics would hold nine days, not ten.
+    _post(app, ten_days(stores.today - 10 * DAY, now, 600, 46) + ten_days(now, now + 1, 1, 48))
     with inside(app):
         assert sql_clients.set_logged("e1", "a", False)[1] > 0
     _post(app, ten_days(stores.today - 3 * DAY, now, 60, 47, clients="a"))
