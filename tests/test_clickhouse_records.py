@@ -18,6 +18,7 @@ from models.clickhouse import deletion as ch_deletion
 from models.clickhouse import delivery as ch_delivery
 from models.clickhouse import statistics as ch_statistics
 from models.clickhouse import status as ch_status
+from models.clickhouse.tables import RECORD_COLUMNS, TIME_COLUMNS
 from models.clients import clients as sql_clients
 from models.clients import deletion as sql_deletion
 from models.clients import status as sql_status
@@ -34,6 +35,7 @@ from models.statistics import statistics
 from schemas.csv_format import CsvEncoder
 from schemas.records import parse_records
 
+from support.chdb import record_row
 from support.helpers import AUTH
 
 HOUR_MS = 3_600_000
@@ -488,3 +490,24 @@ def _derived(clickhouse) -> dict:
         "names": {(endpoint, question): (first, last) for endpoint, question, first, last in names},
         "clients": {(endpoint, client): ts for endpoint, client, ts in clients},
     }
+
+
+def test_records_above_the_counter_are_erased_before_the_next_batch(make_app, database, clickhouse):
+    """A process that is its chDB's only writer looks for records above the counter (a batch
+    ClickHouse took whose transaction never committed) once, not before every batch: until an
+    insert of records its batches did not commit comes between, as here."""
+    app = make_app()
+    now = now_ms()
+    records = _records(now, 120)
+    with inside(app):
+        for start in (0, 30):
+            ingestion.store_records(clickhouse, parse_records(records[start : start + 30], now))
+        top = numbers.top()
+        stray = [record_row(top + i, now, question="stray.example") for i in (1, 2, 3)]
+        clickhouse.insert(f"{clickhouse.target.database}.records", RECORD_COLUMNS, stray, times=TIME_COLUMNS)
+        for start in (60, 90):
+            ingestion.store_records(clickhouse, parse_records(records[start : start + 30], now))
+        assert numbers.top() == 120
+        stored = clickhouse.rows(f"SELECT id, question FROM {clickhouse.target.database}.records ORDER BY id")
+    assert [number for number, _ in stored] == list(range(1, 121))
+    assert "stray.example" not in {question for _, question in stored}

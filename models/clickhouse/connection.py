@@ -61,6 +61,11 @@ class Connection(ABC):
     def close(self) -> None:
         """Let the ClickHouse go (for chDB: the folder, for another process to open)."""
 
+    def records_written(self) -> int | None:
+        """How many inserts into a records table this process has made, when it is its
+        ClickHouse's only writer (chDB: one process a folder); None when others may write."""
+        return None
+
 
 class InProcess(Connection):
     """chDB: ClickHouse inside this process, on a folder no other process may have open."""
@@ -80,6 +85,7 @@ class InProcess(Connection):
         self._owner = True
         self._others: dict[Target, InProcess] = {}
         self._types: dict[str, dict] = {}
+        self._written = [0]  # shared with on_database's connections: the one session's inserts
 
     def on_database(self, target: Target) -> "InProcess":
         """This folder's connection for another database in it (the session shared; closing it
@@ -110,9 +116,14 @@ class InProcess(Connection):
         settings = ", ".join(f"{name} = {_text(value, quoted=True)}" for name, value in _deduplicating(token).items())
         statement = f"INSERT INTO {table} ({', '.join(columns)}) SETTINGS {settings}"
         data = _arrow_stream(columns, rows, self._arrow_types(table, columns), times, days)
+        if table.rpartition(".")[2] == "records":
+            self._written[0] += 1
         with self._session.send_insert(statement, "ArrowStream") as inserting:
             inserting.append(data)
             inserting.finish()
+
+    def records_written(self) -> int:
+        return self._written[0]
 
     def _arrow_types(self, table: str, columns) -> list:
         """The Arrow type of each of `columns` of `table`. (A batch goes as Arrow, which

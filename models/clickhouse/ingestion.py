@@ -2,6 +2,7 @@
 the record numbers in ANALYTICS_DATABASE, and the records themselves into ClickHouse, in one
 writers' turn per batch (docs/clickhouse.md)."""
 
+import weakref
 from functools import partial
 
 from catalogue import FIELDS, TERM
@@ -19,6 +20,12 @@ _TS, _ENDPOINT, _CLIENT, _QUESTION = _AT["ts"], _AT["endpoint"], _AT["client"], 
 # A string ClickHouse keeps is never NULL: an unknown one is '', as the API shows it.
 _STRINGS_AT = [i for i, field in enumerate(FIELDS) if field.storage == TERM]
 assert RECORD_COLUMNS == ("id", *(field.sql for field in FIELDS), "registrable_domain"), "a record's row order"
+
+# Per connection whose process is its ClickHouse's only writer (chDB): its count of inserts into
+# the records when no record stood above the counter. The check for such records (a query on
+# every part of the table: as costly as a collector's batch itself) is then made once, not per
+# batch, until something else inserts records in this process.
+_NONE_ABOVE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def store_records(connection, records: list[tuple], in_transaction=None, first=None) -> int:
@@ -55,10 +62,12 @@ def _store(connection, records: list[tuple], in_transaction, first) -> int:
             first()
         endpoints = endpoint_ids(set(columns[_ENDPOINT]))
         upsert_clients(metadata, endpoints)
+        written = connection.records_written()
         # Records above the counter are a batch ClickHouse took whose transaction never committed
         # (its process died in between): never stored, they are erased before their numbers are
         # handed out again.
-        unstored.erase(connection, "id > {counted:UInt64}", {"counted": numbers.top()})
+        if written is None or _NONE_ABOVE.get(connection) != written:
+            unstored.erase(connection, "id > {counted:UInt64}", {"counted": numbers.top()})
         start = numbers.take(len(records))
         rows = []
         for i, (values, _) in enumerate(records):
@@ -75,4 +84,7 @@ def _store(connection, records: list[tuple], in_transaction, first) -> int:
             # The transaction rolls back, and the batch with it: in ClickHouse too.
             unstored.erase(connection, "id >= {first:UInt64}", {"first": start})
             raise
+    if written is not None:
+        # Committed: none above the counter, unless another insert came between.
+        _NONE_ABOVE[connection] = written + 1
     return len(records)
