@@ -197,6 +197,39 @@ def test_past_the_records_horizon_the_statistics_are_the_sql_stores(stores):
     assert got == expected
 
 
+def test_records_stored_while_retention_runs_go_with_it_as_on_the_sql_store(stores, monkeypatch):
+    """Retention takes whole days whatever their numbers, in two writers' turns (the counts and
+    lost marks, then the partitions dropped): late records of those days stored between the two
+    go with them, their counts and marks taken too, as if they had come before (the SQL store,
+    one turn, sees them so)."""
+    cutoff = stores.now - 4 * DAY - 5 * HOUR
+    late = _records(stores.today - 8 * DAY, stores.today - 7 * DAY, 40, 48)
+    for start in range(0, len(late), 100):
+        assert (
+            stores.sql.test_client().post("/v2/ingest", json=late[start : start + 100], headers=AUTH).status_code == 200
+        )
+    turns = []
+    real = ch_deletion.write_transaction
+
+    @contextlib.contextmanager
+    def turn():
+        turns.append(1)
+        if len(turns) == 3:  # the deletion's mark, its first turn, then (now) its second
+            ingestion.store_records(stores.clickhouse, parse_records(late, now_ms()))
+        with real():
+            yield
+
+    monkeypatch.setattr(ch_deletion, "write_transaction", turn)
+    assert _retention(stores, cutoff) > 0
+    assert len(turns) == 3
+    monkeypatch.undo()
+    _every_statistic(stores)
+    expected, got = stores.both(statistics.availability, ch_statistics.availability, Filters())
+    assert got == expected
+    expected, got = stores.both(sql_clients.list_clients, ch_clients.list_clients)
+    assert got == expected
+
+
 def test_a_store_counting_hours_since_an_upgrade_reads_the_records_before(stores):
     """Counts made before hours and quarter hours were counted have none (tables.upgrades): they
     are counted from a day on (tables.SHORT_FROM), and every statistic of a window before it is

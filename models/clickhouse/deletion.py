@@ -172,7 +172,9 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
     condition = " AND ".join(where) or "1"
     forgotten = None if selection.expire else _forgotten(selection, pairs)
     marks = []
+    token = hashlib.sha256(f"deletion {selection.key} {top}".encode()).hexdigest()
     with write_transaction():
+        counted = numbers.top()  # what the first turn's counts hold: every record stored so far
         if pairs is None or pairs:
             marks = connection.rows(
                 f"SELECT endpoint, toUnixTimestamp64Milli(max(ts)), count() FROM {database}.records "
@@ -186,11 +188,14 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
                 dims = tuple(dim for dim in COUNTED if dim not in ANONYMOUS)
             else:
                 dims = COUNTED
-            token = hashlib.sha256(f"deletion {selection.key} {top}".encode()).hexdigest()
             counts.take_away(connection, condition, params, forgotten, token, dims)
             ids = endpoint_ids([name for name, _, _ in marks])
             raise_lost_marks({ids[name]: newest for name, newest, _ in marks})
     with write_transaction():
+        if marks and selection.expire and selection.whole:
+            # Retention takes whole days whatever their numbers: late records of those days stored
+            # since the first turn go too, counted and marked as if they had come before it.
+            marks += _taken_since(connection, condition, params, counted, token)
         if marks:
             if selection.expire and selection.whole and selection.end_ms is not None:
                 first = day_text((selection.end_ms + 1) // DAY_MS)
@@ -214,6 +219,24 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
         if then is not None:
             then(deleted)
     return deleted
+
+
+def _taken_since(connection, condition: str, params: dict, counted: int, token: str) -> list:
+    """The records `condition` selects numbered above `counted` (stored after the deletion's
+    first turn): their counts taken away and their endpoints' lost marks raised, as the first turn
+    did for the others; (endpoint, newest ms, how many) of each endpoint they are on."""
+    since = f"{condition} AND id > {{since:UInt64}}"
+    params = {**params, "since": counted}
+    marks = connection.rows(
+        f"SELECT endpoint, toUnixTimestamp64Milli(max(ts)), count() FROM {connection.target.database}.records "
+        f"WHERE {since} GROUP BY endpoint",
+        params,
+    )
+    if marks:
+        counts.take_away(connection, since, params, None, f"{token} since", SHORT)
+        ids = endpoint_ids([name for name, _, _ in marks])
+        raise_lost_marks({ids[name]: newest for name, newest, _ in marks})
+    return marks
 
 
 def _forgotten(selection: _Selection, pairs) -> counts.Forgotten | None:
