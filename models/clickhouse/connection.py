@@ -157,11 +157,15 @@ class Server(Connection):
     """A ClickHouse server, through clickhouse-connect (its HTTP interface); a client per
     thread, as a client runs one query at a time."""
 
-    def __init__(self, target: Target):
+    def __init__(self, target: Target, connect=None):
         super().__init__(target)
-        import clickhouse_connect  # the extra: only an install that names a server needs it
+        if connect is None:
+            import clickhouse_connect  # the extra: only an install that names a server needs it
 
-        self._connect = clickhouse_connect.get_client
+            connect = clickhouse_connect.get_client
+        # The vendor client's constructor (the tests hand it the client's own in-process chDB
+        # backend: tests/test_clickhouse_client.py).
+        self._connect = connect
         self._local = threading.local()
         self._clients = []
 

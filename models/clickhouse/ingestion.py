@@ -5,7 +5,7 @@ writers' turn per batch (docs/clickhouse.md)."""
 import weakref
 from functools import partial
 
-from catalogue import FIELDS, TERM
+from catalogue import FIELDS, NUMBER, TERM
 from models.clickhouse import counts, numbers, unstored
 from models.clickhouse.tables import RECORD_COLUMNS, TIME_COLUMNS
 from models.engine.database import write_transaction
@@ -19,6 +19,9 @@ _AT = {field.sql: i for i, field in enumerate(FIELDS)}
 _TS, _ENDPOINT, _CLIENT, _QUESTION = _AT["ts"], _AT["endpoint"], _AT["client"], _AT["question"]
 # A string ClickHouse keeps is never NULL: an unknown one is '', as the API shows it.
 _STRINGS_AT = [i for i, field in enumerate(FIELDS) if field.storage == TERM]
+# A number is never -0.0: the SQL store gives 0.0 back for it, and so must every way out of
+# ClickHouse (its rows through a server's client keep the sign).
+_NUMBERS_AT = [i for i, field in enumerate(FIELDS) if field.storage == NUMBER]
 assert RECORD_COLUMNS == ("id", *(field.sql for field in FIELDS), "registrable_domain"), "a record's row order"
 
 # Per connection whose process is its ClickHouse's only writer (chDB): its count of inserts into
@@ -75,6 +78,9 @@ def _store(connection, records: list[tuple], in_transaction, first) -> int:
             for at in _STRINGS_AT:
                 if row[at + 1] is None:
                     row[at + 1] = ""
+            for at in _NUMBERS_AT:
+                if row[at + 1] == 0:
+                    row[at + 1] = 0.0
             rows.append(row)
         connection.insert(f"{connection.target.database}.records", RECORD_COLUMNS, rows, times=TIME_COLUMNS)
         try:
