@@ -171,31 +171,24 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
         params["end"] = selection.end_ms
     condition = " AND ".join(where) or "1"
     forgotten = None if selection.expire else _forgotten(selection, pairs)
+    if selection.expire:  # the hours and quarter hours go with the records, the days stay
+        dims = SHORT
+    elif selection.anonymous:
+        dims = tuple(dim for dim in COUNTED if dim not in ANONYMOUS)
+    else:
+        dims = COUNTED
     marks = []
     token = hashlib.sha256(f"deletion {selection.key} {top}".encode()).hexdigest()
     with write_transaction():
         counted = numbers.top()  # what the first turn's counts hold: every record stored so far
         if pairs is None or pairs:
-            marks = connection.rows(
-                f"SELECT endpoint, toUnixTimestamp64Milli(max(ts)), count() FROM {database}.records "
-                f"WHERE {condition} GROUP BY endpoint",
-                params,
-            )
-        if marks:
-            if selection.expire:  # the hours and quarter hours go with the records, the days stay
-                dims = SHORT
-            elif selection.anonymous:
-                dims = tuple(dim for dim in COUNTED if dim not in ANONYMOUS)
-            else:
-                dims = COUNTED
-            counts.take_away(connection, condition, params, forgotten, token, dims)
-            ids = endpoint_ids([name for name, _, _ in marks])
-            raise_lost_marks({ids[name]: newest for name, newest, _ in marks})
+            marks = _counted_down(connection, condition, params, forgotten, token, dims)
     with write_transaction():
         if marks and selection.expire and selection.whole:
             # Retention takes whole days whatever their numbers: late records of those days stored
             # since the first turn go too, counted and marked as if they had come before it.
-            marks += _taken_since(connection, condition, params, counted, token)
+            since = f"{condition} AND id > {{since:UInt64}}"
+            marks += _counted_down(connection, since, {**params, "since": counted}, None, f"{token} since", dims)
         if marks:
             if selection.expire and selection.whole and selection.end_ms is not None:
                 first = day_text((selection.end_ms + 1) // DAY_MS)
@@ -221,19 +214,17 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
     return deleted
 
 
-def _taken_since(connection, condition: str, params: dict, counted: int, token: str) -> list:
-    """The records `condition` selects numbered above `counted` (stored after the deletion's
-    first turn): their counts taken away and their endpoints' lost marks raised, as the first turn
-    did for the others; (endpoint, newest ms, how many) of each endpoint they are on."""
-    since = f"{condition} AND id > {{since:UInt64}}"
-    params = {**params, "since": counted}
+def _counted_down(connection, where: str, params: dict, forgotten, token: str, dims) -> list:
+    """The first of a deletion's two turns for the records `where` selects: their counts taken
+    away in `dims` (but those `forgotten` takes whole), stored once under `token`, and their
+    endpoints' lost marks raised to them; (endpoint, newest ms, how many) of each endpoint."""
     marks = connection.rows(
         f"SELECT endpoint, toUnixTimestamp64Milli(max(ts)), count() FROM {connection.target.database}.records "
-        f"WHERE {since} GROUP BY endpoint",
+        f"WHERE {where} GROUP BY endpoint",
         params,
     )
     if marks:
-        counts.take_away(connection, since, params, None, f"{token} since", SHORT)
+        counts.take_away(connection, where, params, forgotten, token, dims)
         ids = endpoint_ids([name for name, _, _ in marks])
         raise_lost_marks({ids[name]: newest for name, newest, _ in marks})
     return marks
