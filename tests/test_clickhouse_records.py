@@ -148,7 +148,7 @@ def _store_both(app, clickhouse, records: list[dict], now: int) -> None:
 
 @pytest.mark.parametrize("first_records", [None, 7])
 def test_every_page_of_the_log_is_the_sql_stores(both, monkeypatch, first_records):
-    # 7: the first page asked in many stretches (a first one of some 7 records of the 240), as a
+    # 7: each page asked in many stretches (a first one of some 7 records of the 240), as a
     # large store's page is; by default these few records are one stretch. Then too, a search
     # that finds more than two names matches every record read, as one finding a thousand does;
     # by default each is asked by the names it finds (activity.named).

@@ -13,12 +13,14 @@ import pytest
 from models.clickhouse import clients as ch_clients
 from models.clickhouse import deletion as ch_deletion
 from models.clickhouse import ingestion, tables
+from models.clickhouse import rewrites as ch_rewrites
 from models.clickhouse import statistics as ch_statistics
-from models.clickhouse.dims import SHORT, field
+from models.clickhouse.dims import COUNTED, SHORT, counted, field
 from models.clients import clients as sql_clients
 from models.clients import deletion as sql_deletion
 from models.engine.database import bind, write_transaction
 from models.engine.database import connection as database_connection
+from models.privacy import rewrites as privacy_rewrites
 from models.records.filters import Filters
 from models.runtime.clock import now_ms
 from models.statistics import statistics
@@ -243,6 +245,92 @@ def test_a_store_counting_hours_since_an_upgrade_reads_the_records_before(stores
     tables.create(stores.clickhouse)  # as at a start: the mark read again
     assert tables.short_counts_from(stores.clickhouse) == mark
     _every_statistic(stores)
+
+
+def test_hours_counted_since_an_upgrade_are_read_from_their_own_mark(stores):
+    """A store whose view counted fewer hours (before those by client and by name) counts the
+    others from the next day on (tables.upgrades marks them in the comment before the view is
+    made again), and a statistic reads the records before each field's own mark."""
+    connection, database = stores.clickhouse, stores.clickhouse.target.database
+    newer = [dim for dim in SHORT if "client" in dim.columns or "question" in dim.columns]
+    assert newer, "the hours by client and by name are counted"
+    older = tuple(dim for dim in COUNTED if dim not in newer)
+    records = f"{database}.records"
+    connection.command(f"ALTER TABLE {database}.daily_counts_view MODIFY QUERY {counted(records, dims=older)}")
+    connection.command(f"ALTER TABLE {database}.daily_counts MODIFY COMMENT '{tables.SHORT_FROM}0'")
+    tables.create(connection)
+    tomorrow = (now_ms() // DAY + 1) * DAY
+    assert [tables.short_counts_from(connection, field(dim)) for dim in SHORT] == [
+        tomorrow if dim in newer else 0 for dim in SHORT
+    ]
+    view = connection.rows(
+        "SELECT as_select FROM system.tables WHERE database = {database:String} AND name = 'daily_counts_view'",
+        {"database": database},
+    )[0][0]
+    assert all(f"'{field(dim)}'" in view for dim in SHORT)
+    tables.create(connection)  # a second start changes nothing
+    assert [tables.short_counts_from(connection, field(dim)) for dim in newer] == [tomorrow] * len(newer)
+
+    # Their marks four days ago, their hours before gone: every statistic reads those days' records.
+    mark = stores.today - 4 * DAY
+    marks = "".join(f"; {field(dim)} from {mark}" for dim in newer)
+    connection.command(f"ALTER TABLE {database}.daily_counts MODIFY COMMENT '{tables.SHORT_FROM}0{marks}'")
+    connection.command(
+        f"DELETE FROM {database}.daily_counts WHERE field IN {{newer:Array(String)}} AND day < toDate32({{day:Int32}})",
+        {"newer": [field(dim) for dim in newer], "day": mark // DAY},
+    )
+    tables.create(connection)
+    assert [tables.short_counts_from(connection, field(dim)) for dim in SHORT] == [
+        mark if dim in newer else 0 for dim in SHORT
+    ]
+    _every_statistic(stores)
+
+
+def test_the_command_counts_the_hours_before_an_upgrade(stores, make_app, tmp_path):
+    """`flask count-clickhouse-hours` on a store whose view did not count the hours by client and
+    by name: after their upgrade (counted from tomorrow), today's records since, and a deletion
+    of records never counted in them, it makes those hours of every day up to the mark from the
+    records, and from then on the statistics read them from the first record, equal to the SQL
+    store's. It waits for a privacy rewrite under way, and says when nothing is left to count."""
+    connection, database = stores.clickhouse, stores.clickhouse.target.database
+    newer = [dim for dim in SHORT if "client" in dim.columns or "question" in dim.columns]
+    older = tuple(dim for dim in COUNTED if dim not in newer)
+    connection.command(
+        f"ALTER TABLE {database}.daily_counts_view MODIFY QUERY {counted(f'{database}.records', dims=older)}"
+    )
+    connection.command(f"ALTER TABLE {database}.daily_counts MODIFY COMMENT '{tables.SHORT_FROM}0'")
+    connection.command(
+        f"DELETE FROM {database}.daily_counts WHERE field IN {{newer:Array(String)}}",
+        {"newer": [field(dim) for dim in newer]},
+    )
+    tables.create(connection)  # the upgrade: those hours counted from tomorrow on
+    stores.store(_records(stores.today, now_ms(), 40, 48))
+    deletion = {"endpoints": ["e1"], "client_ids": ["b"], "end_ms": stores.today - 2 * DAY + HOUR}
+    expected, got = stores.both(_in_transaction, ch_deletion.delete_records, **deletion)
+    assert got == expected and got > 0
+    app = make_app(
+        ANALYTICS_DATABASE=str(tmp_path / "beside.db"),
+        ANALYTICS_RECORD_STORE=f"chdb://{connection.target.folder}?database={database}",
+    )
+    rules = {"client_ip": "truncate", "question": "domain"}
+    with inside(app), write_transaction():
+        ch_rewrites.change_privacy(connection, "e1", rules, now_ms())
+    said = app.test_cli_runner().invoke(args=["count-clickhouse-hours"])
+    assert said.exit_code == 1 and "a privacy rewrite is under way" in said.output, said.output
+    with inside(app):
+        ch_rewrites.run_rewrites(connection, lambda: False)
+    with inside(stores.sql):
+        with write_transaction():
+            privacy_rewrites.change("e1", rules, now_ms())
+        privacy_rewrites.run(lambda: False)
+
+    said = app.test_cli_runner().invoke(args=["count-clickhouse-hours"])
+    assert said.exit_code == 0, said.output
+    assert "Counted the hours of 11 days" in said.output, said.output
+    assert tables.later_marks(connection) == {}
+    _every_statistic(stores)
+    said = app.test_cli_runner().invoke(args=["count-clickhouse-hours"])
+    assert said.exit_code == 0 and "Every hour is counted already." in said.output, said.output
 
 
 def test_a_client_no_longer_logged_leaves_its_counts_as_the_sql_store_does(stores):

@@ -1,6 +1,6 @@
 """The command line under `flask --app wsgi`: init, keys, privacy, output, retention, backup,
-copy-to-clickhouse, alerts, migrate, and the feeds' commands (ingest, import-pihole, import-adguard,
-collect-dnstap; see app/commands/feeds.py)."""
+copy-to-clickhouse, count-clickhouse-hours, alerts, migrate, and the feeds' commands (ingest,
+import-pihole, import-adguard, collect-dnstap; see app/commands/feeds.py)."""
 
 import os
 import secrets
@@ -12,7 +12,7 @@ from flask.cli import with_appcontext
 from . import feeds
 from .alerts import alerts
 from .backup import backup_command
-from .clickhouse import copy_command
+from .clickhouse import copy_command, count_hours_command
 from .keys import keys
 from .migrate import migrate_command
 from .outputs import output
@@ -30,6 +30,7 @@ def register(app):
     app.cli.add_command(retention_command)
     app.cli.add_command(backup_command)
     app.cli.add_command(copy_command)
+    app.cli.add_command(count_hours_command)
     app.cli.add_command(alerts)
     app.cli.add_command(migrate_command)
 

@@ -1,6 +1,7 @@
 """`flask --app wsgi copy-to-clickhouse TARGET`: the records of ANALYTICS_DATABASE copied into a
 ClickHouse, resumable, their counts checked (docs/clickhouse.md "Moving an existing store into
-ClickHouse")."""
+ClickHouse"); `count-clickhouse-hours`: the hours an upgraded store counts from a day on, counted
+for the days before it (docs/clickhouse.md "The tables")."""
 
 import time
 
@@ -8,7 +9,9 @@ import click
 from flask.cli import with_appcontext
 
 import models.engine.database
-from models.clickhouse import connection, copied_statistics, copying, target
+from models.clickhouse import connection, copied_statistics, copying, counts, dims, target
+from models.stores.bound import records
+from models.stores.clickhouse import ClickHouseStore
 
 
 @click.command("copy-to-clickhouse")
@@ -74,4 +77,35 @@ def copy_command(destination, batch_size, batches):
     click.echo(
         f"Counts checked: {counted.records} records of {counted.endpoints} endpoints over {counted.days} days, "
         f"and the daily statistics of {days} days, equal per endpoint and day in both stores."
+    )
+
+
+@click.command("count-clickhouse-hours")
+@with_appcontext
+def count_hours_command():
+    """Count the hours a ClickHouse record store made by an earlier version does not count yet
+    (those counted only from the day after its upgrade) for the days of records before that,
+    a day at a time, then read them from the first record on: a 24-hour top list or trend over
+    those days reads hours instead of a day of records. Safe while the service runs on a
+    ClickHouse server (each day is counted in the writers' turn; restart the service after, as
+    it reads from when the hours count once); chDB's folder takes one process, so stop the
+    service first there. Run again after a stop, it goes on."""
+    store = records()
+    if not isinstance(store, ClickHouseStore):
+        raise click.ClickException("ANALYTICS_RECORD_STORE names no ClickHouse: the SQL store counts every hour")
+    try:
+        clickhouse = store.connection
+    except connection.FolderInUse as exc:
+        raise click.ClickException(f"{exc}") from None
+    with models.engine.database.connection():
+        try:
+            days = counts.count_earlier_hours(
+                clickhouse, lambda day: click.echo(f"{dims.day_text(day)} counted", err=True)
+            )
+        except counts.RewritesPending as exc:
+            raise click.ClickException(f"{exc}: run the command again once it is done") from None
+    click.echo(
+        f"Counted the hours of {days} days: every hour is read from the counts."
+        if days
+        else "Every hour is counted already."
     )

@@ -124,29 +124,37 @@ def _search(text: str, mode: str, column: str = "question") -> tuple[str, dict]:
 def page_records(connection, filters: Filters, page: int, page_size: int, descending: bool = True) -> list[RecordRow]:
     """One page of the log, ordered by (ts, id), newest first unless ascending. ClickHouse
     sorts every record of the time it is given for a page (a 30-day page 0 at 1M: 31 ms; its
-    newest day alone: 10 ms, BENCHMARKS.md), so the first page is asked of the window in
-    stretches from its newest end (its oldest, oldest first, when it has a start): the first as
-    wide as holds some 30,000 of the store's records (`_first_width`), then each as wide as
-    should hold what the page still needs by what the last one held, until the page is full.
-    The stretches do not overlap, so a page that needs the whole window reads it once, and one
-    its newest hours fill reads those alone, whatever the store holds beyond them. A later page
-    is asked of the whole window in one statement: to know which of a stretch's records come
-    before it would cost a count of every stretch, as much as the one statement (BENCHMARKS.md)."""
+    newest day alone: 10 ms, BENCHMARKS.md), so a page is asked of the window in stretches from
+    its newest end (its oldest, oldest first, when it has a start): the first as wide as holds
+    some 30,000 of the store's records (`_first_width`), then each as wide as should hold what
+    is still needed by what the last one held. The stretches do not overlap, so a page that
+    needs the whole window reads it once, and one its newest hours fill reads those alone,
+    whatever the store holds beyond them. A later page counts the records of each stretch
+    until it reaches the stretch its first record is in, which it reads from there: page 1,000
+    of an endpoint's month at 100M counted a few hours of it instead of sorting it all (1,018
+    ms, BENCHMARKS.md). The statements see the same records (`condition`: those committed)."""
     where, params = condition(filters, connection)
     order = "DESC" if descending else "ASC"
-    select = f"SELECT {_SELECTED} FROM {connection.target.database}.records WHERE {where}"
+    table = f"{connection.target.database}.records"
+    select = f"SELECT {_SELECTED} FROM {table} WHERE {where}"
     tail = f" ORDER BY ts {order}, id {order} LIMIT {{most:UInt64}} OFFSET {{skip:UInt64}}"
-    if page:
-        rows = connection.rows(select + tail, {**params, "most": page_size, "skip": page * page_size})
-        return [_row(row) for row in rows]
     edge, span = _edge(filters, descending)
     # (from no edge the one stretch is the whole window: no width to find)
     got, width, walked = [], _first_width(connection, filters, span) if edge is not None else 0, 0
+    skip = page * page_size  # the records of the window before the page, not passed yet
     while len(got) < page_size and walked is not None:
         within, bounds = _stretch(edge, walked, width, span, descending)
-        rows = connection.rows(select + within + tail, {**params, **bounds, "most": page_size - len(got), "skip": 0})
+        named = {**params, **bounds}
+        if skip and edge is not None:
+            (held,) = connection.rows(f"SELECT count() FROM {table} WHERE {where}{within}", named)[0]
+            if held <= skip:  # the page starts past this stretch
+                skip -= held
+                walked, width = _next(walked, width, span, skip + page_size, held)
+                continue
+        rows = connection.rows(select + within + tail, {**named, "most": page_size - len(got), "skip": skip})
         got.extend(_row(row) for row in rows)
         walked, width = _next(walked, width, span, page_size - len(got), len(rows))
+        skip = 0
     return got
 
 

@@ -25,6 +25,8 @@ from models.clickhouse.dims import (
     text,
     value_text,
 )
+from models.engine.database import write_transaction
+from models.privacy import rewrites as privacy_rewrites
 from models.records.domains import registrable_domain
 from models.records.filters import Filters
 from models.schema import settings
@@ -53,17 +55,16 @@ def statistics_from() -> int | None:
     return int(mark) if mark is not None else None
 
 
-def _counts_dim(filters: Filters, interval_ms: int | None, column: str | None):
-    """The dim of the counts that answers whole periods of this statistic, the longest the SQL
-    store would choose (models.statistics.statistics._usable_rollups) of those counted here, or
-    None: counted from the records alone."""
+def _counts_dims(filters: Filters, interval_ms: int | None, column: str | None) -> list:
+    """The dims of the counts that answer whole periods of this statistic, longest first, as
+    the SQL store chooses its rollups (models.statistics.statistics._usable_rollups) of those
+    counted here; none: counted from the records alone."""
     if filters.search:
-        return None
+        return []
     columns = {sql for sql, values in filters.values.items() if values} | ({column} if column else set())
     columns = {FIELDS_BY_SQL[sql].derived_from or sql for sql in columns}
     bound = "endpoint" in columns or filters.endpoint_limit is not None
-    usable = rollups.usable(columns - {"endpoint"}, bound, interval_ms)
-    return next((dim for dim in usable if dim in COUNTED), None)
+    return [dim for dim in rollups.usable(columns - {"endpoint"}, bound, interval_ms) if dim in COUNTED]
 
 
 def _column_in(dim, column: str) -> str:
@@ -78,10 +79,10 @@ def _column_in(dim, column: str) -> str:
 def parts(connection, filters: Filters, interval_ms=None, column=None, only=None) -> tuple[str, dict] | None:
     """(a SELECT of rows (b: bucket start or 0, v: value text of `column` or '', n), params)
     whose sums per (b, v) are the counts of the records the filters select (`only` those value
-    texts, when given), as the SQL store counts them: the window's whole periods (days, hours or
-    quarter hours) from the counts table where a rollup of the SQL store's would answer, its
-    edges, and windows no rollup answers, from the records; nothing before the statistics'
-    expiry. None: the window holds nothing."""
+    texts, when given), as the SQL store counts them: the window's whole days from the counts
+    table where a rollup of the SQL store's would answer, then the whole hours (or quarter
+    hours) of what is left at its edges, then the records for the rest, and for windows no
+    rollup answers; nothing before the statistics' expiry. None: the window holds nothing."""
     start, end = filters.start_ms, filters.end_ms
     if (expired := statistics_from()) is not None:
         start = expired if start is None else max(start, expired)
@@ -89,27 +90,28 @@ def parts(connection, filters: Filters, interval_ms=None, column=None, only=None
             return None
     selects, params = [], {"bucket_ms": interval_ms or 1, "wanted": list(only or [])}
     edges = [(start, end)]
-    dim = _counts_dim(filters, interval_ms, column)
-    if dim is not None:
-        size = dim.period_ms
-        counted_from = start
-        if dim in SHORT and (mark := tables.short_counts_from(connection)):
-            counted_from = mark if start is None else max(start, mark)
-        first = -(-counted_from // size) if counted_from is not None else None
-        last = (end + 1) // size - 1 if end is not None else None
-        if first is None or last is None or first <= last:
-            window = (first, last, interval_ms)
-            selects.append(_from_counts(_table(connection), dim, filters, window, column, only, params))
-            edges = []
-            if first is not None and (start is None or start < first * size):
-                edges.append((start, first * size - 1))
-            if end is not None and last is not None and (last + 1) * size <= end:
-                edges.append(((last + 1) * size, end))
+    for k, dim in enumerate(_counts_dims(filters, interval_ms, column)):
+        size, rest = dim.period_ms, []
+        # Hours are counted from a time on in a store made before they were (tables.SHORT_FROM).
+        mark = tables.short_counts_from(connection, field(dim)) if dim in SHORT else 0
+        for j, (edge_start, edge_end) in enumerate(edges):
+            counted_from = edge_start if not mark else mark if edge_start is None else max(edge_start, mark)
+            first = -(-counted_from // size) if counted_from is not None else None
+            last = (edge_end + 1) // size - 1 if edge_end is not None else None
+            if first is not None and last is not None and first > last:
+                rest.append((edge_start, edge_end))
+                continue
+            named: dict = {}
+            select = _from_counts(_table(connection), dim, filters, (first, last, interval_ms), column, only, named)
+            selects.append(_renamed(select, named, f"d{k}_{j}_", params))
+            if first is not None and (edge_start is None or edge_start < first * size):
+                rest.append((edge_start, first * size - 1))
+            if edge_end is not None and last is not None and (last + 1) * size <= edge_end:
+                rest.append(((last + 1) * size, edge_end))
+        edges = rest
     for i, (edge_start, edge_end) in enumerate(edges):
         where, named = condition(dataclasses.replace(filters, start_ms=edge_start, end_ms=edge_end), connection)
-        for name, value in named.items():
-            where = where.replace(f"{{{name}:", f"{{e{i}_{name}:")
-            params[f"e{i}_{name}"] = value
+        where = _renamed(where, named, f"e{i}_", params)
         bucket = "intDiv(toUnixTimestamp64Milli(ts), {bucket_ms:Int64}) * {bucket_ms:Int64}" if interval_ms else "0"
         value = value_text(column) if column else "''"
         wanted = " AND v IN {wanted:Array(String)}" if only is not None else ""
@@ -118,6 +120,15 @@ def parts(connection, filters: Filters, interval_ms=None, column=None, only=None
             f"WHERE {where}{wanted} GROUP BY b, v"
         )
     return " UNION ALL ".join(selects), params
+
+
+def _renamed(sql: str, named: dict, prefix: str, params: dict) -> str:
+    """`sql` with its parameters (`named`) renamed with `prefix`, added to `params`: each part
+    of a statistic's statement names its own."""
+    for name, value in named.items():
+        sql = sql.replace(f"{{{name}:", f"{{{prefix}{name}:")
+        params[prefix + name] = value
+    return sql
 
 
 def _from_counts(table, dim, filters: Filters, window, column, only, params) -> str:
@@ -206,9 +217,9 @@ def take_back(connection, rows: list[tuple]) -> None:
 _AFTER_DAY = ", ".join(COLUMNS[1:-1])
 
 
-def add(connection, source: str, params: dict, token: str) -> None:
+def add(connection, source: str, params: dict, token: str | None) -> None:
     """Add the counts `source` (a SELECT of dims.COLUMNS, with `params`) gives, stored once under
-    `token`."""
+    `token` (None: a token of its own)."""
     rows = connection.rows(f"SELECT toInt32(day), {_AFTER_DAY}, n FROM ({source})", params)
     connection.insert(_table(connection), COLUMNS, rows, days=("day",), token=token)
 
@@ -282,3 +293,43 @@ def drop_partitions(connection, table: str, which: str, params: dict) -> None:
     for (partition,) in found:
         assert partition.isalnum(), partition  # an id ClickHouse made of the day: nothing to quote
         connection.command(f"ALTER TABLE {database}.{table} DROP PARTITION ID '{partition}'")
+
+
+class RewritesPending(Exception):
+    """A privacy rewrite is under way: its days' counts are taken away and added back around
+    its mutation, outside the writers' turn, so a day counted meanwhile would be counted twice."""
+
+
+def count_earlier_hours(connection, said=lambda day: None) -> int:
+    """Count the hours and quarter hours a store made before counted only from a day on
+    (tables.SHORT_FROM: those of an upgrade) for the days before it that hold records, then say
+    that they count from the first record on: the statistics read them, not the records, over
+    those days too. A day at a time in the writers' turn, so that no batch, deletion or expiry
+    touches the day meanwhile: its rows of those fields (what the view counted since the
+    upgrade, what deletions took away of records never counted) are made again from its
+    records. `said(day)` after each day (days since 1970); how many days were counted. Run again
+    after a stop, it counts the days left, and those done again, to the same counts. Raises
+    RewritesPending (at the day it reached) while a privacy rewrite has a task left."""
+    marks = tables.later_marks(connection)
+    if not marks:
+        return 0
+    first, held = connection.rows(f"SELECT toInt32(min(toDate32(ts))), count() FROM {_records(connection)}")[0]
+    last = (max(marks.values()) - 1) // DAY_MS
+    days = 0
+    for day in range(first, last + 1) if held else ():
+        which = tuple(dim for dim in SHORT if marks.get(field(dim), 0) > day * DAY_MS)
+        params = {"day": day_text(day), "fields": [field(dim) for dim in which]}
+        with write_transaction():
+            if privacy_rewrites.next_task() is not None:
+                raise RewritesPending(f"a privacy rewrite is under way (counted up to {day_text(day)})")
+            connection.command(
+                f"DELETE FROM {_table(connection)} WHERE day = toDate32({{day:Date32}}) "
+                "AND field IN {fields:Array(String)}",
+                params,
+            )
+            where = "toDate32(ts) = toDate32({day:Date32})"
+            add(connection, counted(_records(connection), where, which), params, None)
+        days += 1
+        said(day)
+    tables.all_short_counted(connection)
+    return days

@@ -1,5 +1,5 @@
 """What the statistics' counts in ClickHouse count (models/clickhouse/counts.py): the SQL
-store's daily rollups, and its hourly and quarter-hour ones per endpoint, one `field` each, and
+store's daily rollups, and its hourly and quarter-hour ones, one `field` each, and
 how a record's values are named in them."""
 
 import datetime
@@ -11,16 +11,15 @@ DAY_MS = rollups.DAY_MS
 # The SQL store's daily statistics, one field each (its longer blocks are sums of these days:
 # ClickHouse adds up a month of days at scan speed).
 DIMS = tuple(dim for dim in rollups.STATISTICS if dim.period_ms == DAY_MS)
-# The SQL store's shorter periods per endpoint, plain and by action: the time series of a day or
-# a month (the dashboard's charts), whose buckets are shorter than a day, read them instead of
-# the window's records. Rows of a day's partition, `period` numbering the hour or quarter hour
-# within it (0 for a day's own count): 0.28 B a record at 10M. Its hourly counts by client (0.51
-# B a record more) and over all endpoints by name are left out: no chart reads them.
-SHORT = tuple(
-    dim
-    for dim in rollups.DIMS
-    if dim.period_ms < DAY_MS and dim.per_endpoint and dim.built_from is None and "client" not in dim.columns
-)
+# The SQL store's shorter periods, counted batch by batch (its 6-hour blocks are sums of hours:
+# ClickHouse adds up a day of hours at scan speed): plain and by action per endpoint, the time
+# series of a day or a month (the dashboard's charts), whose buckets are shorter than a day; by
+# client per endpoint and by name with its action over all endpoints, the top lists and trends of
+# the last 24 hours, whose whole hours read them instead of a day of records. Rows of a day's
+# partition, `period` numbering the hour or quarter hour within it (0 for a day's own count):
+# at 100M records over 30 days the days and the hours by endpoint and action took 0.27 B a
+# record, the hours by client and by name 0.68 B more (BENCHMARKS.md).
+SHORT = tuple(dim for dim in rollups.DIMS if dim.period_ms < DAY_MS and dim.built_from is None)
 COUNTED = DIMS + SHORT
 # What a client not logged leaves (models/statistics/anonymous.py): the daily counts that name no
 # client (the SQL store keeps its shorter ones for the records stored).

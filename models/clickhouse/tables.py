@@ -33,10 +33,12 @@ DEDUPLICATION_WINDOW = 10_000
 MADE = ("made", "UInt64")
 # Which hour or quarter hour of its day a count is of (dims.SHORT; 0: the day's own).
 PERIOD = ("period", "UInt8")
-# The counts table's comment: from when (ms) its hours and quarter hours count every record. 0
-# for tables made with them; a table made before counts them from the day after its upgrade, and
-# the statistics read the records before that (models/clickhouse/counts.py).
+# The counts table's comment: from when (ms) its hours and quarter hours count every record,
+# "short counts from MS", then "; FIELD from MS" for each field (dims.field) counted since a later
+# upgrade. 0 for tables made with them all; a table made before counts them from the day after its
+# upgrade, and the statistics read the records before that (models/clickhouse/counts.py).
 SHORT_FROM = "short counts from "
+_FIELD_FROM = " from "
 
 
 def column_type(field) -> str:
@@ -212,7 +214,8 @@ def upgrades(connection) -> list[str]:
     """The statements that bring tables made by an earlier version up to these: a column of
     their key added (`made`: the tables a view fills, before rows were replaced by number;
     `period`: the counts, before hours and quarter hours were counted, counted from the next
-    day on, SHORT_FROM, by their view made again), and their skip indexes."""
+    day on, SHORT_FROM, by their view made again), the hours of fields counted since (from the
+    next day on too), and their skip indexes."""
     database, cluster = connection.target.database, connection.target.cluster
     on = f" ON CLUSTER {cluster}" if cluster else ""
     suffix = "_local" if cluster else ""
@@ -228,6 +231,12 @@ def upgrades(connection) -> list[str]:
             {"database": database},
         )
     )
+    comments = dict(
+        connection.rows(
+            "SELECT name, comment FROM system.tables WHERE database = {database:String}", {"database": database}
+        )
+    )
+    tomorrow = (int(time.time() * 1000) // dims.DAY_MS + 1) * dims.DAY_MS
     indexes = set(
         connection.rows(
             "SELECT table, name FROM system.data_skipping_indices WHERE database = {database:String}",
@@ -238,6 +247,7 @@ def upgrades(connection) -> list[str]:
     records = f"{database}.records{suffix}"
     existing = {table for table, _ in have}
     for table in TABLES:
+        restarted = False  # the hours counted from tomorrow on, all of them
         for column in table.added:
             if table.name + suffix not in existing or (table.name + suffix, column[0]) in have:
                 continue
@@ -245,8 +255,8 @@ def upgrades(connection) -> list[str]:
             assert key, "the key of a table a column is added to"
             changes = f"ADD COLUMN IF NOT EXISTS {' '.join(column)}, MODIFY {key.group(0)}"
             if table.comment.startswith(SHORT_FROM):
-                tomorrow = (int(time.time() * 1000) // dims.DAY_MS + 1) * dims.DAY_MS
                 changes += f", MODIFY COMMENT '{SHORT_FROM}{tomorrow}'"
+                restarted = True
             made.append(f"ALTER TABLE {database}.{table.name}{suffix}{on} {changes}")
             if cluster:
                 made.append(f"ALTER TABLE {database}.{table.name}{on} ADD COLUMN IF NOT EXISTS {' '.join(column)}")
@@ -256,7 +266,18 @@ def upgrades(connection) -> list[str]:
         # the table's change does it then).
         view = views.get(f"{table.name}_view")
         wanted = [column for column, _ in table.added if table.filled_by and f" AS {column}" in table.filled_by]
-        if view is not None and any(f" AS {column}" not in view for column in wanted):
+        # Hours a view did not count (dims.SHORT grew): counted from the next day on, the comment
+        # saying so before the view is made again (a start cut short between them only marks them
+        # later).
+        uncounted = []
+        if table.comment.startswith(SHORT_FROM) and view is not None:
+            uncounted = [field for field in map(dims.field, dims.SHORT) if f"'{field}'" not in view]
+        comment = comments.get(table.name + suffix, "")
+        unmarked = [field for field in uncounted if field not in _marks(comment)]
+        if unmarked and not restarted and comment.startswith(SHORT_FROM):
+            marks = "".join(f"; {field}{_FIELD_FROM}{tomorrow}" for field in unmarked)
+            made.append(f"ALTER TABLE {database}.{table.name}{suffix}{on} MODIFY COMMENT '{comment}{marks}'")
+        if view is not None and (any(f" AS {column}" not in view for column in wanted) or uncounted):
             made.append(
                 f"ALTER TABLE {database}.{table.name}_view{on} MODIFY QUERY " + table.filled_by.format(records=records)
             )
@@ -283,12 +304,13 @@ def _index_changes(table: Table, have: set, local: str, name: str) -> list[str]:
     return made
 
 
-# {target: SHORT_FROM's time}, read once a process: it changes only at an upgrade (create).
+# {target: {field: from when it counts}}, read once a process: it changes only at an upgrade (create).
 _short_from: dict = {}
 
 
-def short_counts_from(connection) -> int:
-    """The time (ms) from which the counts table counts hours and quarter hours (SHORT_FROM)."""
+def short_counts_from(connection, field: str = "") -> int:
+    """The time (ms) from which the counts table counts the hours or quarter hours of `field`
+    (dims.field; "": those counted since hours were), as its comment says (SHORT_FROM)."""
     target = connection.target
     if target not in _short_from:
         suffix = "_local" if target.cluster else ""
@@ -296,6 +318,36 @@ def short_counts_from(connection) -> int:
             "SELECT comment FROM system.tables WHERE database = {database:String} AND name = {name:String}",
             {"database": target.database, "name": f"daily_counts{suffix}"},
         )
-        comment = found[0][0] if found else ""
-        _short_from[target] = int(comment[len(SHORT_FROM) :]) if comment.startswith(SHORT_FROM) else 0
-    return _short_from[target]
+        _short_from[target] = _marks(found[0][0] if found else "")
+    marks = _short_from[target]
+    return max(marks[""], marks.get(field, 0))
+
+
+def later_marks(connection) -> dict[str, int]:
+    """{field: from when its hours count} (dims.field) of the hours not counted from the first
+    record on, as the counts table's comment says now."""
+    _short_from.pop(connection.target, None)
+    fields = {field: short_counts_from(connection, field) for field in map(dims.field, dims.SHORT)}
+    return {field: at for field, at in fields.items() if at}
+
+
+def all_short_counted(connection) -> None:
+    """Say in the counts table's comment that it counts every hour and quarter hour of every
+    record (count_earlier_hours made them up)."""
+    target = connection.target
+    on = f" ON CLUSTER {target.cluster}" if target.cluster else ""
+    suffix = "_local" if target.cluster else ""
+    connection.command(f"ALTER TABLE {target.database}.daily_counts{suffix}{on} MODIFY COMMENT '{SHORT_FROM}0'")
+    _short_from.pop(target, None)
+
+
+def _marks(comment: str) -> dict[str, int]:
+    """SHORT_FROM's times in a counts table's comment: {"": every field's, field: its own}."""
+    if not comment.startswith(SHORT_FROM):
+        return {"": 0}
+    first, *later = comment[len(SHORT_FROM) :].split("; ")
+    marks = {"": int(first)}
+    for entry in later:
+        field, _, at = entry.rpartition(_FIELD_FROM)
+        marks[field] = int(at)
+    return marks
