@@ -10,6 +10,10 @@ chDB beside a SQLite ANALYTICS_DATABASE:
 4. POST /v2/ingest into chDB with one worker, then into SQLite with one worker, the same traffic.
 
     .venv/bin/python bench/clickhouse.py --records 1000000 [--ingest-records 1000000] [--out FILE]
+
+A kept run (`--keep --dir DIR`) can be read again by later code without loading it again (steps
+2 and 3 only): `--dir DIR --records N --reads-only END_MS`, END_MS the minute its load began (its
+traffic's end: the newest record is in the minute before it).
 """
 
 import argparse
@@ -51,14 +55,24 @@ def parse_args(argv):
     parser.add_argument("--keep", action="store_true", help="keep the stores")
     parser.add_argument("--out", help="also write the markdown to this file")
     parser.add_argument(
+        "--reads-only",
+        type=int,
+        metavar="END_MS",
+        help="time the reads and the export of the store a kept run left in --dir (its traffic ended at END_MS, "
+        "the minute its load began): no load, no ingest",
+    )
+    parser.add_argument(
         "--load-only", nargs=4, metavar=("DATABASE", "FOLDER", "END_MS", "RECORDS"), help=argparse.SUPPRESS
     )
+    parser.add_argument("--sizes-only", nargs=2, metavar=("DATABASE", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
         args.calls = min(args.calls, 3)
     args.warmup = 1 if args.quick else 3
     if args.ingest_records is None:
         args.ingest_records = min(args.records, 1_000_000)
+    if args.reads_only is not None and not args.dir:
+        parser.error("--reads-only reads the store a kept run left: give its --dir")
     return args
 
 
@@ -68,30 +82,34 @@ def main(argv=None) -> int:
         database, folder, end_ms, records = args.load_only
         print(json.dumps(_load_here(Traffic(int(records), int(end_ms), args.batch, args.seed), database, folder)))
         return 0
+    if args.sizes_only:
+        print(json.dumps(_sizes_here(*args.sizes_only)))
+        return 0
     workdir = args.dir or tempfile.mkdtemp(prefix="dns-clickhouse-bench-")
     os.makedirs(workdir, exist_ok=True)
-    end_ms = int(time.time() // 60 * 60_000)
+    end_ms = args.reads_only or int(time.time() // 60 * 60_000)
     traffic = Traffic(args.records, end_ms, args.batch, args.seed)
     result = {"config": vars(args).copy(), "other_load": {}, "errors": [], "code": _code()}
     result["config"].pop("load_only")
     print(f"code: {result['code']}; working folder {workdir}", flush=True)
 
     database, folder = os.path.join(workdir, "served.db"), os.path.join(workdir, "clickhouse")
-    print(f"{args.records:,} records through the store's batch path into {folder} ...", flush=True)
+    if args.reads_only:
+        print(f"the {args.records:,} records a kept run left in {folder}, weighed ...", flush=True)
+        command = [sys.executable, __file__, "--sizes-only", database, folder]
+    else:
+        print(f"{args.records:,} records through the store's batch path into {folder} ...", flush=True)
+        command = [sys.executable, __file__, "--batch", str(args.batch), "--seed", str(args.seed), "--load-only"]
+        command += [database, folder, str(end_ms), str(args.records)]
     load = OtherLoad()
-    done = subprocess.run(
-        [sys.executable, __file__, "--batch", str(args.batch), "--seed", str(args.seed), "--load-only"]
-        + [database, folder, str(end_ms), str(args.records)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    result["other_load"]["load through the store"] = load.cores()
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    result["other_load"]["weighing" if args.reads_only else "load through the store"] = load.cores()
     if done.returncode != 0:
         print(done.stdout[-3000:] + done.stderr[-5000:], flush=True)
         return 1
     result["load"] = json.loads(done.stdout.strip().splitlines()[-1])
-    print(f"  {_load_line(result['load'])}", flush=True)
+    if not args.reads_only:
+        print(f"  {_load_line(result['load'])}", flush=True)
 
     server = Server(
         database,
@@ -111,7 +129,7 @@ def main(argv=None) -> int:
 
     result["ingest"] = {}
     ingest_traffic = Traffic(args.ingest_records, end_ms, args.batch, args.seed)
-    for engine in ("chDB", "SQLite"):
+    for engine in ("chDB", "SQLite") if not args.reads_only else ():
         result["ingest"][engine] = _ingest(engine, ingest_traffic, workdir, result)
 
     result["machine"] = report.machine()
@@ -181,6 +199,23 @@ def _load_here(traffic, database: str, folder: str) -> dict:
         "cpu_seconds": (after.ru_utime + after.ru_stime) - (cpu.ru_utime + cpu.ru_stime),
         "sizes": sizes,
     }
+
+
+def _sizes_here(database: str, folder: str) -> dict:
+    """In this process: the kept store's sizes (`_sizes`), as a load reports them."""
+    from app import create_app
+    from models.engine import database as engine
+    from models.stores import bound
+
+    app = create_app(
+        {
+            "ANALYTICS_DATABASE": database,
+            "ANALYTICS_API_KEY": "bench-clickhouse",
+            "ANALYTICS_RECORD_STORE": f"chdb://{folder}",
+        }
+    )
+    with app.app_context(), engine.connection():
+        return {"records": None, "sizes": _sizes(bound.records().connection)}
 
 
 def _sizes(connection) -> dict:
@@ -296,7 +331,7 @@ def _log_findings(path: str) -> list[str]:
 
 def render(result: dict) -> str:
     config, box, load = result["config"], result["machine"], result["load"]
-    n = load["records"]
+    n = load["records"] or config["records"]
     others = ", ".join(f"{cores:.2f} cores during the {phase}" for phase, cores in result["other_load"].items())
     lines = [
         f"Run {box['date']}: **{n:,} records** (seed {config['seed']}, 30 days), batches of {config['batch']:,}, "
@@ -310,15 +345,15 @@ def render(result: dict) -> str:
         "| measurement | figure | target | verdict |",
         "|---|---|---|---|",
     ]
-    decoded = load["decode_seconds"] + load["store_seconds"]
-    lines.append(
-        f"| load through the store's batch path (`store_records`, no HTTP) | "
-        f"{n / load['store_seconds']:,.0f} records/s stored ({load['store_seconds']:,.1f} s); "
-        f"{n / decoded:,.0f}/s with "
-        f"decoding; {n / _all_seconds(load):,.0f}/s with making the batches too | - | - |"
-    )
+    if "store_seconds" in load:  # (a run of --reads-only loads nothing, and ingests nothing)
+        decoded = load["decode_seconds"] + load["store_seconds"]
+        lines.append(
+            f"| load through the store's batch path (`store_records`, no HTTP) | "
+            f"{n / load['store_seconds']:,.0f} records/s stored ({load['store_seconds']:,.1f} s); "
+            f"{n / decoded:,.0f}/s with "
+            f"decoding; {n / _all_seconds(load):,.0f}/s with making the batches too | - | - |"
+        )
     ingest = result["ingest"]
-    chdb, sqlite = ingest["chDB"], ingest["SQLite"]
     for engine, http in ingest.items():
         cpu = sum(http["worker_cpu"].values()) / max(1, http["records"]) * 1e6
         lines.append(
@@ -326,8 +361,10 @@ def render(result: dict) -> str:
             f"{http['rate']:,.0f} records/s ({cpu:,.0f} us of service CPU a record; POST p50 "
             f"{http['request_p50'] * 1000:,.0f} ms) | - | - |"
         )
-    ratio = chdb["rate"] / sqlite["rate"] if sqlite["rate"] else None
-    lines.append(f"| HTTP ingest chDB / SQLite | {ratio:.2f} | >= 1.00 | {report._at_least(ratio, 1.0, '', 2)} |")
+    if ingest:
+        chdb, sqlite = ingest["chDB"], ingest["SQLite"]
+        ratio = chdb["rate"] / sqlite["rate"] if sqlite["rate"] else None
+        lines.append(f"| HTTP ingest chDB / SQLite | {ratio:.2f} | >= 1.00 | {report._at_least(ratio, 1.0, '', 2)} |")
     csv = result["csv"]
     lines.append(
         f"| CSV export: GET /v2/activity-log/csv, {csv['rows']:,} rows ({csv['days']} d) | {csv['rate']:,.0f} rows/s "

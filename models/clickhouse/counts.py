@@ -306,9 +306,10 @@ def count_earlier_hours(connection, said=lambda day: None) -> int:
     that they count from the first record on: the statistics read them, not the records, over
     those days too. A day at a time in the writers' turn, so that no batch, deletion or expiry
     touches the day meanwhile: its rows of those fields (what the view counted since the
-    upgrade, what deletions took away of records never counted) are made again from its
-    records. `said(day)` after each day (days since 1970); how many days were counted. Run again
-    after a stop, it counts the days left, and those done again, to the same counts. Raises
+    upgrade, what deletions took away of records never counted) are brought to its records'
+    counts by rows of the difference. `said(day)` after each day (days since 1970); how many
+    days were counted. Run again after a stop, it counts the days left, and those done again,
+    to the same counts. Raises
     RewritesPending (at the day it reached) while a privacy rewrite has a task left."""
     marks = tables.later_marks(connection)
     if not marks:
@@ -322,13 +323,20 @@ def count_earlier_hours(connection, said=lambda day: None) -> int:
         with write_transaction():
             if privacy_rewrites.next_task() is not None:
                 raise RewritesPending(f"a privacy rewrite is under way (counted up to {day_text(day)})")
-            connection.command(
-                f"DELETE FROM {_table(connection)} WHERE day = toDate32({{day:Date32}}) "
-                "AND field IN {fields:Array(String)}",
-                params,
+            # What the day's rows of those fields must be given to sum to its records' counts (no
+            # DELETE: a mutation a day took seconds of waiting).
+            true = counted(_records(connection), "toDate32(ts) = toDate32({day:Date32})", which)
+            held = (
+                f"SELECT {', '.join(COLUMNS[:-1])}, -n AS n FROM {_table(connection)} "
+                "WHERE day = toDate32({day:Date32}) AND field IN {fields:Array(String)}"
             )
-            where = "toDate32(ts) = toDate32({day:Date32})"
-            add(connection, counted(_records(connection), where, which), params, None)
+            keys = ", ".join(COLUMNS[:-1])
+            add(
+                connection,
+                f"SELECT {keys}, sum(n) AS n FROM ({true} UNION ALL {held}) GROUP BY {keys} HAVING n != 0",
+                params,
+                None,
+            )
         days += 1
         said(day)
     tables.all_short_counted(connection)
