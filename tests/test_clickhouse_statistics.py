@@ -15,7 +15,7 @@ from models.clickhouse import deletion as ch_deletion
 from models.clickhouse import ingestion, tables
 from models.clickhouse import rewrites as ch_rewrites
 from models.clickhouse import statistics as ch_statistics
-from models.clickhouse.dims import COUNTED, SHORT, counted, field
+from models.clickhouse.dims import COUNTED, WITH_RECORDS, counted, field
 from models.clients import clients as sql_clients
 from models.clients import deletion as sql_deletion
 from models.engine.database import bind, write_transaction
@@ -240,7 +240,7 @@ def test_a_store_counting_hours_since_an_upgrade_reads_the_records_before(stores
     stores.clickhouse.command(f"ALTER TABLE {database}.daily_counts MODIFY COMMENT '{tables.SHORT_FROM}{mark}'")
     stores.clickhouse.command(
         f"DELETE FROM {database}.daily_counts WHERE field IN {{short:Array(String)}} AND day < toDate32({{day:Int32}})",
-        {"short": [field(dim) for dim in SHORT], "day": mark // DAY},
+        {"short": [field(dim) for dim in WITH_RECORDS], "day": mark // DAY},
     )
     tables.create(stores.clickhouse)  # as at a start: the mark read again
     assert tables.short_counts_from(stores.clickhouse) == mark
@@ -252,7 +252,7 @@ def test_hours_counted_since_an_upgrade_are_read_from_their_own_mark(stores):
     others from the next day on (tables.upgrades marks them in the comment before the view is
     made again), and a statistic reads the records before each field's own mark."""
     connection, database = stores.clickhouse, stores.clickhouse.target.database
-    newer = [dim for dim in SHORT if "client" in dim.columns or "question" in dim.columns]
+    newer = [dim for dim in WITH_RECORDS if "client" in dim.columns or "question" in dim.columns]
     assert newer, "the hours by client and by name are counted"
     older = tuple(dim for dim in COUNTED if dim not in newer)
     records = f"{database}.records"
@@ -260,14 +260,14 @@ def test_hours_counted_since_an_upgrade_are_read_from_their_own_mark(stores):
     connection.command(f"ALTER TABLE {database}.daily_counts MODIFY COMMENT '{tables.SHORT_FROM}0'")
     tables.create(connection)
     tomorrow = (now_ms() // DAY + 1) * DAY
-    assert [tables.short_counts_from(connection, field(dim)) for dim in SHORT] == [
-        tomorrow if dim in newer else 0 for dim in SHORT
+    assert [tables.short_counts_from(connection, field(dim)) for dim in WITH_RECORDS] == [
+        tomorrow if dim in newer else 0 for dim in WITH_RECORDS
     ]
     view = connection.rows(
         "SELECT as_select FROM system.tables WHERE database = {database:String} AND name = 'daily_counts_view'",
         {"database": database},
     )[0][0]
-    assert all(f"'{field(dim)}'" in view for dim in SHORT)
+    assert all(f"'{field(dim)}'" in view for dim in WITH_RECORDS)
     tables.create(connection)  # a second start changes nothing
     assert [tables.short_counts_from(connection, field(dim)) for dim in newer] == [tomorrow] * len(newer)
 
@@ -280,8 +280,8 @@ def test_hours_counted_since_an_upgrade_are_read_from_their_own_mark(stores):
         {"newer": [field(dim) for dim in newer], "day": mark // DAY},
     )
     tables.create(connection)
-    assert [tables.short_counts_from(connection, field(dim)) for dim in SHORT] == [
-        mark if dim in newer else 0 for dim in SHORT
+    assert [tables.short_counts_from(connection, field(dim)) for dim in WITH_RECORDS] == [
+        mark if dim in newer else 0 for dim in WITH_RECORDS
     ]
     _every_statistic(stores)
 
@@ -293,7 +293,7 @@ def test_the_command_counts_the_hours_before_an_upgrade(stores, make_app, tmp_pa
     records, and from then on the statistics read them from the first record, equal to the SQL
     store's. It waits for a privacy rewrite under way, and says when nothing is left to count."""
     connection, database = stores.clickhouse, stores.clickhouse.target.database
-    newer = [dim for dim in SHORT if "client" in dim.columns or "question" in dim.columns]
+    newer = [dim for dim in WITH_RECORDS if "client" in dim.columns or "question" in dim.columns]
     older = tuple(dim for dim in COUNTED if dim not in newer)
     connection.command(
         f"ALTER TABLE {database}.daily_counts_view MODIFY QUERY {counted(f'{database}.records', dims=older)}"
@@ -326,11 +326,48 @@ def test_the_command_counts_the_hours_before_an_upgrade(stores, make_app, tmp_pa
 
     said = app.test_cli_runner().invoke(args=["count-clickhouse-hours"])
     assert said.exit_code == 0, said.output
-    assert "Counted the hours of 11 days" in said.output, said.output
+    assert "Counted 11 days:" in said.output, said.output
     assert tables.later_marks(connection) == {}
     _every_statistic(stores)
     said = app.test_cli_runner().invoke(args=["count-clickhouse-hours"])
-    assert said.exit_code == 0 and "Every hour is counted already." in said.output, said.output
+    assert said.exit_code == 0 and "Nothing to count:" in said.output, said.output
+
+
+def test_a_clients_newly_seen_names_are_the_sql_stores(stores):
+    """A client's first-seen names and domains come from its names a day and then the records
+    of the newest days alone (statistics._clients_newly_seen): with many names first asked at
+    any time of a day (before a window's start on its first day, after its end on its last, a
+    few a day or many), every window and limit answers as the SQL store."""
+    rng = random.Random(49)
+    names = [f"n{i}.d{i % 7}.example" for i in range(80)]
+    records = [
+        {
+            "timestamp": rng.randrange(stores.today - 9 * DAY, stores.now),
+            "endpointId": rng.choice(["e1", "e2"]),
+            "clientId": "n",
+            "question": rng.choice(names[: rng.randrange(1, len(names))]),
+            "action": 1,
+        }
+        for _ in range(400)
+    ]
+    stores.store(records)
+    today = stores.today
+    windows = [
+        Filters(start_ms=today - 12 * DAY, end_ms=stores.now),
+        Filters(start_ms=today - 6 * DAY + 7 * HOUR, end_ms=today - 2 * DAY + 5 * HOUR),
+        Filters(start_ms=today - 3 * DAY + 13 * HOUR, end_ms=today - DAY + 2 * HOUR),
+        Filters(start_ms=today - 4 * DAY + 30 * MINUTE, end_ms=today - 4 * DAY + 20 * HOUR),
+    ]
+    answered = []
+    for window in windows:
+        for values in ({"client": ["n"]}, {"client": ["n"], "endpoint": ["e2"]}, {"client": ["n", "a"]}):
+            filters = dataclasses.replace(window, values=values)
+            for column in ("question", "registrable_domain"):
+                for limit in (1, 3, 10, 100):
+                    expected, got = stores.both(statistics.newly_seen, ch_statistics.newly_seen, filters, column, limit)
+                    assert got == expected, (window.start_ms, values, column, limit)
+                    answered.append(len(got))
+    assert sum(1 for n in answered if n) > len(answered) // 2 and max(answered) >= 10, answered
 
 
 def test_a_client_no_longer_logged_leaves_its_counts_as_the_sql_store_does(stores):

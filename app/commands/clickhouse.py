@@ -1,6 +1,6 @@
 """`flask --app wsgi copy-to-clickhouse TARGET`: the records of ANALYTICS_DATABASE copied into a
 ClickHouse, resumable, their counts checked (docs/clickhouse.md "Moving an existing store into
-ClickHouse"); `count-clickhouse-hours`: the hours an upgraded store counts from a day on, counted
+ClickHouse"); `count-clickhouse-hours`: what an upgraded store counts from a day on, counted
 for the days before it (docs/clickhouse.md "The tables")."""
 
 import time
@@ -83,10 +83,11 @@ def copy_command(destination, batch_size, batches):
 @click.command("count-clickhouse-hours")
 @with_appcontext
 def count_hours_command():
-    """Count the hours a ClickHouse record store made by an earlier version does not count yet
-    (those counted only from the day after its upgrade) for the days of records before that,
-    a day at a time, then read them from the first record on: a 24-hour top list or trend over
-    those days reads hours instead of a day of records. Safe while the service runs on a
+    """Count what a ClickHouse record store made by an earlier version does not count yet (the
+    hours, and each client's names a day, counted only from the day after its upgrade) for the
+    days of records before that, a day at a time, then read them from the first record on: a
+    24-hour top list or trend over those days reads hours instead of a day of records, a
+    client's 30-day top list its days of names instead of its records. Safe while the service runs on a
     ClickHouse server (each day is counted in the writers' turn; restart the service after, as
     it reads from when the hours count once); chDB's folder takes one process, so stop the
     service first there. Run again after a stop, it goes on."""
@@ -105,7 +106,7 @@ def count_hours_command():
         except counts.RewritesPending as exc:
             raise click.ClickException(f"{exc}: run the command again once it is done") from None
     click.echo(
-        f"Counted the hours of {days} days: every hour is read from the counts."
+        f"Counted {days} days: the statistics read every day's hours and clients' names from the counts."
         if days
-        else "Every hour is counted already."
+        else "Nothing to count: every day's hours and clients' names are counted."
     )

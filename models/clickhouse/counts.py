@@ -18,7 +18,8 @@ from models.clickhouse.dims import (
     COLUMNS,
     COUNTED,
     DAY_MS,
-    SHORT,
+    PAIRED,
+    WITH_RECORDS,
     counted,
     day_text,
     field,
@@ -64,7 +65,15 @@ def _counts_dims(filters: Filters, interval_ms: int | None, column: str | None) 
     columns = {sql for sql, values in filters.values.items() if values} | ({column} if column else set())
     columns = {FIELDS_BY_SQL[sql].derived_from or sql for sql in columns}
     bound = "endpoint" in columns or filters.endpoint_limit is not None
-    return [dim for dim in rollups.usable(columns - {"endpoint"}, bound, interval_ms) if dim in COUNTED]
+    found = [dim for dim in rollups.usable(columns - {"endpoint"}, bound, interval_ms) if dim in COUNTED]
+    if not any(dim.period_ms == DAY_MS for dim in found):  # (as rollups.usable qualifies a dim)
+        named = columns - {"endpoint"}
+        found[:0] = [
+            dim
+            for dim in PAIRED
+            if named <= set(dim.columns) and dim.columns[0] in named and not (interval_ms and interval_ms % DAY_MS)
+        ]
+    return found
 
 
 def _column_in(dim, column: str) -> str:
@@ -93,7 +102,7 @@ def parts(connection, filters: Filters, interval_ms=None, column=None, only=None
     for k, dim in enumerate(_counts_dims(filters, interval_ms, column)):
         size, rest = dim.period_ms, []
         # Hours are counted from a time on in a store made before they were (tables.SHORT_FROM).
-        mark = tables.short_counts_from(connection, field(dim)) if dim in SHORT else 0
+        mark = tables.short_counts_from(connection, field(dim)) if dim in WITH_RECORDS else 0
         for j, (edge_start, edge_end) in enumerate(edges):
             counted_from = edge_start if not mark else mark if edge_start is None else max(edge_start, mark)
             first = -(-counted_from // size) if counted_from is not None else None
@@ -318,7 +327,7 @@ def count_earlier_hours(connection, said=lambda day: None) -> int:
     last = (max(marks.values()) - 1) // DAY_MS
     days = 0
     for day in range(first, last + 1) if held else ():
-        which = tuple(dim for dim in SHORT if marks.get(field(dim), 0) > day * DAY_MS)
+        which = tuple(dim for dim in WITH_RECORDS if marks.get(field(dim), 0) > day * DAY_MS)
         params = {"day": day_text(day), "fields": [field(dim) for dim in which]}
         with write_transaction():
             if privacy_rewrites.next_task() is not None:

@@ -15,7 +15,7 @@ import hashlib
 import json
 
 from models.clickhouse import counts, derived, numbers
-from models.clickhouse.dims import ANONYMOUS, COUNTED, DAY_MS, SHORT, day_text
+from models.clickhouse.dims import ANONYMOUS, COUNTED, DAY_MS, WITH_RECORDS, day_text
 from models.clients.clients import client_entries
 from models.clients.deletion import raise_lost_marks
 from models.engine.database import query, write_transaction
@@ -171,8 +171,8 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
         params["end"] = selection.end_ms
     condition = " AND ".join(where) or "1"
     forgotten = None if selection.expire else _forgotten(selection, pairs)
-    if selection.expire:  # the hours and quarter hours go with the records, the days stay
-        dims = SHORT
+    if selection.expire:  # the hours and quarter hours (and a client's names) go with the records, the days stay
+        dims = WITH_RECORDS
     elif selection.anonymous:
         dims = tuple(dim for dim in COUNTED if dim not in ANONYMOUS)
     else:

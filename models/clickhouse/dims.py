@@ -20,7 +20,16 @@ DIMS = tuple(dim for dim in rollups.STATISTICS if dim.period_ms == DAY_MS)
 # at 100M records over 30 days the days and the hours by endpoint and action took 0.27 B a
 # record, the hours by client and by name 0.68 B more (BENCHMARKS.md).
 SHORT = tuple(dim for dim in rollups.DIMS if dim.period_ms < DAY_MS and dim.built_from is None)
-COUNTED = DIMS + SHORT
+# Counts of ClickHouse's own, no rollup of the SQL store's: a client's names a day (and their
+# domains), for a client's top lists over a month, which read the client's records of the month
+# otherwise (every granule holds most clients: its bloom filter skips nothing). 1.45M rows a day
+# at 100M records. The SQL store has nothing to answer them from past the records, so they go
+# with the records as the hours do.
+PAIRED = (rollups.Dim(-1, ("client", "question"), DAY_MS),)
+# The counts that go with the records (retention takes them away), and that a store made before
+# counts from a day on (tables.SHORT_FROM).
+WITH_RECORDS = SHORT + PAIRED
+COUNTED = DIMS + WITH_RECORDS
 # What a client not logged leaves (models/statistics/anonymous.py): the daily counts that name no
 # client (the SQL store keeps its shorter ones for the records stored).
 ANONYMOUS = tuple(dim for dim in DIMS if "client" not in dim.columns)

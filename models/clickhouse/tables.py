@@ -266,12 +266,12 @@ def upgrades(connection) -> list[str]:
         # the table's change does it then).
         view = views.get(f"{table.name}_view")
         wanted = [column for column, _ in table.added if table.filled_by and f" AS {column}" in table.filled_by]
-        # Hours a view did not count (dims.SHORT grew): counted from the next day on, the comment
+        # Counts a view did not count (dims.WITH_RECORDS grew): counted from the next day on, the comment
         # saying so before the view is made again (a start cut short between them only marks them
         # later).
         uncounted = []
         if table.comment.startswith(SHORT_FROM) and view is not None:
-            uncounted = [field for field in map(dims.field, dims.SHORT) if f"'{field}'" not in view]
+            uncounted = [field for field in map(dims.field, dims.WITH_RECORDS) if f"'{field}'" not in view]
         comment = comments.get(table.name + suffix, "")
         unmarked = [field for field in uncounted if field not in _marks(comment)]
         if unmarked and not restarted and comment.startswith(SHORT_FROM):
@@ -327,7 +327,7 @@ def later_marks(connection) -> dict[str, int]:
     """{field: from when its hours count} (dims.field) of the hours not counted from the first
     record on, as the counts table's comment says now."""
     _short_from.pop(connection.target, None)
-    fields = {field: short_counts_from(connection, field) for field in map(dims.field, dims.SHORT)}
+    fields = {field: short_counts_from(connection, field) for field in map(dims.field, dims.WITH_RECORDS)}
     return {field: at for field, at in fields.items() if at}
 
 
