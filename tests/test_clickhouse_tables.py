@@ -283,6 +283,47 @@ def test_counts_made_before_hours_were_counted_are_brought_up_to_them(clickhouse
         earlier.command("DROP DATABASE IF EXISTS before_hours")
 
 
+def test_counts_made_with_the_earlier_columns_get_these_types_and_codecs(clickhouse):
+    """The counts table as made before a client's names were counted (`second` and `n` with the
+    default codec, `domain` a plain String): made again, the three are as tables.py makes them
+    now, its rows stay, and a second start changes nothing."""
+    target = Target(database="earlier_codecs", folder=clickhouse.target.folder)
+    earlier = clickhouse.on_database(target)
+    earlier_kinds = {"second": "LowCardinality(String)", "domain": "String CODEC(ZSTD(1))", "n": "Int64"}
+    now_kinds = dict(next(table for table in tables.TABLES if table.name == "daily_counts").columns)
+    try:
+        for statement in tables.statements(target):
+            for column, kind in earlier_kinds.items():
+                statement = statement.replace(f"    {column} {now_kinds[column]}", f"    {column} {kind}")
+            earlier.command(statement)
+        kinds = (
+            "SELECT name, type, compression_codec FROM system.columns WHERE database = 'earlier_codecs' "
+            "AND table = 'daily_counts' AND name IN ('second', 'domain', 'n') ORDER BY name"
+        )
+        assert earlier.rows(kinds) == [
+            ("domain", "String", "CODEC(ZSTD(1))"),
+            ("n", "Int64", ""),
+            ("second", "LowCardinality(String)", ""),
+        ]
+        earlier.insert(
+            "earlier_codecs.records", tables.RECORD_COLUMNS, [record_row(1, 1_700_000_000_000)], times=("ts",)
+        )
+        assert tables.upgrades(earlier)
+        tables.create(earlier)
+        assert earlier.rows(kinds) == [
+            ("domain", "LowCardinality(String)", "CODEC(ZSTD(3))"),
+            ("n", "Int64", "CODEC(T64, ZSTD(1))"),
+            ("second", "LowCardinality(String)", "CODEC(ZSTD(3))"),
+        ]
+        assert tables.upgrades(earlier) == []
+        assert earlier.rows(
+            "SELECT second, domain, sum(n) FROM earlier_codecs.daily_counts WHERE field = 'client+question' "
+            "GROUP BY second, domain"
+        ) == [("example.com", "example.com", 1)]
+    finally:
+        earlier.command("DROP DATABASE IF EXISTS earlier_codecs")
+
+
 def test_records_made_with_the_n_gram_index_get_the_names_bloom_filter(clickhouse):
     """The records as made before the log's searches found their names first: made again, the
     n-gram index is gone, and the bloom filter on the names is there, built for the parts."""

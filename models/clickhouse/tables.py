@@ -78,6 +78,10 @@ class Table:
     sharding: str = SHARDING_KEY
     # Columns (in its key) that tables made by earlier versions lack: `upgrades` adds them.
     added: tuple[tuple[str, str], ...] = ()
+    # Columns whose type or codec earlier versions made otherwise: `upgrades` brings them to
+    # these (a codec for the parts written from then on; a type by a mutation of every part,
+    # in the background).
+    retyped: tuple[str, ...] = ()
     comment: str = ""
 
 
@@ -139,15 +143,19 @@ def _tables() -> tuple[Table, ...]:
                 ("field", "LowCardinality(String)"),
                 ("endpoint", "LowCardinality(String)"),
                 ("value", "String CODEC(ZSTD(1))"),
-                ("second", "LowCardinality(String)"),
-                ("domain", "String CODEC(ZSTD(1))"),
-                ("n", "Int64"),
+                # A client's names a day (dims.PAIRED) made these three most of the table's
+                # bytes: at 100M records 6.3 B a record as LowCardinality, String and Int64 with
+                # ClickHouse's default codec, 3.4 with these (BENCHMARKS.md).
+                ("second", "LowCardinality(String) CODEC(ZSTD(3))"),
+                ("domain", "LowCardinality(String) CODEC(ZSTD(3))"),
+                ("n", "Int64 CODEC(T64, ZSTD(1))"),
             ),
             "SummingMergeTree",
             "PARTITION BY day ORDER BY (field, endpoint, value, second, period)",
             filled_by=dims.counted("{records}"),
             sharding="cityHash64(endpoint, value)",
             added=(PERIOD,),
+            retyped=("second", "domain", "n"),
             comment=f"{SHORT_FROM}0",
         ),
     )
@@ -215,16 +223,18 @@ def upgrades(connection) -> list[str]:
     their key added (`made`: the tables a view fills, before rows were replaced by number;
     `period`: the counts, before hours and quarter hours were counted, counted from the next
     day on, SHORT_FROM, by their view made again), the hours of fields counted since (from the
-    next day on too), and their skip indexes."""
+    next day on too), columns of another type or codec, and their skip indexes."""
     database, cluster = connection.target.database, connection.target.cluster
     on = f" ON CLUSTER {cluster}" if cluster else ""
     suffix = "_local" if cluster else ""
-    have = {
-        (table, column)
-        for table, column in connection.rows(
-            "SELECT table, name FROM system.columns WHERE database = {database:String}", {"database": database}
+    kinds = {
+        (table, column): (kind, codec)
+        for table, column, kind, codec in connection.rows(
+            "SELECT table, name, type, compression_codec FROM system.columns WHERE database = {database:String}",
+            {"database": database},
         )
     }
+    have = set(kinds)
     views = dict(
         connection.rows(
             "SELECT name, as_select FROM system.tables WHERE database = {database:String} AND name LIKE '%\\_view'",
@@ -262,6 +272,14 @@ def upgrades(connection) -> list[str]:
                 made.append(f"ALTER TABLE {database}.{table.name}{on} ADD COLUMN IF NOT EXISTS {' '.join(column)}")
         if table.name + suffix in existing:
             made += _index_changes(table, indexes, table.name + suffix, f"{database}.{table.name}{suffix}{on}")
+        for column in table.retyped:
+            wanted = dict(table.columns)[column]
+            kind, _, codec = wanted.partition(" CODEC(")
+            held = kinds.get((table.name + suffix, column))
+            if held is not None and held != (kind, f"CODEC({codec}" if codec else ""):
+                made.append(f"ALTER TABLE {database}.{table.name}{suffix}{on} MODIFY COLUMN {column} {wanted}")
+                if cluster:
+                    made.append(f"ALTER TABLE {database}.{table.name}{on} MODIFY COLUMN {column} {kind}")
         # A view that writes a column its table was given: made to (a start cut short after
         # the table's change does it then).
         view = views.get(f"{table.name}_view")
