@@ -18,7 +18,7 @@ DIMS = tuple(dim for dim in rollups.STATISTICS if dim.period_ms == DAY_MS)
 # the last 24 hours, whose whole hours read them instead of a day of records. Rows of a day's
 # partition, `period` numbering the hour or quarter hour within it (0 for a day's own count):
 # at 100M records over 30 days the days and the hours by endpoint and action took 0.27 B a
-# record, the hours by client and by name 0.68 B more (BENCHMARKS.md).
+# record, the hours by client and by name 0.65 B more (BENCHMARKS.md, session 30).
 SHORT = tuple(dim for dim in rollups.DIMS if dim.period_ms < DAY_MS and dim.built_from is None)
 # Counts of ClickHouse's own, no rollup of the SQL store's: a client's names a day (and their
 # domains), for a client's top lists over a month, which read the client's records of the month
