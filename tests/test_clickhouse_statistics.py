@@ -23,6 +23,7 @@ from models.engine.database import connection as database_connection
 from models.privacy import rewrites as privacy_rewrites
 from models.records.filters import Filters
 from models.runtime.clock import now_ms
+from models.schema import settings
 from models.statistics import statistics
 from schemas.records import parse_records
 
@@ -319,6 +320,12 @@ def test_the_command_counts_the_hours_before_an_upgrade(stores, make_app, tmp_pa
     assert said.exit_code == 1 and "a privacy rewrite is under way" in said.output, said.output
     with inside(app):
         ch_rewrites.run_rewrites(connection, lambda: False)
+    with inside(app), write_transaction():  # a deletion between its two turns (cut short there)
+        settings.write(ch_deletion.BEGUN, '{"e1 b": 7}')
+    said = app.test_cli_runner().invoke(args=["count-clickhouse-hours"])
+    with inside(app), write_transaction():
+        settings.write(ch_deletion.BEGUN, "{}")
+    assert said.exit_code == 1 and "a deletion is under way" in said.output, said.output
     with inside(stores.sql):
         with write_transaction():
             privacy_rewrites.change("e1", rules, now_ms())

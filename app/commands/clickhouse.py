@@ -9,7 +9,7 @@ import click
 from flask.cli import with_appcontext
 
 import models.engine.database
-from models.clickhouse import connection, copied_statistics, copying, counts, dims, target
+from models.clickhouse import backfill, connection, copied_statistics, copying, dims, target
 from models.stores.bound import records
 from models.stores.clickhouse import ClickHouseStore
 
@@ -100,10 +100,8 @@ def count_hours_command():
         raise click.ClickException(f"{exc}") from None
     with models.engine.database.connection():
         try:
-            days = counts.count_earlier_hours(
-                clickhouse, lambda day: click.echo(f"{dims.day_text(day)} counted", err=True)
-            )
-        except counts.RewritesPending as exc:
+            days = backfill.count_earlier(clickhouse, lambda day: click.echo(f"{dims.day_text(day)} counted", err=True))
+        except backfill.UnderWay as exc:
             raise click.ClickException(f"{exc}: run the command again once it is done") from None
     click.echo(
         f"Counted {days} days: the statistics read every day's hours and clients' names from the counts."

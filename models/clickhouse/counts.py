@@ -26,8 +26,6 @@ from models.clickhouse.dims import (
     text,
     value_text,
 )
-from models.engine.database import write_transaction
-from models.privacy import rewrites as privacy_rewrites
 from models.records.domains import registrable_domain
 from models.records.filters import Filters
 from models.schema import settings
@@ -302,51 +300,3 @@ def drop_partitions(connection, table: str, which: str, params: dict) -> None:
     for (partition,) in found:
         assert partition.isalnum(), partition  # an id ClickHouse made of the day: nothing to quote
         connection.command(f"ALTER TABLE {database}.{table} DROP PARTITION ID '{partition}'")
-
-
-class RewritesPending(Exception):
-    """A privacy rewrite is under way: its days' counts are taken away and added back around
-    its mutation, outside the writers' turn, so a day counted meanwhile would be counted twice."""
-
-
-def count_earlier_hours(connection, said=lambda day: None) -> int:
-    """Count the hours and quarter hours a store made before counted only from a day on
-    (tables.SHORT_FROM: those of an upgrade) for the days before it that hold records, then say
-    that they count from the first record on: the statistics read them, not the records, over
-    those days too. A day at a time in the writers' turn, so that no batch, deletion or expiry
-    touches the day meanwhile: its rows of those fields (what the view counted since the
-    upgrade, what deletions took away of records never counted) are brought to its records'
-    counts by rows of the difference. `said(day)` after each day (days since 1970); how many
-    days were counted. Run again after a stop, it counts the days left, and those done again,
-    to the same counts. Raises
-    RewritesPending (at the day it reached) while a privacy rewrite has a task left."""
-    marks = tables.later_marks(connection)
-    if not marks:
-        return 0
-    first, held = connection.rows(f"SELECT toInt32(min(toDate32(ts))), count() FROM {_records(connection)}")[0]
-    last = (max(marks.values()) - 1) // DAY_MS
-    days = 0
-    for day in range(first, last + 1) if held else ():
-        which = tuple(dim for dim in WITH_RECORDS if marks.get(field(dim), 0) > day * DAY_MS)
-        params = {"day": day_text(day), "fields": [field(dim) for dim in which]}
-        with write_transaction():
-            if privacy_rewrites.next_task() is not None:
-                raise RewritesPending(f"a privacy rewrite is under way (counted up to {day_text(day)})")
-            # What the day's rows of those fields must be given to sum to its records' counts (no
-            # DELETE: a mutation a day took seconds of waiting).
-            true = counted(_records(connection), "toDate32(ts) = toDate32({day:Date32})", which)
-            held = (
-                f"SELECT {', '.join(COLUMNS[:-1])}, -n AS n FROM {_table(connection)} "
-                "WHERE day = toDate32({day:Date32}) AND field IN {fields:Array(String)}"
-            )
-            keys = ", ".join(COLUMNS[:-1])
-            add(
-                connection,
-                f"SELECT {keys}, sum(n) AS n FROM ({true} UNION ALL {held}) GROUP BY {keys} HAVING n != 0",
-                params,
-                None,
-            )
-        days += 1
-        said(day)
-    tables.all_short_counted(connection)
-    return days

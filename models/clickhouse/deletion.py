@@ -24,7 +24,7 @@ from models.schema import settings
 from models.schema.endpoints import endpoint_ids
 
 # {deletion's key: the highest record number it takes} of the deletions begun and not finished.
-_BEGUN = "clickhouse_deletions_begun"
+BEGUN = "clickhouse_deletions_begun"
 
 
 def delete_records(
@@ -142,11 +142,11 @@ def _delete(connection, selection: _Selection, then=None) -> int:
     finished with the numbers it began with, so that its counts, taken away under a token of
     those, are not taken twice, and then run again for the records stored since."""
     with write_transaction():
-        begun = json.loads(settings.read(_BEGUN) or "{}")
+        begun = json.loads(settings.read(BEGUN) or "{}")
         resumed = selection.key in begun
         top = begun.get(selection.key) or numbers.top()
         begun[selection.key] = top
-        settings.write(_BEGUN, json.dumps(begun))
+        settings.write(BEGUN, json.dumps(begun))
     if not resumed:
         return _run(connection, selection, top, then)
     finished = _run(connection, selection, top)
@@ -205,9 +205,9 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
         if not selection.client_ids and not selection.expire:
             # a deletion of whole endpoints' records (or everyone's) forgets first times
             _names_seen_again(connection, selection.scope(), selection.end_ms)
-        begun = json.loads(settings.read(_BEGUN) or "{}")
+        begun = json.loads(settings.read(BEGUN) or "{}")
         begun.pop(selection.key, None)
-        settings.write(_BEGUN, json.dumps(begun))
+        settings.write(BEGUN, json.dumps(begun))
         deleted = sum(n for _, _, n in marks)
         if then is not None:
             then(deleted)

@@ -351,7 +351,7 @@ def later_marks(connection) -> dict[str, int]:
 
 def all_short_counted(connection) -> None:
     """Say in the counts table's comment that it counts every hour and quarter hour of every
-    record (count_earlier_hours made them up)."""
+    record (backfill.count_earlier made them up)."""
     target = connection.target
     on = f" ON CLUSTER {target.cluster}" if target.cluster else ""
     suffix = "_local" if target.cluster else ""
