@@ -2,13 +2,10 @@
 (tables.SHORT_FROM's marks: the hours by client and by name, a client's names a day), made for
 the days before it: `flask --app wsgi count-clickhouse-hours` (docs/clickhouse.md "The tables")."""
 
-import json
-
 from models.clickhouse import counts, deletion, tables
 from models.clickhouse.dims import COLUMNS, DAY_MS, WITH_RECORDS, counted, day_text, field
 from models.engine.database import write_transaction
 from models.privacy import rewrites as privacy_rewrites
-from models.schema import settings
 
 
 class UnderWay(Exception):
@@ -32,6 +29,7 @@ def count_earlier(connection, said=lambda day: None) -> int:
     if not marks:
         return 0
     records, table = f"{connection.target.database}.records", f"{connection.target.database}.daily_counts"
+    keys = ", ".join(COLUMNS[:-1])
     first, stored = connection.rows(f"SELECT toInt32(min(toDate32(ts))), count() FROM {records}")[0]
     last = (max(marks.values()) - 1) // DAY_MS
     days = 0
@@ -41,16 +39,15 @@ def count_earlier(connection, said=lambda day: None) -> int:
         with write_transaction():
             if privacy_rewrites.next_task() is not None:
                 raise UnderWay(f"a privacy rewrite is under way (counted up to {day_text(day)})")
-            if json.loads(settings.read(deletion.BEGUN) or "{}"):
+            if deletion.begun():
                 raise UnderWay(f"a deletion is under way (counted up to {day_text(day)})")
             # What the day's rows of those fields must be given to sum to its records' counts (no
             # DELETE: a mutation a day took seconds of waiting).
             true = counted(records, "toDate32(ts) = toDate32({day:Date32})", which)
             held = (
-                f"SELECT {', '.join(COLUMNS[:-1])}, -n AS n FROM {table} "
+                f"SELECT {keys}, -n AS n FROM {table} "
                 "WHERE day = toDate32({day:Date32}) AND field IN {fields:Array(String)}"
             )
-            keys = ", ".join(COLUMNS[:-1])
             counts.add(
                 connection,
                 f"SELECT {keys}, sum(n) AS n FROM ({true} UNION ALL {held}) GROUP BY {keys} HAVING n != 0",

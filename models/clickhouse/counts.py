@@ -18,7 +18,6 @@ from models.clickhouse.dims import (
     COLUMNS,
     COUNTED,
     DAY_MS,
-    PAIRED,
     WITH_RECORDS,
     counted,
     day_text,
@@ -56,22 +55,16 @@ def statistics_from() -> int | None:
 
 def _counts_dims(filters: Filters, interval_ms: int | None, column: str | None) -> list:
     """The dims of the counts that answer whole periods of this statistic, longest first, as
-    the SQL store chooses its rollups (models.statistics.statistics._usable_rollups) of those
-    counted here; none: counted from the records alone."""
+    the SQL store chooses its rollups (models.statistics.statistics._usable_rollups) among
+    those counted here; none: counted from the records alone."""
     if filters.search:
         return []
     columns = {sql for sql, values in filters.values.items() if values} | ({column} if column else set())
     columns = {FIELDS_BY_SQL[sql].derived_from or sql for sql in columns}
     bound = "endpoint" in columns or filters.endpoint_limit is not None
-    found = [dim for dim in rollups.usable(columns - {"endpoint"}, bound, interval_ms) if dim in COUNTED]
-    if not any(dim.period_ms == DAY_MS for dim in found):  # (as rollups.usable qualifies a dim)
-        named = columns - {"endpoint"}
-        found[:0] = [
-            dim
-            for dim in PAIRED
-            if named <= set(dim.columns) and dim.columns[0] in named and not (interval_ms and interval_ms % DAY_MS)
-        ]
-    return found
+    # (COUNTED: the SQL store's daily dims before a client's names a day, which answer only
+    # where none of them does)
+    return rollups.usable(columns - {"endpoint"}, bound, interval_ms, COUNTED)
 
 
 def _column_in(dim, column: str) -> str:
@@ -102,7 +95,9 @@ def parts(connection, filters: Filters, interval_ms=None, column=None, only=None
         # Hours are counted from a time on in a store made before they were (tables.SHORT_FROM).
         mark = tables.short_counts_from(connection, field(dim)) if dim in WITH_RECORDS else 0
         for j, (edge_start, edge_end) in enumerate(edges):
-            counted_from = edge_start if not mark else mark if edge_start is None else max(edge_start, mark)
+            counted_from = edge_start
+            if mark:
+                counted_from = mark if edge_start is None else max(edge_start, mark)
             first = -(-counted_from // size) if counted_from is not None else None
             last = (edge_end + 1) // size - 1 if edge_end is not None else None
             if first is not None and last is not None and first > last:

@@ -27,6 +27,11 @@ from models.schema.endpoints import endpoint_ids
 BEGUN = "clickhouse_deletions_begun"
 
 
+def begun() -> dict:
+    """BEGUN's deletions: those between their two turns (or cut short there)."""
+    return json.loads(settings.read(BEGUN) or "{}")
+
+
 def delete_records(
     connection,
     endpoints=None,
@@ -142,11 +147,11 @@ def _delete(connection, selection: _Selection, then=None) -> int:
     finished with the numbers it began with, so that its counts, taken away under a token of
     those, are not taken twice, and then run again for the records stored since."""
     with write_transaction():
-        begun = json.loads(settings.read(BEGUN) or "{}")
-        resumed = selection.key in begun
-        top = begun.get(selection.key) or numbers.top()
-        begun[selection.key] = top
-        settings.write(BEGUN, json.dumps(begun))
+        under_way = begun()
+        resumed = selection.key in under_way
+        top = under_way.get(selection.key) or numbers.top()
+        under_way[selection.key] = top
+        settings.write(BEGUN, json.dumps(under_way))
     if not resumed:
         return _run(connection, selection, top, then)
     finished = _run(connection, selection, top)
@@ -205,9 +210,9 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
         if not selection.client_ids and not selection.expire:
             # a deletion of whole endpoints' records (or everyone's) forgets first times
             _names_seen_again(connection, selection.scope(), selection.end_ms)
-        begun = json.loads(settings.read(BEGUN) or "{}")
-        begun.pop(selection.key, None)
-        settings.write(BEGUN, json.dumps(begun))
+        under_way = begun()
+        under_way.pop(selection.key, None)
+        settings.write(BEGUN, json.dumps(under_way))
         deleted = sum(n for _, _, n in marks)
         if then is not None:
             then(deleted)

@@ -175,7 +175,7 @@ def _clients_newly_seen(connection, filters: Filters, column: str, limit: int) -
                 **named,
                 "since": taken[-1][1] * DAY_MS,
                 "candidates": [value for value, _ in taken],
-                "start": start or -(2**62),
+                "start": start if start is not None else -(2**62),
                 "most": limit,
             },
         )

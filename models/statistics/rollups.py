@@ -117,14 +117,15 @@ _INSERT = "INSERT INTO rollup (dim, period, endpoint, value, n)"
 _ADD = "ON CONFLICT (dim, period, endpoint, value) DO UPDATE SET n = rollup.n + excluded.n"
 
 
-def usable(columns: set, endpoints_bound: bool, interval_ms: int | None) -> list[Dim]:
+def usable(columns: set, endpoints_bound: bool, interval_ms: int | None, dims=None) -> list[Dim]:
     """The dims that can count records filtered or grouped by the record columns `columns`
-    (besides the endpoint), longest periods first, one per period. `endpoints_bound`: the query
+    (besides the endpoint), longest periods first, one per period (the first of `dims` that
+    qualifies; None: these, DIMS). `endpoints_bound`: the query
     filters or groups by endpoint, which only per-endpoint dims know. A dim qualifies when it
     holds every one of `columns` and is keyed by one of them first (a plain count reads a plain
     dim, not the biggest one), and when its periods make whole buckets of `interval_ms`."""
     found: dict[int, Dim] = {}
-    for dim in DIMS:
+    for dim in DIMS if dims is None else dims:
         keyed = dim.columns
         if not set(columns) <= set(keyed) or (keyed and keyed[0] not in columns):
             continue
