@@ -24,6 +24,7 @@ import models.migrations.run
 import models.migrations.steps
 import models.runtime.config
 import models.stores.bound
+import models.stores.interface
 import schemas.geoip
 import schemas.record_times
 from models.runtime.clock import now_ms
@@ -324,7 +325,11 @@ def _octal(ctx, param, value: str) -> int:
 @click.option("--blocked-answer", multiple=True, metavar="IP", help="An answer with this address is a block.")
 @click.option("--blocked-rcode", multiple=True, metavar="RCODE", help="A response with this rcode is a block.")
 @click.option("--blocked-zone", multiple=True, metavar="ZONE", help="Every answer in this zone is a block.")
-@click.option("--batch-size", default=500, show_default=True, type=click.IntRange(1, 50_000), help="Records per batch.")
+@click.option(
+    "--batch-size",
+    type=click.IntRange(1, 50_000),
+    help="Records per batch [default: 500; 5,000 into a local ClickHouse store].",
+)
 @click.option(
     "--batch-delay",
     default=BATCH_DELAY,
@@ -385,6 +390,10 @@ def collect_dnstap_command(
                 # The store's process stores the batches, and a chDB folder opens in one process:
                 # this one made sure it can open it, and lets it go.
                 models.stores.bound.records().close()
+            if options["batch_size"] is None:  # the local store's own, or a SQL store's for a service elsewhere
+                local = isinstance(sink, LocalSink)
+                kind = models.stores.bound.records() if local else models.stores.interface.RecordStore
+                options["batch_size"] = kind.FEED_BATCH
             decoder = dnstap.Decoder(endpoint, rules, clients, answer_within=answer_within)
             collector = Collector(
                 decoder,

@@ -442,6 +442,10 @@ class StoreProcess:
 # Held while the store's process works on a batch: its end (see _follow_parent) waits for it.
 _IN_HAND = threading.Lock()
 PARENT_POLL_SECONDS = 0.2
+# The store's process gives way to the reading one on a busy machine (its threads, ClickHouse's
+# in chDB among them, take its niceness): a reading that falls behind loses what the resolver's
+# dnstap buffer drops, a store that falls behind only stores the next batch larger.
+STORE_NICENESS = 10
 
 
 def _open_store(
@@ -449,6 +453,7 @@ def _open_store(
 ) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)
+    os.nice(STORE_NICENESS)
     models.engine.database.open_database(database, wal_limit)
     models.stores.bound.bind(models.stores.bound.for_settings({"ANALYTICS_RECORD_STORE": record_store}))
     # A spawned process starts with none of its parent's settings: the records it stores get

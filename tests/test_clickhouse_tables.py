@@ -12,14 +12,15 @@ import dnstap_pb
 import pytest
 from test_dnstap import dnstap_response, send_and_stop
 
+from feeds import sinks
 from models.clickhouse import connection, tables
 from models.clickhouse.target import BadTarget, Target, from_settings, parse
 
 from support import stores
 from support.chdb import record_row
-from support.collecting import FEED, Collector, short_folder
+from support.collecting import FEED, Collector, short_folder, store_process
 from support.helpers import API_KEY
-from support.servers import ROOT, Gunicorn, free_port, refuse_in_fast_lane
+from support.servers import ROOT, Gunicorn, free_port, niceness, refuse_in_fast_lane, thread_name
 
 # The ClickHouse store held to the SQL one: the `engine` is the SQL store's (chDB is the other side).
 pytestmark = pytest.mark.sql_store
@@ -119,7 +120,9 @@ def test_a_local_feed_stores_into_chdb_and_one_worker_serves_it(tmp_path):
 def test_a_collectors_local_sink_stores_into_chdb(tmp_path, monkeypatch):
     """collect-dnstap with its local sink on a chDB folder: the store's process stores the
     batches, so the collector, once sure at its start that it can open the folder, lets it go
-    (it kept it, and every batch failed: the folder was open in another process, its own)."""
+    (it kept it, and every batch failed: the folder was open in another process, its own). It
+    stores batches of 5,000 by default (a ClickHouse insert's fixed cost), and its store's
+    process, ClickHouse's threads with it, gives way to the reading one."""
     database = str(tmp_path / "analytics.db")
     monkeypatch.setenv("ANALYTICS_RECORD_STORE", f"chdb://{tmp_path}/records")
     port = free_port()
@@ -131,9 +134,20 @@ def test_a_collectors_local_sink_stores_into_chdb(tmp_path, monkeypatch):
         deadline = time.monotonic() + 30
         while stores.run_sql(database, numbered) != [("2",)] and time.monotonic() < deadline:
             time.sleep(0.1)
+        store = store_process(collector.process.pid)
+        assert niceness(store) == niceness(collector.process.pid) + sinks.STORE_NICENESS
+        # (ClickHouse's memory worker raises its own priority where it may: it frees memory)
+        threads = {
+            thread: niceness(store, thread)
+            for thread in os.listdir(f"/proc/{store}/task")
+            if thread_name(store, thread) not in ("MemoryWorker", None)
+        }
+        assert set(threads.values()) - {None} == {niceness(store)}, threads
+        assert "MergeMutate" in {thread_name(store, thread) for thread in threads}
         assert collector.stop() == 0
         said = collector.output()
     assert "2 records delivered" in said and "NOT delivered" not in said, said
+    assert "Storing batches of up to 5000 records" in said, said
     environment = {
         **os.environ,
         "ANALYTICS_DATABASE": database,

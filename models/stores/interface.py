@@ -27,6 +27,10 @@ class RecordStore(ABC):
     records are committed and never reused. A window is the Filters' [start_ms, end_ms]; "the
     selected records" are those the Filters match (endpoints, clients, fields, searches)."""
 
+    # The records a live feed gathers before it stores a batch here while records flow (the
+    # collector's --batch-size when none is given): a SQL store's commit costs little.
+    FEED_BATCH = 500
+
     # Ingest
 
     @abstractmethod

@@ -38,6 +38,25 @@ def alive(pid: int) -> bool:
         return False
 
 
+def niceness(pid: int, thread: int | str | None = None) -> int | None:
+    """The nice value of a process, or of one of its threads (None: gone)."""
+    path = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
+    try:
+        with open(path) as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[16])
+    except OSError:
+        return None
+
+
+def thread_name(pid: int, thread: int | str) -> str | None:
+    """The name a thread of a process gave itself (None: gone)."""
+    try:
+        with open(f"/proc/{pid}/task/{thread}/comm") as comm:
+            return comm.read().strip()
+    except OSError:
+        return None
+
+
 def children(pid: int) -> list[int]:
     """The processes whose parent is `pid` (bench/ uses it too)."""
     found = []
