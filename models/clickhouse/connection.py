@@ -153,6 +153,13 @@ class InProcess(Connection):
                     _open_here = None
 
 
+# On a cluster, the deletions of the rows no record holds any more (a client's last activity, a
+# name's sightings, chosen by a subquery over the Distributed tables) are mutations of Replicated
+# tables, which ClickHouse takes only when told that what they read is the caller's to keep the
+# same on every replica (docs/clickhouse.md "A cluster").
+_CLUSTER_SETTINGS = {"allow_nondeterministic_mutations": 1}
+
+
 class Server(Connection):
     """A ClickHouse server, through clickhouse-connect (its HTTP interface); a client per
     thread, as a client runs one query at a time."""
@@ -181,6 +188,7 @@ class Server(Connection):
                 database=target.database,
                 secure=target.secure,
                 autogenerate_session_id=False,
+                settings=_CLUSTER_SETTINGS if target.cluster else None,
             )
             self._local.client = client
             self._clients.append(client)

@@ -266,7 +266,8 @@ class Forgotten:
 def forget(connection, forgotten: Forgotten) -> None:
     """Delete the counts `forgotten` selects."""
     if forgotten.dims:
-        connection.command(f"DELETE FROM {_table(connection)} WHERE {forgotten.covers()}", forgotten.all_params)
+        changed = tables.changing(connection.target, "daily_counts")
+        connection.command(f"DELETE FROM {changed} WHERE {forgotten.covers()}", forgotten.all_params)
 
 
 def expire(connection, before_ms: int) -> int:
@@ -286,12 +287,12 @@ def expire(connection, before_ms: int) -> int:
 def drop_partitions(connection, table: str, which: str, params: dict) -> None:
     """Drop the partitions of `table` (one a day) that `which` (SQL on system.parts' `partition`,
     the day's text) selects: the whole days go at once, with no mutation."""
-    database = connection.target.database
+    listed, suffix = tables.parts(connection.target)
     found = connection.rows(
-        "SELECT DISTINCT partition_id FROM system.parts WHERE database = {database:String} "
+        f"SELECT DISTINCT partition_id FROM {listed} WHERE database = {{database:String}} "
         f"AND table = {{table:String}} AND active AND {which}",
-        {**params, "database": database, "table": table},
+        {**params, "database": connection.target.database, "table": table + suffix},
     )
     for (partition,) in found:
         assert partition.isalnum(), partition  # an id ClickHouse made of the day: nothing to quote
-        connection.command(f"ALTER TABLE {database}.{table} DROP PARTITION ID '{partition}'")
+        connection.command(f"ALTER TABLE {tables.changing(connection.target, table)} DROP PARTITION ID '{partition}'")

@@ -14,7 +14,7 @@ import dataclasses
 import hashlib
 import json
 
-from models.clickhouse import counts, derived, numbers
+from models.clickhouse import counts, derived, numbers, tables
 from models.clickhouse.dims import ANONYMOUS, COUNTED, DAY_MS, WITH_RECORDS, day_text
 from models.clients.clients import client_entries
 from models.clients.deletion import raise_lost_marks
@@ -95,7 +95,8 @@ def expire_statistics(connection, before_ms: int) -> int:
     seen = f"{connection.target.database}.names_seen"
     with write_transaction():
         connection.command(
-            f"DELETE FROM {seen} WHERE (endpoint, question) IN (SELECT endpoint, question FROM {seen} "
+            f"DELETE FROM {tables.changing(connection.target, 'names_seen')} WHERE (endpoint, question) IN "
+            f"(SELECT endpoint, question FROM {seen} "
             "GROUP BY endpoint, question HAVING max(last) < fromUnixTimestamp64Milli({before:Int64}))",
             {"before": before_ms},
         )
@@ -160,7 +161,6 @@ def _delete(connection, selection: _Selection, then=None) -> int:
 
 
 def _run(connection, selection: _Selection, top: int, then=None) -> int:
-    database = connection.target.database
     where, params = [], {}
     if not (selection.expire and selection.whole):  # (retention takes whole days, whatever their numbers)
         where.append("id <= {top:UInt64}")
@@ -200,7 +200,7 @@ def _run(connection, selection: _Selection, top: int, then=None) -> int:
                 counts.drop_partitions(
                     connection, "records", "toDate32(partition) < toDate32({first:Date32})", {"first": first}
                 )
-            connection.command(f"DELETE FROM {database}.records WHERE {condition}", params)
+            connection.command(f"DELETE FROM {tables.changing(connection.target, 'records')} WHERE {condition}", params)
             if selection.expire and selection.whole:
                 _last_activity_gone(connection, selection.end_ms)
             else:
@@ -264,7 +264,8 @@ def _last_activity_gone(connection, end_ms: int) -> None:
     them have none (the others' newest stays)."""
     table = f"{connection.target.database}.last_activity"
     connection.command(
-        f"DELETE FROM {table} WHERE (endpoint, client) IN (SELECT endpoint, client FROM {table} "
+        f"DELETE FROM {tables.changing(connection.target, 'last_activity')} WHERE (endpoint, client) IN "
+        f"(SELECT endpoint, client FROM {table} "
         "GROUP BY endpoint, client HAVING max(ts) <= fromUnixTimestamp64Milli({end:Int64}))",
         {"end": end_ms},
     )

@@ -12,6 +12,8 @@ a first-seen read then took an old name for new, a client's last activity for no
 
 import secrets
 
+from models.clickhouse import tables
+
 # The clients (endpoint, client) named by the parameter `pairs`.
 PAIRS = "(endpoint, client) IN {pairs:Array(Tuple(String, String))}"
 # The columns of a name's sighting, as `replace` is given them.
@@ -31,7 +33,8 @@ def replace(connection, table: str, where: str, params: dict | None, columns: tu
         times = tuple(column for column in columns if column in ("first", "last", "ts"))
         connection.insert(name, (*columns, "made"), [(*row, made) for row in rows], times=times)
     connection.command(
-        f"DELETE FROM {name} WHERE ({where}) AND made != {{made:UInt64}}", {**(params or {}), "made": made}
+        f"DELETE FROM {tables.changing(connection.target, table)} WHERE ({where}) AND made != {{made:UInt64}}",
+        {**(params or {}), "made": made},
     )
 
 

@@ -22,7 +22,7 @@ day's counts moved from the old values to the new, and the day merged so the old
 import json
 from datetime import date
 
-from models.clickhouse import counts, derived, numbers
+from models.clickhouse import counts, derived, numbers, tables
 from models.clickhouse.dims import counted
 from models.engine.database import query, write_transaction
 from models.engine.sql import placeholders
@@ -134,7 +134,8 @@ def _step(connection, task, on_finished) -> int:
         _counts_out(connection, where, params, token)
         if rewritten:
             connection.command(
-                f"ALTER TABLE {records} UPDATE {', '.join(f'{c} = {e}' for c, e in changes.items())} "
+                f"ALTER TABLE {tables.changing(connection.target, 'records')} "
+                f"UPDATE {', '.join(f'{c} = {e}' for c, e in changes.items())} "
                 f"IN PARTITION {{day:String}} WHERE {where} AND ({changed}) SETTINGS mutations_sync = 2",
                 params,
             )
@@ -166,7 +167,8 @@ def _counts_in(connection, where: str, params: dict, token: str) -> None:
     # Merged now: the rows under the old values sum to nothing and go (a value rewritten away
     # leaves no count naming it); a day's counts are small.
     connection.command(
-        f"OPTIMIZE TABLE {_table(connection, 'daily_counts')} PARTITION {{day:String}} FINAL", {"day": params["day"]}
+        f"OPTIMIZE TABLE {tables.changing(connection.target, 'daily_counts')} PARTITION {{day:String}} FINAL",
+        {"day": params["day"]},
     )
 
 
@@ -308,7 +310,8 @@ def _coarser_names(connection, name: str, rules: dict, after: int, upto: int) ->
             [(name, kept, registrable_domain(kept), first, last) for kept, (first, last) in spans.items()],
             times=("first", "last"),
         )
-        connection.command(f"DELETE FROM {seen} WHERE endpoint = {{endpoint:String}} AND {old}", {"endpoint": name})
+        changed = tables.changing(connection.target, "names_seen")
+        connection.command(f"DELETE FROM {changed} WHERE endpoint = {{endpoint:String}} AND {old}", {"endpoint": name})
         which = f"({old} OR isNotNull({_kept_of(connection, _NEW_QUESTION, 'question')}))"
         derived.names_everywhere_again(connection, which)
     finally:

@@ -203,6 +203,23 @@ def statements(target: Target) -> list[str]:
     return made
 
 
+def changing(target: Target, name: str) -> str:
+    """The table (of `target`'s database) as a statement that changes its rows in place names it
+    (a DELETE, an ALTER's UPDATE or DROP PARTITION, an OPTIMIZE, a TRUNCATE): on a cluster each
+    node's `_local` table, ON CLUSTER, for a Distributed table takes inserts and reads only."""
+    if target.cluster:
+        return f"{target.database}.{name}_local ON CLUSTER {target.cluster}"
+    return f"{target.database}.{name}"
+
+
+def parts(target: Target) -> tuple[str, str]:
+    """(where a table's parts are listed, the suffix of the table's name there): on a cluster every
+    node's, whose tables are the `_local` ones."""
+    if target.cluster:
+        return f"clusterAllReplicas('{target.cluster}', system.parts)", "_local"
+    return "system.parts", ""
+
+
 def create(connection) -> None:
     """Make what is missing of the record store's tables on the connection's ClickHouse, and
     bring the tables an earlier version made up to these."""

@@ -30,7 +30,7 @@ def erase(connection, where: str, params: dict) -> int:
     newest = connection.rows(f"SELECT max(id) FROM {database}.records WHERE {where}", params)[0][0]
     token = f"unstored {where} {sorted(params.items())} {newest} {found}"
     counts.take_away(connection, where, params, None, token)
-    connection.command(f"DELETE FROM {database}.records WHERE {where}", params)
+    connection.command(f"DELETE FROM {tables.changing(connection.target, 'records')} WHERE {where}", params)
     derived.last_activity_again(connection, derived.PAIRS, {"pairs": clients})
     _sightings_again(connection, erased)
     return found
