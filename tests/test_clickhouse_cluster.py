@@ -6,10 +6,13 @@ alone. So for every deletion, erasure, retention, expiry and privacy rewrite, th
 (rows change in place only in each node's `_local` tables, ON CLUSTER; reads and inserts go
 through the Distributed tables). The same differential tests then hold what those statements
 do to the SQL store's answers. What several nodes do has not run here: the DDL queue, replicas,
-shards, and the rewrite map on each node (docs/clickhouse.md "A cluster")."""
+shards (docs/clickhouse.md "A cluster")."""
 
 import dataclasses
 import re
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from test_clickhouse_privacy import (  # noqa: F401
@@ -37,6 +40,8 @@ from models.records.filters import Filters
 from models.runtime.clock import now_ms
 from models.runtime.config import DAY_MS
 from schemas.records import parse_records
+
+from support.servers import ROOT
 
 pytestmark = [pytest.mark.against_sqlite, pytest.mark.slow]
 
@@ -118,3 +123,46 @@ def test_a_clusters_deletions_retention_and_expiry_change_each_nodes_tables(make
     assert "ALTER TABLE analytics.daily_counts_local ON CLUSTER farm DROP PARTITION ID" in said
     assert "FROM clusterAllReplicas('farm', system.parts)" in said
     assert "DELETE FROM analytics.names_seen_local ON CLUSTER farm WHERE" in said
+
+
+def test_a_rewrites_map_is_filled_on_every_node_of_the_cluster(tmp_path):
+    """The privacy rewrite's map on each host system.clusters lists for the cluster, each reached
+    as the target is (its port, its user), through the vendor client: here its chDB backend, in a
+    process of its own whose chDB was given a cluster of three hosts in two shards. Every host's
+    client is the same chDB, so the map ends as one node's, filled once for each host."""
+    config = tmp_path / "cluster.xml"
+    config.write_text(
+        "<clickhouse><remote_servers><farm>"
+        "<shard><replica><host>node-a.example</host><port>9000</port></replica>"
+        "<replica><host>node-b.example</host><port>9000</port></replica></shard>"
+        "<shard><replica><host>node-c.example</host><port>9000</port></replica></shard>"
+        "</farm></remote_servers></clickhouse>"
+    )
+    script = textwrap.dedent(
+        f"""
+        import clickhouse_connect
+        from models.clickhouse import connection, rewrites
+        from models.clickhouse.target import parse
+
+        asked = []
+
+        def connect(**given):
+            asked.append((given["host"], given["port"], given["username"]))
+            return clickhouse_connect.get_client(
+                interface="chdb", path="{tmp_path}/ch?config-file={config}", database="default"
+            )
+
+        server = connection.Server(parse("clickhouse://dns:pw@ch.example:8124/default?cluster=farm"), connect)
+        rewrites._put(server, [("client", "10.0.0.7", "10.0.0.0")])
+        print(sorted(set(asked)))
+        print(server.rows("SELECT joinGetOrNull('default.rewrite_map', 'kept', 'client', '10.0.0.7')"))
+        rewrites._empty_map(server)
+        print(server.rows("SELECT joinGetOrNull('default.rewrite_map', 'kept', 'client', '10.0.0.7')"))
+        server.close()
+        """
+    )
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    hosts, filled, emptied = run.stdout.splitlines()
+    assert hosts == str(sorted([("ch.example", 8124, "dns")] + [(f"node-{n}.example", 8124, "dns") for n in "abc"]))
+    assert filled == "[('10.0.0.0',)]" and emptied == "[(None,)]"

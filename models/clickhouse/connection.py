@@ -7,6 +7,7 @@ as its ticks, and chDB is handed a batch as Arrow, whose timestamps are those ti
 Date32) go in as days since 1970: a server's client takes dates, Arrow the days."""
 
 import copy
+import dataclasses
 import datetime
 import fcntl
 import json
@@ -65,6 +66,11 @@ class Connection(ABC):
         """How many inserts into a records table this process has made, when it is its
         ClickHouse's only writer (chDB: one process a folder); None when others may write."""
         return None
+
+    def nodes(self) -> list["Connection"]:
+        """A connection to each node of the cluster, for what each node must hold itself (a
+        privacy rewrite's map): this one where there is no cluster."""
+        return [self]
 
 
 class InProcess(Connection):
@@ -175,6 +181,7 @@ class Server(Connection):
         self._connect = connect
         self._local = threading.local()
         self._clients = []
+        self._nodes: dict[str, Server] = {}  # a cluster's, by host (nodes())
 
     def _client(self):
         client = getattr(self._local, "client", None)
@@ -215,7 +222,25 @@ class Server(Connection):
         settings = _deduplicating(token)
         self._client().insert(table, rows, column_names=list(columns), settings=settings)
 
+    def nodes(self):
+        """Each host of the cluster (system.clusters), reached on this one's port, as its user:
+        a cluster's nodes serve HTTP alike (docs/clickhouse.md "A cluster")."""
+        if not self.target.cluster:
+            return [self]
+        hosts = self.rows(
+            "SELECT DISTINCT host_name FROM system.clusters WHERE cluster = {cluster:String} ORDER BY host_name",
+            {"cluster": self.target.cluster},
+        )
+        found = []
+        for (host,) in hosts:
+            if host not in self._nodes:
+                self._nodes[host] = Server(dataclasses.replace(self.target, host=host, cluster=None), self._connect)
+            found.append(self._nodes[host])
+        return found
+
     def close(self):
+        for node in self._nodes.values():
+            node.close()
         for client in self._clients:
             client.close()
         self._clients.clear()

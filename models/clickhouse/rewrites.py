@@ -230,16 +230,28 @@ def _fill_map(connection, where: str, params: dict, rules: dict, key) -> dict[st
 
 
 def _put(connection, mapped: list[tuple[str, str, str]]) -> None:
-    connection.command(
-        f"CREATE TABLE IF NOT EXISTS {_table(connection, 'rewrite_map')} (kind String, old String, kept String) "
-        "ENGINE = Join(ANY, LEFT, kind, old) SETTINGS persistent = 0"
-    )
-    _empty_map(connection)
-    connection.insert(_table(connection, "rewrite_map"), ("kind", "old", "kept"), mapped)
+    """The map made `mapped` on every node: each runs its share of a cluster's mutation, reading
+    its own map (a Join table lives in one server's memory)."""
+    for node in connection.nodes():
+        node.command(
+            f"CREATE TABLE IF NOT EXISTS {_table(node, 'rewrite_map')} (kind String, old String, kept String) "
+            "ENGINE = Join(ANY, LEFT, kind, old) SETTINGS persistent = 0"
+        )
+        node.command(f"TRUNCATE TABLE {_table(node, 'rewrite_map')}")
+        node.insert(_table(node, "rewrite_map"), ("kind", "old", "kept"), mapped)
 
 
 def _empty_map(connection) -> None:
-    connection.command(f"TRUNCATE TABLE IF EXISTS {_table(connection, 'rewrite_map')}")
+    """Every node's map emptied, the others' too when one cannot be (the old values go from each
+    node's memory that can be reached); the first failure raised after."""
+    failed = None
+    for node in connection.nodes():
+        try:
+            node.command(f"TRUNCATE TABLE IF EXISTS {_table(node, 'rewrite_map')}")
+        except Exception as exc:  # noqa: BLE001 - raised once the others are emptied
+            failed = failed or exc
+    if failed is not None:
+        raise failed
 
 
 def _last_activity_again(connection, name: str) -> None:
