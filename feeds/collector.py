@@ -108,7 +108,10 @@ class Collector:
                 with _naming(f"{tcp[0]}:{tcp[1]}"):
                     servers.append(await asyncio.start_server(self._serve, host=tcp[0], port=tcp[1]))
                 self.log(f"Listening on {tcp[0]}:{tcp[1]}")
-            self.log(f"Storing batches of up to {self.batch_size} records (--batch-size)")
+            self.log(
+                f"Storing batches of up to {self.batch_size} records (--batch-size), "
+                f"{BACKLOG_BATCHES * self.batch_size} when records pile up behind the store"
+            )
             deliveries = asyncio.create_task(self._deliver_loop())
             reports = asyncio.create_task(self._report_loop())
             await self._stop.wait()

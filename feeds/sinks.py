@@ -444,7 +444,8 @@ _IN_HAND = threading.Lock()
 PARENT_POLL_SECONDS = 0.2
 # The store's process gives way to the reading one on a busy machine (its threads, ClickHouse's
 # in chDB among them, take its niceness): a reading that falls behind loses what the resolver's
-# dnstap buffer drops, a store that falls behind only stores the next batch larger.
+# dnstap buffer drops, a store that falls behind stores the next batches larger (up to ten times
+# --batch-size), and loses records only once --max-pending of them wait, counted.
 STORE_NICENESS = 10
 
 

@@ -219,7 +219,7 @@ def test_without_query_messages_the_response_time_is_unknown(folder, api, start_
     (record,) = wait_for(api, 1)
     assert record["responseTimeMs"] is None
     assert record["action"] == 1
-    assert "Storing batches of up to 500 records" in collector.output()
+    assert "Storing batches of up to 500 records (--batch-size), 5000 when" in collector.output()
 
 
 # Through the same process, messages written here the way the dnstap protobuf and Frame Streams

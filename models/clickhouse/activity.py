@@ -2,7 +2,7 @@
 and a page of the log (the same rows, in the same order, as models.clients.activity's)."""
 
 from catalogue import BOOLEAN, FIELDS_BY_SQL, INTEGER, NUMBER, TERM
-from models.clickhouse import numbers
+from models.clickhouse import numbers, tables
 from models.clickhouse.tables import RECORD_COLUMNS
 from models.clients.activity import RecordRow
 from models.records.filters import Filters
@@ -183,14 +183,13 @@ def _first_width(connection, filters: Filters, span: int) -> int:
     leave, by the parts of the records table the window's days have (their rows and their
     times, which ClickHouse keeps beside each part: no record is read). On a cluster these are
     one shard's parts, so the stretch is as much wider as there are shards."""
-    table = "records_local" if connection.target.cluster else "records"
     ((rows, earliest, latest),) = connection.rows(
         "SELECT sum(rows), toUnixTimestamp(min(min_time)), toUnixTimestamp(max(max_time)) FROM system.parts "
         "WHERE database = {database:String} AND table = {table:String} AND active "
         "AND max_time >= toDateTime(intDiv({start:Int64}, 1000)) AND min_time <= toDateTime(intDiv({end:Int64}, 1000))",
         {
             "database": connection.target.database,
-            "table": table,
+            "table": tables.local(connection.target, "records"),
             "start": filters.start_ms or 0,
             "end": filters.end_ms if filters.end_ms is not None else request_now_ms(),
         },

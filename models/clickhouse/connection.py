@@ -24,6 +24,10 @@ from models.engine.database import QueryStopped
 LOCK_FILE = "analytics.lock"
 
 
+class NodesUnknown(RuntimeError):
+    """A cluster whose nodes this service cannot reach one by one, and why."""
+
+
 class FolderInUse(BadTarget):
     """A chDB folder another process has open: the setting names a ClickHouse this process
     cannot use."""
@@ -159,11 +163,15 @@ class InProcess(Connection):
                     _open_here = None
 
 
-# On a cluster, the deletions of the rows no record holds any more (a client's last activity, a
-# name's sightings, chosen by a subquery over the Distributed tables) are mutations of Replicated
-# tables, which ClickHouse takes only when told that what they read is the caller's to keep the
-# same on every replica (docs/clickhouse.md "A cluster").
-_CLUSTER_SETTINGS = {"allow_nondeterministic_mutations": 1}
+# A cluster's connection (docs/clickhouse.md "A cluster"):
+# - an insert into a Distributed table returns once each shard has its rows, not when they are
+#   queued on the node that took them: a batch numbered and acknowledged is there for every read,
+#   cursor and deletion after it (a queued one could land below a cursor or after a DELETE);
+# - some mutations of Replicated tables read what each replica may find different: the deletions
+#   of rows no record holds any more choose them by a subquery over the Distributed tables, and a
+#   privacy rewrite reads each node's map (joinGetOrNull). ClickHouse takes them only when told
+#   that keeping those the same on every replica is the caller's concern.
+_CLUSTER_SETTINGS = {"distributed_foreground_insert": 1, "allow_nondeterministic_mutations": 1}
 
 
 class Server(Connection):
@@ -181,7 +189,8 @@ class Server(Connection):
         self._connect = connect
         self._local = threading.local()
         self._clients = []
-        self._nodes: dict[str, Server] = {}  # a cluster's, by host (nodes())
+        self._nodes: list[Server] | None = None  # a cluster's (nodes())
+        self._opening_nodes = threading.Lock()
 
     def _client(self):
         client = getattr(self._local, "client", None)
@@ -223,23 +232,31 @@ class Server(Connection):
         self._client().insert(table, rows, column_names=list(columns), settings=settings)
 
     def nodes(self):
-        """Each host of the cluster (system.clusters), reached on this one's port, as its user:
-        a cluster's nodes serve HTTP alike (docs/clickhouse.md "A cluster")."""
+        """Each host of the cluster (system.clusters, asked once), reached on this one's port, as
+        its user: a cluster's nodes serve HTTP alike (docs/clickhouse.md "A cluster"). NodesUnknown
+        when the cluster lists none, or two nodes on one host (their ports are not this one's)."""
         if not self.target.cluster:
             return [self]
-        hosts = self.rows(
-            "SELECT DISTINCT host_name FROM system.clusters WHERE cluster = {cluster:String} ORDER BY host_name",
-            {"cluster": self.target.cluster},
-        )
-        found = []
-        for (host,) in hosts:
-            if host not in self._nodes:
-                self._nodes[host] = Server(dataclasses.replace(self.target, host=host, cluster=None), self._connect)
-            found.append(self._nodes[host])
-        return found
+        with self._opening_nodes:
+            if self._nodes is None:
+                hosts = [
+                    host
+                    for (host,) in self.rows(
+                        "SELECT host_name FROM system.clusters WHERE cluster = {cluster:String} ORDER BY host_name",
+                        {"cluster": self.target.cluster},
+                    )
+                ]
+                if not hosts or len(set(hosts)) < len(hosts):
+                    raise NodesUnknown(
+                        f"the cluster {self.target.cluster} lists {len(hosts)} nodes on {len(set(hosts))} hosts: each "
+                        "node must be a host of its own, serving HTTP on the port ANALYTICS_RECORD_STORE names"
+                    )
+                target = dataclasses.replace(self.target, cluster=None)
+                self._nodes = [Server(dataclasses.replace(target, host=host), self._connect) for host in hosts]
+            return self._nodes
 
     def close(self):
-        for node in self._nodes.values():
+        for node in self._nodes or ():
             node.close()
         for client in self._clients:
             client.close()

@@ -287,11 +287,10 @@ def expire(connection, before_ms: int) -> int:
 def drop_partitions(connection, table: str, which: str, params: dict) -> None:
     """Drop the partitions of `table` (one a day) that `which` (SQL on system.parts' `partition`,
     the day's text) selects: the whole days go at once, with no mutation."""
-    listed, suffix = tables.parts(connection.target)
     found = connection.rows(
-        f"SELECT DISTINCT partition_id FROM {listed} WHERE database = {{database:String}} "
+        f"SELECT DISTINCT partition_id FROM {tables.parts(connection.target)} WHERE database = {{database:String}} "
         f"AND table = {{table:String}} AND active AND {which}",
-        {**params, "database": connection.target.database, "table": table + suffix},
+        {**params, "database": connection.target.database, "table": tables.local(connection.target, table)},
     )
     for (partition,) in found:
         assert partition.isalnum(), partition  # an id ClickHouse made of the day: nothing to quote

@@ -1,6 +1,7 @@
 """What the ClickHouse store can say about itself for monitoring, as models.clients.status says it
 of the SQL store: its size on disk, each endpoint's last activity."""
 
+from models.clickhouse import tables
 from models.clickhouse.clients import endpoint_last_activity
 from models.clients import status
 from models.engine.database import query
@@ -11,7 +12,8 @@ def database_sizes(connection) -> tuple[int, int | None]:
     them, bytes of the SQL database's write-ahead log or None)."""
     kept, log = status.database_sizes()
     parts = connection.rows(
-        "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = {database:String} AND active",
+        f"SELECT sum(bytes_on_disk) FROM {tables.parts(connection.target)} "
+        "WHERE database = {database:String} AND active",
         {"database": connection.target.database},
     )
     return kept + int(parts[0][0] or 0), log

@@ -203,21 +203,31 @@ def statements(target: Target) -> list[str]:
     return made
 
 
+def local(target: Target, name: str) -> str:
+    """The name of the table that holds `name`'s rows on a node (as system tables list it): on a
+    cluster its `_local` table, under the Distributed one of the plain name."""
+    return f"{name}_local" if target.cluster else name
+
+
 def changing(target: Target, name: str) -> str:
     """The table (of `target`'s database) as a statement that changes its rows in place names it
     (a DELETE, an ALTER's UPDATE or DROP PARTITION, an OPTIMIZE, a TRUNCATE): on a cluster each
     node's `_local` table, ON CLUSTER, for a Distributed table takes inserts and reads only."""
+    on = f" ON CLUSTER {target.cluster}" if target.cluster else ""
+    return f"{target.database}.{local(target, name)}{on}"
+
+
+def every_replica(target: Target, name: str) -> str:
+    """The table as a read that must see each replica's own rows names it (what a mutation has
+    not yet changed on one of them): on a cluster every node's `_local` table."""
     if target.cluster:
-        return f"{target.database}.{name}_local ON CLUSTER {target.cluster}"
+        return f"clusterAllReplicas('{target.cluster}', {target.database}.{local(target, name)})"
     return f"{target.database}.{name}"
 
 
-def parts(target: Target) -> tuple[str, str]:
-    """(where a table's parts are listed, the suffix of the table's name there): on a cluster every
-    node's, whose tables are the `_local` ones."""
-    if target.cluster:
-        return f"clusterAllReplicas('{target.cluster}', system.parts)", "_local"
-    return "system.parts", ""
+def parts(target: Target) -> str:
+    """Where the parts of the tables are listed (tables named by `local`): on a cluster every node's."""
+    return f"clusterAllReplicas('{target.cluster}', system.parts)" if target.cluster else "system.parts"
 
 
 def create(connection) -> None:
@@ -348,10 +358,9 @@ def short_counts_from(connection, field: str = "") -> int:
     (dims.field; "": those counted since hours were), as its comment says (SHORT_FROM)."""
     target = connection.target
     if target not in _short_from:
-        suffix = "_local" if target.cluster else ""
         found = connection.rows(
             "SELECT comment FROM system.tables WHERE database = {database:String} AND name = {name:String}",
-            {"database": target.database, "name": f"daily_counts{suffix}"},
+            {"database": target.database, "name": local(target, "daily_counts")},
         )
         _short_from[target] = _marks(found[0][0] if found else "")
     marks = _short_from[target]
@@ -370,9 +379,7 @@ def all_short_counted(connection) -> None:
     """Say in the counts table's comment that it counts every hour and quarter hour of every
     record (backfill.count_earlier made them up)."""
     target = connection.target
-    on = f" ON CLUSTER {target.cluster}" if target.cluster else ""
-    suffix = "_local" if target.cluster else ""
-    connection.command(f"ALTER TABLE {target.database}.daily_counts{suffix}{on} MODIFY COMMENT '{SHORT_FROM}0'")
+    connection.command(f"ALTER TABLE {changing(target, 'daily_counts')} MODIFY COMMENT '{SHORT_FROM}0'")
     _short_from.pop(target, None)
 
 
