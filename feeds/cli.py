@@ -386,14 +386,15 @@ def collect_dnstap_command(
     )
     try:
         with feed_sink(url, key, spool) as sink:
+            # (the batch the store takes best: the local one's, a SQL store's for a service elsewhere)
+            feeding = models.stores.interface.RecordStore
             if isinstance(sink, LocalSink):
                 # The store's process stores the batches, and a chDB folder opens in one process:
                 # this one made sure it can open it, and lets it go.
-                models.stores.bound.records().close()
-            if options["batch_size"] is None:  # the local store's own, or a SQL store's for a service elsewhere
-                local = isinstance(sink, LocalSink)
-                kind = models.stores.bound.records() if local else models.stores.interface.RecordStore
-                options["batch_size"] = kind.FEED_BATCH
+                feeding = models.stores.bound.records()
+                feeding.close()
+            if options["batch_size"] is None:
+                options["batch_size"] = feeding.FEED_BATCH
             decoder = dnstap.Decoder(endpoint, rules, clients, answer_within=answer_within)
             collector = Collector(
                 decoder,

@@ -251,9 +251,9 @@ def upgrades(connection) -> list[str]:
     `period`: the counts, before hours and quarter hours were counted, counted from the next
     day on, SHORT_FROM, by their view made again), the hours of fields counted since (from the
     next day on too), columns of another type or codec, and their skip indexes."""
-    database, cluster = connection.target.database, connection.target.cluster
+    target = connection.target
+    database, cluster = target.database, target.cluster
     on = f" ON CLUSTER {cluster}" if cluster else ""
-    suffix = "_local" if cluster else ""
     kinds = {
         (table, column): (kind, codec)
         for table, column, kind, codec in connection.rows(
@@ -281,12 +281,14 @@ def upgrades(connection) -> list[str]:
         )
     )
     made = []
-    records = f"{database}.records{suffix}"
+    records = f"{database}.{local(target, 'records')}"
     existing = {table for table, _ in have}
     for table in TABLES:
+        # (the table as a node holds it, and as a statement changing it names it)
+        held_as, altered = local(target, table.name), changing(target, table.name)
         restarted = False  # the hours counted from tomorrow on, all of them
         for column in table.added:
-            if table.name + suffix not in existing or (table.name + suffix, column[0]) in have:
+            if held_as not in existing or (held_as, column[0]) in have:
                 continue
             key = re.search(r"ORDER BY \([^)]*\)", table.tail)
             assert key, "the key of a table a column is added to"
@@ -294,17 +296,17 @@ def upgrades(connection) -> list[str]:
             if table.comment.startswith(SHORT_FROM):
                 changes += f", MODIFY COMMENT '{SHORT_FROM}{tomorrow}'"
                 restarted = True
-            made.append(f"ALTER TABLE {database}.{table.name}{suffix}{on} {changes}")
+            made.append(f"ALTER TABLE {altered} {changes}")
             if cluster:
                 made.append(f"ALTER TABLE {database}.{table.name}{on} ADD COLUMN IF NOT EXISTS {' '.join(column)}")
-        if table.name + suffix in existing:
-            made += _index_changes(table, indexes, table.name + suffix, f"{database}.{table.name}{suffix}{on}")
+        if held_as in existing:
+            made += _index_changes(table, indexes, held_as, altered)
         for column in table.retyped:
             wanted = dict(table.columns)[column]
             kind, _, codec = wanted.partition(" CODEC(")
-            held = kinds.get((table.name + suffix, column))
+            held = kinds.get((held_as, column))
             if held is not None and held != (kind, f"CODEC({codec}" if codec else ""):
-                made.append(f"ALTER TABLE {database}.{table.name}{suffix}{on} MODIFY COLUMN {column} {wanted}")
+                made.append(f"ALTER TABLE {altered} MODIFY COLUMN {column} {wanted}")
                 if cluster:
                     made.append(f"ALTER TABLE {database}.{table.name}{on} MODIFY COLUMN {column} {kind}")
         # A view that writes a column its table was given: made to (a start cut short after
@@ -317,11 +319,11 @@ def upgrades(connection) -> list[str]:
         uncounted = []
         if table.comment.startswith(SHORT_FROM) and view is not None:
             uncounted = [field for field in map(dims.field, dims.WITH_RECORDS) if f"'{field}'" not in view]
-        comment = comments.get(table.name + suffix, "")
+        comment = comments.get(held_as, "")
         unmarked = [field for field in uncounted if field not in _marks(comment)]
         if unmarked and not restarted and comment.startswith(SHORT_FROM):
             marks = "".join(f"; {field}{_FIELD_FROM}{tomorrow}" for field in unmarked)
-            made.append(f"ALTER TABLE {database}.{table.name}{suffix}{on} MODIFY COMMENT '{comment}{marks}'")
+            made.append(f"ALTER TABLE {altered} MODIFY COMMENT '{comment}{marks}'")
         if view is not None and (any(f" AS {column}" not in view for column in wanted) or uncounted):
             made.append(
                 f"ALTER TABLE {database}.{table.name}_view{on} MODIFY QUERY " + table.filled_by.format(records=records)
